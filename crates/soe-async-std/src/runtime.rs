@@ -1,0 +1,97 @@
+//! The [`Runtime`] implementation on async-io (the reactor of async-std and smol).
+
+use std::future::Future;
+use std::io::{self, IoSliceMut};
+use std::net::{SocketAddr, UdpSocket};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Instant;
+
+use async_io::{Async, Timer};
+use soe_runtime::udp::{RecvMeta, Transmit, UdpSocketState};
+use soe_runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
+
+/// Runs the driver task on async-std's executor, with async-io timers and sockets.
+///
+/// The socket and timers belong to async-io's global reactor, so an endpoint bound with this
+/// runtime also serves applications running on smol or any other executor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AsyncStdRuntime;
+
+impl Runtime for AsyncStdRuntime {
+    fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>> {
+        Box::pin(IoTimer(Timer::at(deadline)))
+    }
+
+    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        drop(async_std::task::spawn(future));
+    }
+
+    fn wrap_udp_socket(&self, socket: UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
+        let state = UdpSocketState::new((&socket).into())?;
+        Ok(Arc::new(Socket {
+            io: Async::new(socket)?,
+            state,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct IoTimer(Timer);
+
+impl AsyncTimer for IoTimer {
+    fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
+        self.0.set_at(deadline);
+    }
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.0).poll(cx).map(|_| ())
+    }
+}
+
+#[derive(Debug)]
+struct Socket {
+    io: Async<UdpSocket>,
+    state: UdpSocketState,
+}
+
+impl AsyncUdpSocket for Socket {
+    fn poll_recv(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.io.poll_readable(cx))?;
+            match self.state.recv(self.io.get_ref().into(), bufs, meta) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                other => return Poll::Ready(other),
+            }
+        }
+    }
+
+    fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
+        let transmit = Transmit {
+            destination,
+            ecn: None,
+            contents: datagram,
+            segment_size: None,
+            src_ip: None,
+        };
+        self.state.try_send(self.io.get_ref().into(), &transmit)
+    }
+
+    fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.io.poll_writable(cx)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.get_ref().local_addr()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.state.gro_segments()
+    }
+}

@@ -1,0 +1,75 @@
+//! The runtime seam: the three small traits an async runtime implements so the driver can run on it.
+//!
+//! The driver needs a timer, a way to spawn its task, and a UDP socket it can poll. Each adapter
+//! crate (`soe-tokio`, `soe-async-std`) implements these traits in about a hundred lines; the
+//! driver itself never names a runtime.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use crate::udp;
+
+/// An async runtime the driver can run on.
+pub trait Runtime: Send + Sync + Debug + 'static {
+    /// Builds a timer that fires at `deadline`.
+    fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>>;
+    /// Runs `future` to completion in the background.
+    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>);
+    /// Registers a bound std socket with the runtime's reactor.
+    ///
+    /// The socket is already in non-blocking mode.
+    fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>>;
+    /// The current time, as the runtime's timers see it.
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// A timer that can be moved to a new deadline without being rebuilt.
+pub trait AsyncTimer: Send + Debug + 'static {
+    /// Moves the timer to `deadline`, whether or not it already fired.
+    fn reset(self: Pin<&mut Self>, deadline: Instant);
+    /// Ready once the deadline has passed.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()>;
+}
+
+/// A UDP socket registered with a runtime's reactor.
+///
+/// Receiving is batched: one call may fill several buffers (`recvmmsg` where the platform has it)
+/// and, when the platform coalesces datagrams (GRO), one buffer may hold several datagrams of
+/// `stride` bytes each.
+pub trait AsyncUdpSocket: Send + Sync + Debug + 'static {
+    /// Receives as many datagrams as are ready, up to `bufs.len()` buffers.
+    ///
+    /// Returns the number of buffers filled; `meta[i]` describes `bufs[i]`. Registers `cx` for
+    /// wake-up when nothing is ready.
+    fn poll_recv(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [udp::RecvMeta],
+    ) -> Poll<io::Result<usize>>;
+
+    /// Sends one datagram without waiting.
+    ///
+    /// Fails with [`io::ErrorKind::WouldBlock`] when the socket's send buffer is full; then
+    /// [`poll_writable`](Self::poll_writable) tells when to try again.
+    fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()>;
+
+    /// Ready when the socket may accept a datagram again; registers `cx` otherwise.
+    fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// The address the socket is bound to.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+
+    /// How many datagrams the platform may coalesce into one receive buffer (1 without GRO).
+    fn max_receive_segments(&self) -> usize {
+        1
+    }
+}
