@@ -1,0 +1,261 @@
+//! Limits and timings of a reliable channel.
+
+use std::time::Duration;
+
+use crate::ReliableError;
+
+/// The largest receive window: sequences are 16 bits on the wire, so a receiver can tell "ahead"
+/// from "behind" only within half the sequence space.
+pub const MAX_WINDOW: u16 = 32768;
+
+/// Limits and timings shared by the channels of a session (wrap it in an `Arc`).
+///
+/// Every limit bounds memory or time a peer can make this side spend; the defaults are safe for
+/// an Internet-facing server. Build one with [`ReliableConfig::default`] and the `with_*` setters;
+/// [`ReliableChannel::new`](crate::ReliableChannel::new) checks it with
+/// [`ReliableConfig::validate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReliableConfig {
+    /// Messages the application may queue per channel before [`send`] answers
+    /// [`SendError::QueueFull`](crate::SendError::QueueFull). Also bounds messages received and
+    /// not yet taken with [`poll_message`]: past it, new in-order packets are left unacknowledged
+    /// so the peer sends them again later. Default 4096; at least 1.
+    ///
+    /// [`send`]: crate::ReliableChannel::send
+    /// [`poll_message`]: crate::ReliableChannel::poll_message
+    pub max_queued_messages: usize,
+    /// The largest application message, sent or received (a received reassembly may be one byte
+    /// longer, for the zero-escape byte). A first fragment announcing more is
+    /// [`ReliableError::MessageTooLarge`] and nothing is allocated for it. Also bounds the bytes
+    /// received and not yet taken with `poll_message`. Default 4 MiB; 1 to `u32::MAX - 1`.
+    pub max_message_size: usize,
+    /// Packets buffered ahead of the next expected sequence; later ones are dropped unstored (the
+    /// peer sends them again). Memory for out-of-order data is at most this many packets.
+    /// Default 256; 1 to [`MAX_WINDOW`].
+    pub receive_window: u16,
+    /// The most packets in flight (sequenced and not yet acknowledged, counted from the oldest
+    /// unacknowledged one); caps the congestion window. Keep it at or below the peer's receive
+    /// window (256 in known peers). Default 196; 1 to `MAX_WINDOW - 1`.
+    pub max_send_window: u16,
+    /// The congestion window (packets in flight) at the start and its floor after the first loss
+    /// is half of it, at least 2. Default 8; 1 to `max_send_window` (larger values are capped).
+    pub initial_send_window: u16,
+    /// How long an in-order packet may wait before a cumulative AcknowledgeAll goes out.
+    /// Default 2 ms.
+    pub ack_delay: Duration,
+    /// A cumulative ack goes out at once when this many in-order packets are unacknowledged.
+    /// Default 16; at least 1.
+    pub ack_every: u16,
+    /// The retransmission timeout before the first round-trip sample. Default 500 ms.
+    pub initial_rto: Duration,
+    /// The floor of the retransmission timeout. Default 100 ms.
+    pub min_rto: Duration,
+    /// The ceiling of the retransmission timeout, backoff included. Default 3 s.
+    pub max_rto: Duration,
+    /// A packet still unacknowledged this long after its first transmission ends the session
+    /// ([`ReliableError::UnacknowledgedTimeout`]). Default 30 s.
+    pub unacknowledged_timeout: Duration,
+    /// Whether small messages are packed into one packet as a Group (`00 19` + items). Some peers
+    /// read Groups but never send them; all known peers read them. Default true.
+    pub bundle_messages: bool,
+}
+
+impl Default for ReliableConfig {
+    fn default() -> Self {
+        Self {
+            max_queued_messages: 4096,
+            max_message_size: 4 * 1024 * 1024,
+            receive_window: 256,
+            max_send_window: 196,
+            initial_send_window: 8,
+            ack_delay: Duration::from_millis(2),
+            ack_every: 16,
+            initial_rto: Duration::from_millis(500),
+            min_rto: Duration::from_millis(100),
+            max_rto: Duration::from_secs(3),
+            unacknowledged_timeout: Duration::from_secs(30),
+            bundle_messages: true,
+        }
+    }
+}
+
+macro_rules! setter {
+    ($(#[$doc:meta])* $name:ident, $field:ident: $ty:ty) => {
+        $(#[$doc])*
+        #[must_use]
+        pub fn $name(mut self, $field: $ty) -> Self {
+            self.$field = $field;
+            self
+        }
+    };
+}
+
+impl ReliableConfig {
+    setter!(
+        /// Sets [`ReliableConfig::max_queued_messages`].
+        with_max_queued_messages, max_queued_messages: usize
+    );
+    setter!(
+        /// Sets [`ReliableConfig::max_message_size`].
+        with_max_message_size, max_message_size: usize
+    );
+    setter!(
+        /// Sets [`ReliableConfig::receive_window`].
+        with_receive_window, receive_window: u16
+    );
+    setter!(
+        /// Sets [`ReliableConfig::max_send_window`].
+        with_max_send_window, max_send_window: u16
+    );
+    setter!(
+        /// Sets [`ReliableConfig::initial_send_window`].
+        with_initial_send_window, initial_send_window: u16
+    );
+    setter!(
+        /// Sets [`ReliableConfig::ack_delay`].
+        with_ack_delay, ack_delay: Duration
+    );
+    setter!(
+        /// Sets [`ReliableConfig::ack_every`].
+        with_ack_every, ack_every: u16
+    );
+    setter!(
+        /// Sets [`ReliableConfig::initial_rto`].
+        with_initial_rto, initial_rto: Duration
+    );
+    setter!(
+        /// Sets [`ReliableConfig::min_rto`].
+        with_min_rto, min_rto: Duration
+    );
+    setter!(
+        /// Sets [`ReliableConfig::max_rto`].
+        with_max_rto, max_rto: Duration
+    );
+    setter!(
+        /// Sets [`ReliableConfig::unacknowledged_timeout`].
+        with_unacknowledged_timeout, unacknowledged_timeout: Duration
+    );
+    setter!(
+        /// Sets [`ReliableConfig::bundle_messages`].
+        with_bundle_messages, bundle_messages: bool
+    );
+
+    /// Checks every field against its documented range.
+    pub fn validate(&self) -> Result<(), ReliableError> {
+        fn check(
+            ok: bool,
+            field: &'static str,
+            value: u64,
+            range: &'static str,
+        ) -> Result<(), ReliableError> {
+            if ok {
+                Ok(())
+            } else {
+                Err(ReliableError::InvalidConfig {
+                    field,
+                    value,
+                    range,
+                })
+            }
+        }
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        check(
+            self.max_queued_messages >= 1,
+            "max_queued_messages",
+            self.max_queued_messages as u64,
+            "at least 1",
+        )?;
+        check(
+            (1..u32::MAX as usize).contains(&self.max_message_size),
+            "max_message_size",
+            self.max_message_size as u64,
+            "1 to u32::MAX - 1",
+        )?;
+        check(
+            (1..=MAX_WINDOW).contains(&self.receive_window),
+            "receive_window",
+            self.receive_window.into(),
+            "1 to 32768",
+        )?;
+        check(
+            (1..MAX_WINDOW).contains(&self.max_send_window),
+            "max_send_window",
+            self.max_send_window.into(),
+            "1 to 32767",
+        )?;
+        check(
+            self.initial_send_window >= 1,
+            "initial_send_window",
+            self.initial_send_window.into(),
+            "at least 1",
+        )?;
+        check(
+            self.ack_every >= 1,
+            "ack_every",
+            self.ack_every.into(),
+            "at least 1",
+        )?;
+        check(
+            !self.min_rto.is_zero(),
+            "min_rto (ms)",
+            millis(self.min_rto),
+            "more than 0",
+        )?;
+        check(
+            self.max_rto >= self.min_rto,
+            "max_rto (ms)",
+            millis(self.max_rto),
+            "at least min_rto",
+        )?;
+        check(
+            !self.unacknowledged_timeout.is_zero(),
+            "unacknowledged_timeout (ms)",
+            millis(self.unacknowledged_timeout),
+            "more than 0",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_setters_apply() {
+        ReliableConfig::default().validate().unwrap();
+        let c = ReliableConfig::default()
+            .with_receive_window(512)
+            .with_bundle_messages(false);
+        assert_eq!(c.receive_window, 512);
+        assert!(!c.bundle_messages);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn out_of_range_fields_are_named() {
+        let err = ReliableConfig::default()
+            .with_receive_window(0)
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("receive_window"), "{err}");
+        assert!(
+            ReliableConfig::default()
+                .with_max_send_window(MAX_WINDOW)
+                .validate()
+                .is_err()
+        );
+        assert!(
+            ReliableConfig::default()
+                .with_max_rto(Duration::from_millis(10))
+                .validate()
+                .is_err()
+        );
+        assert!(
+            ReliableConfig::default()
+                .with_max_message_size(0)
+                .validate()
+                .is_err()
+        );
+    }
+}
