@@ -1,6 +1,12 @@
 //! Contextual framing: `opcode | [compression flag] | body | CRC`.
 
-use crate::{CrcLength, WireError};
+use miniz_oxide::deflate::core::{
+    CompressorOxide, TDEFLFlush, TDEFLStatus, compress, create_comp_flags_from_zip_params,
+};
+use miniz_oxide::inflate::TINFLStatus;
+use miniz_oxide::inflate::core::{DecompressorOxide, decompress, inflate_flags};
+
+use crate::{Ack, Channel, Crc32, CrcLength, OpCode, Packet, WireError};
 
 /// What a session negotiated for its contextual packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,52 +53,302 @@ impl FrameConfig {
     }
 }
 
+/// Bodies shorter than this are never compressed (peers do the same).
+pub const MIN_COMPRESS_LEN: usize = 24;
+/// The flag byte [`Framer::seal`] writes before a deflated body.
+pub(crate) const FLAG_COMPRESSED: u8 = 0x01;
+/// The flag byte [`Framer::seal`] writes before a body sent as is.
+pub(crate) const FLAG_PLAIN: u8 = 0x00;
+
+/// zlib level used by [`Framer::seal`]: miniz's default, a fair trade for small bodies.
+const DEFLATE_LEVEL: i32 = 6;
+/// Positive window bits ask miniz for the zlib (RFC 1950) wrapper.
+const ZLIB_WINDOW_BITS: i32 = 15;
+/// The first inflate buffer holds this many bytes per compressed byte (and grows by doubling).
+const INFLATE_FIRST_RATIO: usize = 4;
+
 /// Applies and removes a session's framing. Keeps the seeded CRC state and reusable
 /// compression buffers, so framing allocates nothing per packet once warm.
+///
+/// The zlib state is made on first use (only sessions that negotiated compression pay for it):
+/// about 11 KiB for the inflater and 300 KiB for the deflater, plus an output buffer that grows,
+/// up to [`FrameConfig::max_inflated`], to the largest body inflated so far.
 pub struct Framer {
-    // fields are the implementer's choice
+    config: FrameConfig,
+    crc: Crc32,
+    /// Holds `opcode | body` when [`Framer::open`] cannot borrow from the datagram. Its length
+    /// only grows (to the largest output so far); `out_len` is the live part.
+    out: Vec<u8>,
+    out_len: usize,
+    inflater: Option<Box<DecompressorOxide>>,
+    deflater: Option<Box<CompressorOxide>>,
+    /// Deflate output for [`Framer::seal`]; its length only grows.
+    deflated: Vec<u8>,
 }
 
 impl Framer {
     /// A framer for `config`.
     pub fn new(config: FrameConfig) -> Self {
-        todo!()
+        Self {
+            config,
+            crc: Crc32::new(config.crc_seed),
+            out: Vec::new(),
+            out_len: 0,
+            inflater: None,
+            deflater: None,
+            deflated: Vec::new(),
+        }
     }
 
     /// The config this framer applies.
     pub fn config(&self) -> &FrameConfig {
-        todo!()
+        &self.config
+    }
+
+    /// The seeded CRC this framer checks and writes.
+    pub fn crc(&self) -> &Crc32 {
+        &self.crc
     }
 
     /// The most bytes framing adds to a packet: the flag byte (when compression is on) plus the
     /// CRC trailer. A sender keeps `encoded_len + overhead <= udp_length`.
     pub fn overhead(&self) -> usize {
-        todo!()
+        usize::from(self.config.compression) + self.config.crc_length.get()
     }
 
     /// Removes framing from a received datagram and returns `opcode | body`, ready for
     /// [`crate::Packet::decode`]: borrowed from `datagram`, or from this framer's buffer when the
     /// body was compressed. Contextless packets pass through unchanged; a datagram whose first byte
     /// is not zero ([`crate::Packet::Unreliable`]) has its CRC stripped but no flag.
+    ///
+    /// With compression on, a contextual packet with a zero flag is copied (opcode and body, to
+    /// make them contiguous) into the framer's reused buffer; a non-zero flag means a zlib body,
+    /// inflated into that buffer and limited to [`FrameConfig::max_inflated`] bytes. Errors:
+    /// [`WireError::Truncated`] for a datagram shorter than its framing,
+    /// [`WireError::CrcMismatch`], [`WireError::InflateTooLarge`], [`WireError::InflateFailed`]
+    /// (also for bytes after the end of the zlib stream). An unknown opcode is left for
+    /// [`crate::Packet::decode`] to report.
     pub fn open<'a>(&'a mut self, datagram: &'a [u8]) -> Result<&'a [u8], WireError> {
-        todo!()
+        let zero_first = match datagram {
+            [] => return Err(truncated("datagram", 1, 0)),
+            [0] => return Err(truncated("opcode", 2, 1)),
+            [0, lo, ..] => {
+                if is_contextless(*lo) {
+                    return Ok(datagram);
+                }
+                true
+            }
+            _ => false,
+        };
+        let crc_len = self.config.crc_length.get();
+        let flag_len = usize::from(zero_first && self.config.compression);
+        let head = if zero_first { 2 + flag_len } else { 1 };
+        if datagram.len() < head + crc_len {
+            return Err(truncated(
+                if zero_first {
+                    "framed packet"
+                } else {
+                    "framed unreliable packet"
+                },
+                head + crc_len,
+                datagram.len(),
+            ));
+        }
+        let (inner, trailer) = datagram.split_at(datagram.len() - crc_len);
+        if crc_len != 0 {
+            let received = self.config.crc_length.read(trailer);
+            let computed = self.config.crc_length.truncate(self.crc.checksum(inner));
+            if received != computed {
+                return Err(WireError::CrcMismatch { received, computed });
+            }
+        }
+        if flag_len == 0 {
+            return Ok(inner);
+        }
+        let [op_hi, op_lo, flag, body @ ..] = inner else {
+            // checked above: inner holds opcode and flag
+            return Err(truncated("compression flag", 3, inner.len()));
+        };
+        let opcode = [*op_hi, *op_lo];
+        if *flag == FLAG_PLAIN {
+            self.out_len = 0;
+            self.append_out(&opcode);
+            self.append_out(body);
+        } else {
+            self.inflate(opcode, body)?;
+        }
+        Ok(self.out.get(..self.out_len).unwrap_or_default())
+    }
+
+    /// Copies `bytes` after the live part of the output buffer.
+    fn append_out(&mut self, bytes: &[u8]) {
+        let end = self.out_len + bytes.len();
+        if self.out.len() < end {
+            self.out.resize(end, 0);
+        }
+        if let Some(dst) = self.out.get_mut(self.out_len..end) {
+            dst.copy_from_slice(bytes);
+        }
+        self.out_len = end;
+    }
+
+    /// Inflates a zlib `body` into the output buffer after `opcode`, within the limit.
+    fn inflate(&mut self, opcode: [u8; 2], body: &[u8]) -> Result<(), WireError> {
+        let limit = self.config.max_inflated;
+        // One byte past the limit tells "exactly the limit" from "more than the limit".
+        let cap = limit.saturating_add(3);
+        let first = body
+            .len()
+            .saturating_mul(INFLATE_FIRST_RATIO)
+            .saturating_add(64)
+            .min(cap);
+        if self.out.len() < first {
+            self.out.resize(first, 0);
+        }
+        self.out_len = 0;
+        self.append_out(&opcode);
+
+        let inflater = self.inflater.get_or_insert_with(Box::default);
+        inflater.init();
+        let flags = inflate_flags::TINFL_FLAG_PARSE_ZLIB_HEADER
+            | inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF
+            | inflate_flags::TINFL_FLAG_COMPUTE_ADLER32;
+        let mut input = body;
+        let mut pos = 2;
+        loop {
+            let window = self.out.len().min(cap);
+            let out = self.out.get_mut(..window).unwrap_or_default();
+            let (status, read, written) = decompress(inflater, input, out, pos, flags);
+            input = input.get(read..).unwrap_or_default();
+            pos += written;
+            match status {
+                TINFLStatus::Done => break,
+                TINFLStatus::HasMoreOutput if window < cap => {
+                    let grown = window.saturating_mul(2).min(cap);
+                    self.out.resize(grown, 0);
+                }
+                TINFLStatus::HasMoreOutput => return Err(WireError::InflateTooLarge { limit }),
+                _ => return Err(WireError::InflateFailed),
+            }
+        }
+        if pos - 2 > limit {
+            return Err(WireError::InflateTooLarge { limit });
+        }
+        if !input.is_empty() {
+            // bytes after the end of the zlib stream
+            return Err(WireError::InflateFailed);
+        }
+        self.out_len = pos;
+        Ok(())
     }
 
     /// Like [`Framer::open`] for a datagram whose CRC failed: accepts only the two shapes real
     /// peers send without a CRC trailer (h1z1-server's Heartbeat `00 06` and selective
     /// Acknowledge `00 11..=14 | u16`, with a zero compression flag when compression is on) and
     /// returns `None` for anything else.
+    ///
+    /// The result borrows from `datagram`, so with compression on a selective ack
+    /// (`00 11 00 | u16`, the flag between opcode and body) cannot be returned and gives `None`;
+    /// [`Framer::open_crcless_packet`] handles every case.
     pub fn open_crcless<'a>(&self, datagram: &'a [u8]) -> Option<&'a [u8]> {
-        todo!()
+        match (self.config.compression, datagram) {
+            (false, [0x00, 0x06]) | (false, [0x00, 0x11..=0x14, _, _]) => Some(datagram),
+            (true, [0x00, 0x06, FLAG_PLAIN]) => datagram.get(..2),
+            _ => None,
+        }
+    }
+
+    /// Like [`Framer::open_crcless`], returning the decoded packet: [`Packet::Heartbeat`] or
+    /// [`Packet::Acknowledge`], in every compression setting.
+    pub fn open_crcless_packet(&self, datagram: &[u8]) -> Option<Packet<'static>> {
+        let ack = |op: u8, hi: u8, lo: u8| {
+            Some(Packet::Acknowledge(Ack {
+                channel: Channel::new(op - 0x11)?,
+                sequence: u16::from_be_bytes([hi, lo]),
+            }))
+        };
+        match (self.config.compression, datagram) {
+            (false, [0x00, 0x06]) | (true, [0x00, 0x06, FLAG_PLAIN]) => Some(Packet::Heartbeat),
+            (false, &[0x00, op @ 0x11..=0x14, hi, lo])
+            | (true, &[0x00, op @ 0x11..=0x14, FLAG_PLAIN, hi, lo]) => ack(op, hi, lo),
+            _ => None,
+        }
     }
 
     /// Frames a packet in place. `buf[start..]` holds `opcode | body` as [`crate::Packet::encode`]
     /// wrote it; afterwards it holds the datagram: compression flag inserted when negotiated, the
     /// body deflated when it is 24 bytes or more and deflating makes it smaller, and the CRC
     /// trailer appended. Contextless packets are left unchanged; unreliable ones get only the CRC.
+    ///
+    /// Nothing is allocated once the buffers are warm, provided `buf` has room for the flag and
+    /// trailer ([`Framer::overhead`] bytes).
     pub fn seal(&mut self, buf: &mut Vec<u8>, start: usize) {
-        todo!()
+        debug_assert!(start < buf.len(), "seal of an empty packet");
+        let (zero_first, contextless) = match buf.get(start..) {
+            None | Some([]) => return,
+            Some([0, lo, ..]) => (true, is_contextless(*lo)),
+            Some(_) => (false, false),
+        };
+        if contextless {
+            return;
+        }
+        if zero_first && self.config.compression {
+            let body_at = start + 2;
+            if !self.deflate_tail(buf, body_at) {
+                buf.insert(body_at, FLAG_PLAIN);
+            }
+        }
+        let crc_length = self.config.crc_length;
+        if crc_length.get() != 0 {
+            let crc = self.crc.checksum(buf.get(start..).unwrap_or_default());
+            let mut trailer = [0u8; 4];
+            let n = crc_length.write(crc, &mut trailer);
+            buf.extend_from_slice(trailer.get(..n).unwrap_or_default());
+        }
     }
+
+    /// Replaces `buf[body_at..]` with [`FLAG_COMPRESSED`] and its zlib form when the body is long
+    /// enough and deflating shrinks it; returns whether it did.
+    fn deflate_tail(&mut self, buf: &mut Vec<u8>, body_at: usize) -> bool {
+        let Some(body) = buf.get(body_at..) else {
+            return false;
+        };
+        if body.len() < MIN_COMPRESS_LEN {
+            return false;
+        }
+        // Output must be smaller than the body, so a buffer of body.len() - 1 bytes suffices;
+        // a stream that does not finish within it is not worth sending.
+        let room = body.len() - 1;
+        if self.deflated.len() < room {
+            self.deflated.resize(room, 0);
+        }
+        let deflater = self.deflater.get_or_insert_with(|| {
+            Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
+                DEFLATE_LEVEL,
+                ZLIB_WINDOW_BITS,
+                0,
+            )))
+        });
+        deflater.reset();
+        let out = self.deflated.get_mut(..room).unwrap_or_default();
+        let (status, read, written) = compress(deflater, body, out, TDEFLFlush::Finish);
+        if status != TDEFLStatus::Done || read != body.len() || written >= body.len() {
+            return false;
+        }
+        buf.truncate(body_at);
+        buf.push(FLAG_COMPRESSED);
+        buf.extend_from_slice(self.deflated.get(..written).unwrap_or_default());
+        true
+    }
+}
+
+/// Whether the opcode with high byte zero and low byte `lo` travels without framing.
+fn is_contextless(lo: u8) -> bool {
+    OpCode::from_u16(u16::from(lo)).is_some_and(OpCode::is_contextless)
+}
+
+fn truncated(what: &'static str, needed: usize, got: usize) -> WireError {
+    WireError::Truncated { what, needed, got }
 }
 
 impl std::fmt::Debug for Framer {
@@ -100,5 +356,184 @@ impl std::fmt::Debug for Framer {
         f.debug_struct("Framer")
             .field("config", self.config())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framer(crc: u8, compression: bool) -> Framer {
+        Framer::new(
+            FrameConfig::new(0x1234_5678)
+                .with_crc_length(CrcLength::new(crc).unwrap())
+                .with_compression(compression),
+        )
+    }
+
+    fn sealed(framer: &mut Framer, packet: &[u8]) -> Vec<u8> {
+        let mut buf = vec![0xEE, 0xEE];
+        buf.extend_from_slice(packet);
+        framer.seal(&mut buf, 2);
+        assert_eq!(&buf[..2], &[0xEE, 0xEE]);
+        buf.split_off(2)
+    }
+
+    #[test]
+    fn plain_flag_and_crc() {
+        let mut f = framer(2, true);
+        assert_eq!(f.overhead(), 3);
+        let d = sealed(&mut f, &[0, 0x15, 0, 7]);
+        assert_eq!(d.len(), 4 + 3);
+        assert_eq!(&d[..5], &[0, 0x15, 0, 0, 7]);
+        let crc = f.crc().checksum(&d[..5]) & 0xFFFF;
+        assert_eq!(&d[5..], &(crc as u16).to_be_bytes());
+        assert_eq!(f.open(&d), Ok(&[0, 0x15, 0, 7][..]));
+    }
+
+    #[test]
+    fn compresses_only_long_bodies_that_shrink() {
+        let mut f = framer(0, true);
+        // 23 bytes of zeros: too short to try
+        let mut short = vec![0, 9];
+        short.extend([0; 23]);
+        let d = sealed(&mut f, &short);
+        assert_eq!(d[2], FLAG_PLAIN);
+        // 24 bytes of zeros: deflated
+        let mut long = vec![0, 9];
+        long.extend([0; 24]);
+        let d = sealed(&mut f, &long);
+        assert_eq!(d[2], FLAG_COMPRESSED);
+        assert!(d.len() < long.len() + 1);
+        assert_eq!(d[3] & 0x0F, 8, "zlib header");
+        assert_eq!(f.open(&d), Ok(&long[..]));
+        // incompressible bytes stay plain
+        let mut noise = vec![0, 9];
+        let mut x = 0x9E37_79B9u32;
+        noise.extend((0..300).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        }));
+        let d = sealed(&mut f, &noise);
+        assert_eq!(d[2], FLAG_PLAIN);
+        assert_eq!(d.len(), noise.len() + 1);
+        assert_eq!(f.open(&d), Ok(&noise[..]));
+    }
+
+    #[test]
+    fn contextless_and_unreliable() {
+        let mut f = framer(4, true);
+        let request = b"\x00\x01\x00\x00\x00\x03\x00\x00\x00\x07\x00\x00\x02\x00A\x00";
+        assert_eq!(sealed(&mut f, request), request);
+        assert_eq!(f.open(request), Ok(&request[..]));
+        let d = sealed(&mut f, &[0x42; 40]);
+        assert_eq!(d.len(), 44);
+        assert_eq!(&d[..40], &[0x42; 40]);
+        assert_eq!(f.open(&d), Ok(&[0x42; 40][..]));
+    }
+
+    #[test]
+    fn bad_crc_and_short_datagrams() {
+        let mut f = framer(2, false);
+        let mut d = sealed(&mut f, &[0, 0x11, 0, 1]);
+        let last = d.len() - 1;
+        d[last] ^= 1;
+        assert!(matches!(f.open(&d), Err(WireError::CrcMismatch { .. })));
+        assert!(matches!(
+            f.open(&[0, 0x11, 1]),
+            Err(WireError::Truncated {
+                needed: 4,
+                got: 3,
+                ..
+            })
+        ));
+        assert!(matches!(f.open(&[]), Err(WireError::Truncated { .. })));
+        assert!(matches!(f.open(&[0]), Err(WireError::Truncated { .. })));
+        assert!(matches!(f.open(&[5, 1]), Err(WireError::Truncated { .. })));
+        let mut g = framer(0, true);
+        assert!(matches!(
+            g.open(&[0, 0x09]),
+            Err(WireError::Truncated { needed: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn inflate_errors() {
+        let mut f = framer(0, true);
+        // flag set on bytes that are not zlib
+        assert_eq!(
+            f.open(&[0, 9, 1, 0, 1, 2, 3]),
+            Err(WireError::InflateFailed)
+        );
+        // a valid stream with a byte after it
+        let mut long = vec![0, 9];
+        long.extend([7; 100]);
+        let mut d = sealed(&mut f, &long);
+        assert_eq!(d[2], FLAG_COMPRESSED);
+        d.push(0);
+        assert_eq!(f.open(&d), Err(WireError::InflateFailed));
+        // a truncated stream
+        d.truncate(d.len() - 3);
+        assert_eq!(f.open(&d), Err(WireError::InflateFailed));
+        // a body (opcode not counted) exactly at the limit is fine, one byte over is not
+        let mut at = Framer::new(f.config().with_max_inflated(100));
+        let d = sealed(&mut at, &[&[0u8, 9][..], &[7; 100]].concat());
+        assert_eq!(at.open(&d).map(<[u8]>::len), Ok(102));
+        let d = sealed(&mut at, &[&[0u8, 9][..], &[7; 101]].concat());
+        assert_eq!(at.open(&d), Err(WireError::InflateTooLarge { limit: 100 }));
+    }
+
+    #[test]
+    fn crcless_shapes() {
+        let plain = framer(2, false);
+        assert_eq!(plain.open_crcless(&[0, 6]), Some(&[0, 6][..]));
+        assert_eq!(
+            plain.open_crcless(&[0, 0x12, 0, 5]),
+            Some(&[0, 0x12, 0, 5][..])
+        );
+        assert_eq!(plain.open_crcless(&[0, 0x15, 0, 5]), None);
+        assert_eq!(plain.open_crcless(&[0, 6, 0]), None);
+        assert_eq!(
+            plain.open_crcless_packet(&[0, 0x12, 0, 5]),
+            Some(Packet::Acknowledge(Ack {
+                channel: Channel::new(1).unwrap(),
+                sequence: 5
+            }))
+        );
+        let comp = framer(2, true);
+        assert_eq!(comp.open_crcless(&[0, 6, 0]), Some(&[0, 6][..]));
+        assert_eq!(comp.open_crcless(&[0, 6]), None);
+        assert_eq!(comp.open_crcless(&[0, 0x11, 0, 0, 5]), None);
+        assert_eq!(
+            comp.open_crcless_packet(&[0, 0x11, 0, 0, 5]),
+            Some(Packet::Acknowledge(Ack {
+                channel: Channel::ZERO,
+                sequence: 5
+            }))
+        );
+        assert_eq!(comp.open_crcless_packet(&[0, 0x11, 1, 0, 5]), None);
+        assert_eq!(
+            comp.open_crcless_packet(&[0, 6, 0]),
+            Some(Packet::Heartbeat)
+        );
+    }
+
+    #[test]
+    fn buffers_are_reused() {
+        let mut f = framer(2, true);
+        let mut body = vec![0, 9];
+        body.extend((0..400).map(|i| (i % 7) as u8));
+        let d = sealed(&mut f, &body);
+        f.open(&d).unwrap();
+        let (out_ptr, out_cap) = (f.out.as_ptr(), f.out.capacity());
+        let deflated_ptr = f.deflated.as_ptr();
+        for _ in 0..10 {
+            let d = sealed(&mut f, &body);
+            assert_eq!(f.open(&d), Ok(&body[..]));
+        }
+        assert_eq!((f.out.as_ptr(), f.out.capacity()), (out_ptr, out_cap));
+        assert_eq!(f.deflated.as_ptr(), deflated_ptr);
     }
 }

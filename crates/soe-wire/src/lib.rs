@@ -11,6 +11,33 @@
 //!
 //! Nothing here allocates per packet except [`Framer`]'s reusable buffers, and no input makes it
 //! panic: every malformed byte string is a [`WireError`].
+//!
+//! ```
+//! use soe_wire::{Ack, Channel, CrcLength, FrameConfig, Framer, Packet};
+//!
+//! // What a SessionResponse negotiated: CRC seed, 2-byte trailer, compression flag on.
+//! let mut framer = Framer::new(
+//!     FrameConfig::new(0x6EC1_4BF6)
+//!         .with_crc_length(CrcLength::TWO)
+//!         .with_compression(true),
+//! );
+//!
+//! // Send: encode into a buffer, then frame it in place.
+//! let ack = Packet::AcknowledgeAll(Ack { channel: Channel::ZERO, sequence: 7 });
+//! let mut datagram = Vec::new();
+//! ack.encode(&mut datagram);
+//! framer.seal(&mut datagram, 0);
+//! assert_eq!(datagram.len(), 4 + framer.overhead()); // opcode, flag, sequence, CRC
+//!
+//! // Receive: check and strip the framing, then decode without copying.
+//! let unframed = framer.open(&datagram)?;
+//! assert_eq!(Packet::decode(unframed)?, ack);
+//!
+//! // A flipped bit fails the CRC.
+//! datagram[3] ^= 0x40;
+//! assert!(framer.open(&datagram).is_err());
+//! # Ok::<(), soe_wire::WireError>(())
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
@@ -26,13 +53,15 @@ pub mod varint;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
-pub use bundle::{Group, GroupIter, GroupWriter, MultiPacket, MultiPacketWriter, SubPackets};
+pub use bundle::{
+    Group, GroupIter, GroupWriter, MultiPacket, MultiPacketWriter, Packets, SubPackets,
+};
 pub use error::WireError;
-pub use framing::{FrameConfig, Framer};
+pub use framing::{FrameConfig, Framer, MIN_COMPRESS_LEN};
 pub use opcode::{Channel, OpCode};
 pub use packet::{
-    Ack, Disconnect, DisconnectReason, NetStatusRequest, NetStatusResponse, Ordered, Packet,
-    ReliableData, RemapConnection, SessionRequest, SessionResponse,
+    Ack, Disconnect, DisconnectReason, NET_STATUS_BODY_LEN, NetStatusRequest, NetStatusResponse,
+    Ordered, Packet, ReliableData, RemapConnection, SessionRequest, SessionResponse,
 };
 pub use reliable::ReliablePayload;
 pub use soe_crypto::{Crc32, CrcLength};
