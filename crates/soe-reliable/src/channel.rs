@@ -4,24 +4,52 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use soe_wire::Channel;
+use soe_crypto::Rc4;
+use soe_wire::reliable::{DATA_HEADER_LEN, FIRST_FRAGMENT_EXTRA};
+use soe_wire::{Channel, OpCode};
 
+use crate::recv::{Kind, Receiver};
+use crate::send::Sender;
 use crate::{ChannelStats, ReliableConfig, ReliableError, RttEstimate, SendError};
 
-/// The smallest `max_packet_len` a channel accepts: a fragment header (opcode, sequence, total
-/// length) and a few data bytes.
-pub const MIN_PACKET_LEN: usize = 16;
+/// The smallest `max_packet_len` a channel accepts: a first-fragment header (opcode, sequence,
+/// total length) and a few data bytes.
+pub const MIN_PACKET_LEN: usize = DATA_HEADER_LEN + FIRST_FRAGMENT_EXTRA + 8;
+
+/// The wire opcodes of one channel.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opcodes {
+    pub(crate) data: u16,
+    pub(crate) fragment: u16,
+    pub(crate) ack: u16,
+    pub(crate) ack_all: u16,
+}
+
+/// Appends `opcode | u16 sequence` (the sequence truncated to its wire width).
+pub(crate) fn put_header(out: &mut Vec<u8>, opcode: u16, sequence: u64) {
+    out.extend_from_slice(&opcode.to_be_bytes());
+    out.extend_from_slice(&(sequence as u16).to_be_bytes());
+}
 
 /// One reliable channel (0 to 3) of a session: the sending and the receiving half.
 ///
 /// See the [crate documentation](crate) for the driving order. With an RC4 key, each direction
 /// runs its own cipher state started from that key (games use channel 0 only, so in practice this
 /// is the session's one state per direction).
+///
+/// Memory is bounded by the configuration: the send queue by `max_queued_messages` (plus the
+/// packets in flight, at most `max_send_window`), out-of-order storage by `receive_window`
+/// packets, reassembly by `max_message_size`, and undelivered messages by `max_queued_messages`
+/// and `max_message_size` (plus what one packet and the stored window hold).
 #[derive(Debug)]
 pub struct ReliableChannel {
     channel: Channel,
+    ops: Opcodes,
     config: Arc<ReliableConfig>,
     max_packet_len: usize,
+    closed: bool,
+    tx: Sender,
+    rx: Receiver,
     stats: ChannelStats,
 }
 
@@ -37,7 +65,35 @@ impl ReliableChannel {
         max_packet_len: usize,
         cipher: Option<&[u8]>,
     ) -> Result<Self, ReliableError> {
-        todo!()
+        config.validate()?;
+        if max_packet_len < MIN_PACKET_LEN {
+            return Err(ReliableError::PacketTooSmall {
+                len: max_packet_len,
+                min: MIN_PACKET_LEN,
+            });
+        }
+        let (tx_cipher, rx_cipher) = match cipher {
+            Some(key) => {
+                let rc4 = Rc4::new(key)?;
+                (Some(rc4.clone()), Some(rc4))
+            }
+            None => (None, None),
+        };
+        Ok(Self {
+            channel,
+            ops: Opcodes {
+                data: OpCode::ReliableData(channel).to_u16(),
+                fragment: OpCode::ReliableDataFragment(channel).to_u16(),
+                ack: OpCode::Acknowledge(channel).to_u16(),
+                ack_all: OpCode::AcknowledgeAll(channel).to_u16(),
+            },
+            tx: Sender::new(&config, tx_cipher),
+            rx: Receiver::new(rx_cipher),
+            config,
+            max_packet_len,
+            closed: false,
+            stats: ChannelStats::default(),
+        })
     }
 
     /// The channel number.
@@ -53,34 +109,39 @@ impl ReliableChannel {
     /// Changes the largest packet; applies to packets not yet sequenced (retransmissions keep
     /// their size). Values below [`MIN_PACKET_LEN`] are raised to it.
     pub fn set_max_packet_len(&mut self, len: usize) {
-        todo!()
+        self.max_packet_len = len.max(MIN_PACKET_LEN);
     }
 
     /// Queues one application message. With an RC4 key it is encrypted now (one copy); without,
     /// the `Bytes` is kept as it is until it is written into a packet.
     pub fn send(&mut self, message: Bytes) -> Result<(), SendError> {
-        todo!()
+        if self.closed {
+            return Err(SendError::Closed);
+        }
+        self.tx.send(message, &self.config, &mut self.stats)
     }
 
     /// Messages queued and not yet fully sequenced (a message being fragmented counts).
     pub fn queued(&self) -> usize {
-        todo!()
+        self.tx.queued()
     }
 
     /// How many more messages [`ReliableChannel::send`] takes now.
     pub fn capacity(&self) -> usize {
-        todo!()
+        self.config
+            .max_queued_messages
+            .saturating_sub(self.tx.queued())
     }
 
     /// Stops taking messages; queued ones are still sent. [`ReliableChannel::is_flushed`] tells
     /// when they are all acknowledged.
     pub fn close(&mut self) {
-        todo!()
+        self.closed = true;
     }
 
     /// The next received message, in order; each is delivered exactly once.
     pub fn poll_message(&mut self) -> Option<Bytes> {
-        todo!()
+        self.rx.poll_message()
     }
 
     /// Handles a ReliableData packet's `sequence` and data.
@@ -90,7 +151,14 @@ impl ReliableChannel {
         sequence: u16,
         data: &[u8],
     ) -> Result<(), ReliableError> {
-        todo!()
+        self.rx.on_packet(
+            now,
+            Kind::Whole,
+            sequence,
+            data,
+            &self.config,
+            &mut self.stats,
+        )
     }
 
     /// Handles a ReliableDataFragment packet's `sequence` and data (the first fragment's data
@@ -101,19 +169,27 @@ impl ReliableChannel {
         sequence: u16,
         data: &[u8],
     ) -> Result<(), ReliableError> {
-        todo!()
+        self.rx.on_packet(
+            now,
+            Kind::Fragment,
+            sequence,
+            data,
+            &self.config,
+            &mut self.stats,
+        )
     }
 
     /// Handles a selective Acknowledge. Acks for sequences never sent, or already acknowledged,
     /// are ignored.
     pub fn handle_ack(&mut self, now: Instant, sequence: u16) {
-        todo!()
+        self.tx.on_ack(now, sequence, &self.config, &mut self.stats);
     }
 
     /// Handles an AcknowledgeAll: everything up to and including `sequence`. Stale acks and acks
     /// for sequences never sent are ignored.
     pub fn handle_ack_all(&mut self, now: Instant, sequence: u16) {
-        todo!()
+        self.tx
+            .on_ack_all(now, sequence, &self.config, &mut self.stats);
     }
 
     /// Appends one encoded packet (`opcode | body`, no framing, at most `max_packet_len` bytes) to
@@ -121,34 +197,51 @@ impl ReliableChannel {
     /// AcknowledgeAll, selective Acknowledges, retransmissions, then new data within the
     /// congestion window.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
-        todo!()
+        if let Some(len) = self.rx.poll_ack(now, out, &self.ops, &mut self.stats) {
+            return Some(len);
+        }
+        self.tx.poll_transmit(
+            now,
+            out,
+            self.max_packet_len,
+            &self.config,
+            &self.ops,
+            &mut self.stats,
+        )
     }
 
     /// The earliest timer: delayed cumulative ack, retransmission, or the unacknowledged limit.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        todo!()
+        [
+            self.rx.ack_deadline(),
+            self.tx.rto_deadline(),
+            self.tx.give_up_deadline(&self.config),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Runs the timers due at `now`; an early call does nothing. Fails with
     /// [`ReliableError::UnacknowledgedTimeout`] when a packet has waited past
     /// `unacknowledged_timeout`.
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ReliableError> {
-        todo!()
+        self.tx.on_timeout(now, &self.config, &mut self.stats)
     }
 
     /// Whether nothing is queued and nothing is in flight (for a graceful close).
     pub fn is_flushed(&self) -> bool {
-        todo!()
+        self.tx.is_flushed()
     }
 
     /// The round-trip estimate, once an ack has given a sample.
     pub fn rtt(&self) -> Option<RttEstimate> {
-        todo!()
+        self.tx.rtt().estimate()
     }
 
     /// The congestion window: packets allowed in flight now.
     pub fn congestion_window(&self) -> u32 {
-        todo!()
+        self.tx.congestion_window()
     }
 
     /// Counters.

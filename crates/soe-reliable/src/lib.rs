@@ -54,12 +54,15 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+mod arena;
 mod channel;
 mod config;
 mod congestion;
 mod error;
 mod ordered;
+mod recv;
 mod rtt;
+mod send;
 mod seq;
 mod stats;
 

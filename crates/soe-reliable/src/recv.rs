@@ -1,0 +1,397 @@
+//! The receiving half: reorder window, duplicate detection, reassembly, acks, unbundling and
+//! decryption.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use soe_crypto::Rc4;
+use soe_wire::WireError;
+use soe_wire::reliable::{ReliablePayload, split_first_fragment, unescape};
+
+use crate::arena::{copy_to_arena, reserve};
+use crate::channel::{Opcodes, put_header};
+use crate::seq::expand;
+use crate::{ChannelStats, ReliableConfig, ReliableError};
+
+/// Whether a data packet is whole or a fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Whole,
+    Fragment,
+}
+
+/// A packet stored ahead of the window.
+#[derive(Debug)]
+struct Slot {
+    kind: Kind,
+    data: Bytes,
+}
+
+/// A fragmented message being put back together. The buffer grows only as data arrives.
+#[derive(Debug)]
+struct Reassembly {
+    total: usize,
+    buf: Vec<u8>,
+}
+
+/// Packet data on its way to delivery.
+enum Payload<'a> {
+    Borrowed(&'a [u8]),
+    Shared(Bytes),
+    Owned(Vec<u8>),
+}
+
+impl Payload<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Borrowed(s) => s,
+            Self::Shared(b) => b,
+            Self::Owned(v) => v,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Receiver {
+    cipher: Option<Rc4>,
+    arena: BytesMut,
+    /// The next sequence to deliver.
+    expected: u64,
+    /// `slots[i]` holds sequence `expected + i` when it arrived early. `slots[0]` is always
+    /// empty; the length never exceeds the receive window.
+    slots: VecDeque<Option<Slot>>,
+    reassembly: Option<Reassembly>,
+    delivered: VecDeque<Bytes>,
+    delivered_bytes: usize,
+    /// Scratch: the message ranges of the payload being delivered.
+    ranges: Vec<(usize, usize)>,
+    /// When the cumulative ack is due, if one is owed.
+    ack_all_due: Option<Instant>,
+    /// In-order packets since the last cumulative ack.
+    unacked: u16,
+    /// Sequences stored ahead of the window, to acknowledge selectively.
+    selective: VecDeque<u64>,
+}
+
+impl Receiver {
+    pub(crate) fn new(cipher: Option<Rc4>) -> Self {
+        Self {
+            cipher,
+            arena: BytesMut::new(),
+            expected: 0,
+            slots: VecDeque::new(),
+            reassembly: None,
+            delivered: VecDeque::new(),
+            delivered_bytes: 0,
+            ranges: Vec::new(),
+            ack_all_due: None,
+            unacked: 0,
+            selective: VecDeque::new(),
+        }
+    }
+
+    pub(crate) fn poll_message(&mut self) -> Option<Bytes> {
+        let message = self.delivered.pop_front()?;
+        self.delivered_bytes -= message.len();
+        Some(message)
+    }
+
+    pub(crate) fn ack_deadline(&self) -> Option<Instant> {
+        self.ack_all_due
+    }
+
+    /// Whether the application has left so much undelivered that new packets must wait.
+    fn backlogged(&self, config: &ReliableConfig) -> bool {
+        self.delivered.len() >= config.max_queued_messages
+            || self.delivered_bytes >= config.max_message_size
+    }
+
+    fn ack_now(&mut self, now: Instant) {
+        if self.expected > 0 {
+            self.ack_all_due = Some(now);
+        }
+    }
+
+    pub(crate) fn on_packet(
+        &mut self,
+        now: Instant,
+        kind: Kind,
+        sequence: u16,
+        data: &[u8],
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) -> Result<(), ReliableError> {
+        let Some(sequence) = expand(self.expected, sequence).filter(|&s| s >= self.expected) else {
+            // Already delivered: the ack was lost, so say it again.
+            stats.duplicates += 1;
+            self.ack_now(now);
+            return Ok(());
+        };
+        let offset = sequence - self.expected;
+        if offset >= u64::from(config.receive_window) {
+            stats.dropped += 1;
+            return Ok(());
+        }
+        if offset > 0 {
+            self.store(offset as usize, kind, data, config, stats);
+            return Ok(());
+        }
+        if self.backlogged(config) {
+            stats.dropped += 1;
+            return Ok(());
+        }
+        stats.packets_received += 1;
+        self.advance(now, config);
+        self.process(sequence, kind, Payload::Borrowed(data), config, stats)?;
+        let mut filled_gap = false;
+        while let Some(slot) = self.slots.front_mut().and_then(Option::take) {
+            let sequence = self.expected;
+            self.advance(now, config);
+            self.process(
+                sequence,
+                slot.kind,
+                Payload::Shared(slot.data),
+                config,
+                stats,
+            )?;
+            filled_gap = true;
+        }
+        if filled_gap {
+            self.ack_now(now);
+        }
+        Ok(())
+    }
+
+    /// Moves the window past the expected packet and schedules the cumulative ack.
+    fn advance(&mut self, now: Instant, config: &ReliableConfig) {
+        self.slots.pop_front();
+        self.expected += 1;
+        self.unacked = self.unacked.saturating_add(1);
+        if self.unacked >= config.ack_every {
+            self.ack_all_due = Some(now);
+        } else {
+            let due = now + config.ack_delay;
+            self.ack_all_due = Some(self.ack_all_due.map_or(due, |d| d.min(due)));
+        }
+    }
+
+    /// Keeps a packet that arrived `offset` ahead of the expected one.
+    fn store(
+        &mut self,
+        offset: usize,
+        kind: Kind,
+        data: &[u8],
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) {
+        if self.slots.len() <= offset {
+            self.slots.resize_with(offset + 1, || None);
+        }
+        let sequence = self.expected + offset as u64;
+        let Some(slot) = self.slots.get_mut(offset) else {
+            return;
+        };
+        if slot.is_some() {
+            stats.duplicates += 1;
+        } else {
+            stats.packets_received += 1;
+            stats.out_of_order += 1;
+            *slot = Some(Slot {
+                kind,
+                data: copy_to_arena(&mut self.arena, data),
+            });
+        }
+        if self.selective.len() < usize::from(config.receive_window) {
+            self.selective.push_back(sequence);
+        }
+    }
+
+    /// Handles the in-order packet `sequence`.
+    fn process(
+        &mut self,
+        sequence: u64,
+        kind: Kind,
+        data: Payload<'_>,
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) -> Result<(), ReliableError> {
+        match (kind, &mut self.reassembly) {
+            (Kind::Whole, None) => self.deliver(data, stats),
+            (Kind::Whole, Some(r)) => Err(ReliableError::InterruptedReassembly {
+                sequence,
+                received: r.buf.len(),
+                total: r.total,
+            }),
+            (Kind::Fragment, Some(r)) => {
+                let bytes = data.as_slice();
+                let received = r.buf.len().saturating_add(bytes.len());
+                if received > r.total {
+                    return Err(ReliableError::FragmentOverflow {
+                        total: r.total,
+                        received,
+                    });
+                }
+                append_bounded(&mut r.buf, bytes, r.total);
+                if received == r.total {
+                    let buf = std::mem::take(&mut r.buf);
+                    self.reassembly = None;
+                    self.deliver(Payload::Owned(buf), stats)?;
+                }
+                Ok(())
+            }
+            (Kind::Fragment, None) => {
+                let (total, rest) = split_first_fragment(data.as_slice())?;
+                let total = usize::try_from(total).unwrap_or(usize::MAX);
+                let max = config.max_message_size.saturating_add(1);
+                if total > max {
+                    return Err(ReliableError::MessageTooLarge { len: total, max });
+                }
+                if rest.len() > total {
+                    return Err(ReliableError::FragmentOverflow {
+                        total,
+                        received: rest.len(),
+                    });
+                }
+                if rest.len() == total {
+                    // A message in a single fragment.
+                    let payload = match &data {
+                        Payload::Shared(b) => Payload::Shared(b.slice_ref(rest)),
+                        _ => Payload::Owned(rest.to_vec()),
+                    };
+                    return self.deliver(payload, stats);
+                }
+                let mut buf = Vec::new();
+                append_bounded(&mut buf, rest, total);
+                self.reassembly = Some(Reassembly { total, buf });
+                Ok(())
+            }
+        }
+    }
+
+    /// Unbundles, unescapes and decrypts a complete payload and queues its messages.
+    fn deliver(
+        &mut self,
+        payload: Payload<'_>,
+        stats: &mut ChannelStats,
+    ) -> Result<(), ReliableError> {
+        self.ranges.clear();
+        message_ranges(payload.as_slice(), &mut self.ranges)?;
+        let bytes = match (payload, self.cipher.as_mut()) {
+            (Payload::Shared(b), None) => b,
+            (Payload::Owned(v), None) => Bytes::from(v),
+            (Payload::Borrowed(s), None) => copy_to_arena(&mut self.arena, s),
+            (Payload::Owned(mut v), Some(cipher)) => {
+                decrypt(cipher, &mut v, &self.ranges);
+                Bytes::from(v)
+            }
+            (payload @ (Payload::Borrowed(_) | Payload::Shared(_)), Some(cipher)) => {
+                let s = payload.as_slice();
+                reserve(&mut self.arena, s.len());
+                self.arena.extend_from_slice(s);
+                decrypt(cipher, &mut self.arena, &self.ranges);
+                self.arena.split().freeze()
+            }
+        };
+        let whole = self.ranges.len() == 1 && self.ranges.first() == Some(&(0, bytes.len()));
+        if whole {
+            self.push(bytes, stats);
+        } else {
+            for i in 0..self.ranges.len() {
+                let Some(&(start, end)) = self.ranges.get(i) else {
+                    break;
+                };
+                self.push(bytes.slice(start..end), stats);
+            }
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, message: Bytes, stats: &mut ChannelStats) {
+        stats.messages_delivered += 1;
+        stats.bytes_delivered += message.len() as u64;
+        self.delivered_bytes += message.len();
+        self.delivered.push_back(message);
+    }
+
+    /// Writes a due cumulative ack, or a selective one.
+    pub(crate) fn poll_ack(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        ops: &Opcodes,
+        stats: &mut ChannelStats,
+    ) -> Option<usize> {
+        if self.ack_all_due.is_some_and(|due| due <= now) && self.expected > 0 {
+            self.ack_all_due = None;
+            self.unacked = 0;
+            stats.acks_sent += 1;
+            put_header(out, ops.ack_all, self.expected - 1);
+            return Some(4);
+        }
+        while let Some(sequence) = self.selective.pop_front() {
+            if sequence < self.expected {
+                // Delivered since; the cumulative ack covers it.
+                continue;
+            }
+            stats.acks_sent += 1;
+            put_header(out, ops.ack, sequence);
+            return Some(4);
+        }
+        None
+    }
+}
+
+/// Finds each message of a reassembled payload as a range of it: a Group's items unescaped, or
+/// the payload unescaped. An empty payload is one empty message.
+fn message_ranges(payload: &[u8], ranges: &mut Vec<(usize, usize)>) -> Result<(), WireError> {
+    match ReliablePayload::decode(payload)? {
+        ReliablePayload::Message(message) => ranges.push(range_of(payload, message)?),
+        ReliablePayload::Group(group) => {
+            for item in group.iter() {
+                ranges.push(range_of(payload, unescape(item?)?)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where `inner`, a sub-slice the decoder borrowed from `outer`, lies in it.
+fn range_of(outer: &[u8], inner: &[u8]) -> Result<(usize, usize), WireError> {
+    if inner.is_empty() {
+        return Ok((0, 0));
+    }
+    let start = (inner.as_ptr() as usize).wrapping_sub(outer.as_ptr() as usize);
+    match start.checked_add(inner.len()) {
+        Some(end) if end <= outer.len() => Ok((start, end)),
+        _ => {
+            debug_assert!(false, "decoder returned a slice outside its input");
+            Err(WireError::TooLarge {
+                what: "decoded item",
+                len: inner.len(),
+                limit: outer.len(),
+            })
+        }
+    }
+}
+
+fn decrypt(cipher: &mut Rc4, buf: &mut [u8], ranges: &[(usize, usize)]) {
+    for &(start, end) in ranges {
+        if let Some(message) = buf.get_mut(start..end) {
+            cipher.apply(message);
+        }
+    }
+}
+
+/// Appends to a reassembly buffer, growing it by doubling but never past `total`.
+fn append_bounded(buf: &mut Vec<u8>, data: &[u8], total: usize) {
+    let needed = buf.len() + data.len();
+    if buf.capacity() < needed {
+        let target = needed
+            .max(buf.capacity().saturating_mul(2))
+            .min(total)
+            .max(needed);
+        buf.reserve_exact(target - buf.len());
+    }
+    buf.extend_from_slice(data);
+}
