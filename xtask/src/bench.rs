@@ -1,0 +1,407 @@
+//! `cargo xtask bench`: run the criterion benchmarks and summarise them in markdown.
+//!
+//! Criterion leaves, for every benchmark id, `target/criterion/<id>/new/benchmark.json` (the id
+//! and declared throughput) and `.../new/estimates.json` (the statistics, in nanoseconds per
+//! iteration). The report lists the benchmarks whose results this run wrote, in natural order.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::cmd::{self, format_duration};
+use crate::json::{self, Value};
+use crate::{Error, Result};
+
+/// Criterion options for `--quick`: one second of warm-up, two of measurement per benchmark.
+const QUICK_ARGS: [&str; 4] = ["--warm-up-time", "1", "--measurement-time", "2"];
+
+/// Runs `cargo bench` on every benchmark target, then writes and prints the report.
+pub(crate) fn run(quick: bool) -> Result<()> {
+    let started = SystemTime::now();
+    let mut command = cmd::cargo();
+    // `--bench '*'` selects the bench targets only. (`--benches` would also run library and
+    // binary targets in bench mode, whose libtest harness rejects criterion's options.)
+    command.args(["bench", "--workspace", "--bench", "*"]);
+    if quick {
+        command.arg("--").args(QUICK_ARGS);
+    }
+    println!("==> {}", cmd::describe(&command));
+    let took = cmd::run_timed(&mut command)?;
+    println!("==> benchmarks ran in {}", format_duration(took));
+
+    let target = target_dir();
+    let results = collect(&target.join("criterion"), started)?;
+    let report = render(&results, quick);
+    let path = target.join("bench-report.md");
+    fs::write(&path, &report)
+        .map_err(|err| Error::new(format!("could not write {}: {err}", path.display())))?;
+    println!();
+    print!("{report}");
+    println!();
+    println!("report written to {}", path.display());
+    Ok(())
+}
+
+/// Cargo's target directory, as `cargo metadata` reports it (honouring `CARGO_TARGET_DIR` and
+/// `build.target-dir`); `<root>/target` if that cannot be read.
+fn target_dir() -> PathBuf {
+    let mut command = cmd::cargo();
+    command.args(["metadata", "--format-version", "1", "--no-deps"]);
+    cmd::output(&mut command)
+        .ok()
+        .and_then(|text| json::parse(&text).ok())
+        .and_then(|meta| meta.get("target_directory")?.as_str().map(PathBuf::from))
+        .unwrap_or_else(|| cmd::workspace_root().join("target"))
+}
+
+/// Throughput declared for a benchmark, per iteration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Throughput {
+    /// `Throughput::Bytes`: shown in binary units (MiB/s), as criterion prints it.
+    Bytes(f64),
+    /// `Throughput::BytesDecimal`: shown in decimal units (MB/s).
+    BytesDecimal(f64),
+    /// `Throughput::Elements`: shown as elements per second.
+    Elements(f64),
+    /// `Throughput::ElementsAndBytes` (criterion 0.6 and later).
+    ElementsAndBytes { elements: f64, bytes: f64 },
+}
+
+impl Throughput {
+    /// Reads criterion's serialisation: `{"Bytes":512}`, `{"Elements":1}`, ... or `null`.
+    fn from_json(value: &Value) -> Option<Self> {
+        let count = |key: &str| value.get(key).and_then(Value::as_f64);
+        if let Some(n) = count("Bytes") {
+            Some(Self::Bytes(n))
+        } else if let Some(n) = count("BytesDecimal") {
+            Some(Self::BytesDecimal(n))
+        } else if let Some(n) = count("Elements") {
+            Some(Self::Elements(n))
+        } else {
+            let both = value.get("ElementsAndBytes")?;
+            Some(Self::ElementsAndBytes {
+                elements: both.get("elements")?.as_f64()?,
+                bytes: both.get("bytes")?.as_f64()?,
+            })
+        }
+    }
+
+    /// The rate at `ns_per_iter`, with its unit.
+    fn rate(self, ns_per_iter: f64) -> String {
+        let per_sec = |count: f64| count / (ns_per_iter * 1e-9);
+        match self {
+            Self::Bytes(n) => scaled(per_sec(n), 1024.0, &["B/s", "KiB/s", "MiB/s", "GiB/s"]),
+            Self::BytesDecimal(n) => scaled(per_sec(n), 1000.0, &["B/s", "KB/s", "MB/s", "GB/s"]),
+            Self::Elements(n) => elements(per_sec(n)),
+            Self::ElementsAndBytes { elements: e, bytes } => format!(
+                "{}, {}",
+                elements(per_sec(e)),
+                scaled(per_sec(bytes), 1024.0, &["B/s", "KiB/s", "MiB/s", "GiB/s"])
+            ),
+        }
+    }
+}
+
+/// An element rate: `elem/s`, `Kelem/s`, `Melem/s`, `Gelem/s`.
+fn elements(per_sec: f64) -> String {
+    scaled(
+        per_sec,
+        1000.0,
+        &["elem/s", "Kelem/s", "Melem/s", "Gelem/s"],
+    )
+}
+
+/// `value` divided by `step` until it is below `step` or the units run out, with three
+/// significant figures.
+fn scaled(mut value: f64, step: f64, units: &[&str]) -> String {
+    let mut unit = 0;
+    while value >= step && unit + 1 < units.len() {
+        value /= step;
+        unit += 1;
+    }
+    format!("{} {}", three_figures(value), units[unit])
+}
+
+/// A number with three significant figures (no exponent): `1.23`, `12.3`, `123`, `1234`.
+fn three_figures(value: f64) -> String {
+    let abs = value.abs();
+    if abs < 10.0 {
+        format!("{value:.2}")
+    } else if abs < 100.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+/// A time per iteration given in nanoseconds: `812 ps`, `12.3 ns`, `4.56 µs`, `7.89 ms`, `1.23 s`.
+fn time(ns: f64) -> String {
+    let (value, unit) = if ns < 1.0 {
+        (ns * 1e3, "ps")
+    } else if ns < 1e3 {
+        (ns, "ns")
+    } else if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    format!("{} {unit}", three_figures(value))
+}
+
+/// One benchmark's results.
+#[derive(Debug, Clone, PartialEq)]
+struct Measurement {
+    /// Criterion's full id: `group/function/parameter`.
+    id: String,
+    /// Mean time per iteration, nanoseconds.
+    mean_ns: f64,
+    /// Confidence interval of the mean, nanoseconds, and its level (0.95 by default).
+    interval: Option<(f64, f64, f64)>,
+    /// Declared throughput per iteration.
+    throughput: Option<Throughput>,
+}
+
+/// Finds every `new/` result directory under `criterion_dir` written at or after `since`.
+fn collect(criterion_dir: &Path, since: SystemTime) -> Result<Vec<Measurement>> {
+    let mut dirs = Vec::new();
+    if criterion_dir.is_dir() {
+        find_result_dirs(criterion_dir, &mut dirs)?;
+    }
+    let mut results = Vec::new();
+    for dir in dirs {
+        let estimates = dir.join("estimates.json");
+        let fresh = fs::metadata(&estimates)
+            .and_then(|meta| meta.modified())
+            .is_ok_and(|modified| modified >= since);
+        if fresh {
+            results.push(read_result(&dir)?);
+        }
+    }
+    results.sort_by(|a, b| natural_cmp(&a.id, &b.id));
+    Ok(results)
+}
+
+/// Pushes every directory named `new` that holds a `benchmark.json`, searching depth first.
+fn find_result_dirs(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    let entries = fs::read_dir(dir)
+        .map_err(|err| Error::new(format!("could not list {}: {err}", dir.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(|err| Error::new(format!("{}: {err}", dir.display())))?;
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if entry.file_name() == "new" {
+            if path.join("benchmark.json").is_file() {
+                found.push(path);
+            }
+        } else if entry.file_name() != "report" {
+            find_result_dirs(&path, found)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads `benchmark.json` and `estimates.json` from one `new/` directory.
+fn read_result(dir: &Path) -> Result<Measurement> {
+    let read = |name: &str| -> Result<Value> {
+        let path = dir.join(name);
+        let text = fs::read_to_string(&path)
+            .map_err(|err| Error::new(format!("could not read {}: {err}", path.display())))?;
+        json::parse(&text).map_err(|err| Error::new(format!("{}: {err}", path.display())))
+    };
+    let benchmark = read("benchmark.json")?;
+    let estimates = read("estimates.json")?;
+
+    let id = benchmark
+        .get("full_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            Error::new(format!(
+                "{}: no `full_id`",
+                dir.join("benchmark.json").display()
+            ))
+        })?;
+    let mean_ns = estimates
+        .at(&["mean", "point_estimate"])
+        .and_then(Value::as_f64)
+        .ok_or_else(|| {
+            Error::new(format!(
+                "{}: no `mean.point_estimate`",
+                dir.join("estimates.json").display()
+            ))
+        })?;
+    let interval = estimates
+        .at(&["mean", "confidence_interval"])
+        .and_then(|ci| {
+            Some((
+                ci.get("lower_bound")?.as_f64()?,
+                ci.get("upper_bound")?.as_f64()?,
+                ci.get("confidence_level")?.as_f64()?,
+            ))
+        });
+    let throughput = benchmark.get("throughput").and_then(Throughput::from_json);
+    Ok(Measurement {
+        id,
+        mean_ns,
+        interval,
+        throughput,
+    })
+}
+
+/// Orders ids segment by segment, comparing all-digit segments as numbers, so `crc/32` comes
+/// before `crc/512`.
+fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let mut left = a.split('/');
+    let mut right = b.split('/');
+    loop {
+        match (left.next(), right.next()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) => {
+                let order = match (x.parse::<u64>(), y.parse::<u64>()) {
+                    (Ok(m), Ok(n)) => m.cmp(&n),
+                    _ => x.cmp(y),
+                };
+                if order != Ordering::Equal {
+                    return order;
+                }
+            }
+        }
+    }
+}
+
+/// The markdown report.
+fn render(results: &[Measurement], quick: bool) -> String {
+    let mut out = String::from("# Benchmark report\n\n");
+    out.push_str(
+        "Criterion results written by the last `cargo xtask bench` \
+         (from `target/criterion/**/new/`). Times are the mean per iteration; \
+         throughput is computed from it.\n",
+    );
+    if quick {
+        out.push_str(
+            "\nQuick run (`--quick`: 1 s warm-up, 2 s measurement per benchmark): \
+             figures are indicative only.\n",
+        );
+    }
+    out.push('\n');
+    if results.is_empty() {
+        out.push_str("No benchmark results were written by this run.\n");
+        return out;
+    }
+    out.push_str("| Benchmark | Mean | Confidence interval | Throughput |\n");
+    out.push_str("|---|---:|---:|---:|\n");
+    for r in results {
+        let interval = r.interval.map_or_else(
+            || "–".to_owned(),
+            |(low, high, level)| format!("{} – {} ({:.0} %)", time(low), time(high), level * 100.0),
+        );
+        let throughput = r
+            .throughput
+            .map_or_else(|| "–".to_owned(), |t| t.rate(r.mean_ns));
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {interval} | {throughput} |",
+            r.id,
+            time(r.mean_ns)
+        );
+    }
+    out.push_str(
+        "\nByte rates declared with `Throughput::Bytes` are in binary units \
+         (1 MiB/s = 2^20 bytes/s), as criterion prints them; `Throughput::BytesDecimal` \
+         rates are in MB/s (10^6 bytes/s).\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_rates_have_three_figures() {
+        assert_eq!(time(0.5), "500 ps");
+        assert_eq!(time(12.34), "12.3 ns");
+        assert_eq!(time(4_560.0), "4.56 µs");
+        assert_eq!(time(7_890_000.0), "7.89 ms");
+        assert_eq!(time(1.5e9), "1.50 s");
+        // 1 MiB in 1 ms.
+        assert_eq!(Throughput::Bytes(1_048_576.0).rate(1e6), "1000 MiB/s");
+        assert_eq!(Throughput::BytesDecimal(1_000_000.0).rate(1e6), "1.00 GB/s");
+        assert_eq!(Throughput::Elements(1.0).rate(250.0), "4.00 Melem/s");
+    }
+
+    #[test]
+    fn throughput_reads_criterion_json() {
+        let parse = |text: &str| Throughput::from_json(&json::parse(text).unwrap());
+        assert_eq!(parse(r#"{"Bytes":512}"#), Some(Throughput::Bytes(512.0)));
+        assert_eq!(parse(r#"{"Elements":3}"#), Some(Throughput::Elements(3.0)));
+        assert_eq!(
+            parse(r#"{"ElementsAndBytes":{"elements":2,"bytes":64}}"#),
+            Some(Throughput::ElementsAndBytes {
+                elements: 2.0,
+                bytes: 64.0
+            })
+        );
+        assert_eq!(parse("null"), None);
+    }
+
+    #[test]
+    fn ids_sort_naturally() {
+        let mut ids = ["crc/soe/16384", "crc/soe/32", "crc/byte/512", "crc/soe/512"];
+        ids.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            ids,
+            ["crc/byte/512", "crc/soe/32", "crc/soe/512", "crc/soe/16384"]
+        );
+    }
+
+    #[test]
+    fn collects_fresh_results_from_a_criterion_tree() {
+        let root = std::env::temp_dir().join(format!("xtask-bench-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let new = root.join("rc4").join("apply").join("64").join("new");
+        fs::create_dir_all(&new).unwrap();
+        fs::create_dir_all(root.join("rc4").join("report")).unwrap();
+        fs::write(
+            new.join("benchmark.json"),
+            r#"{"group_id":"rc4","function_id":"apply","value_str":"64",
+                "throughput":{"Bytes":64},"full_id":"rc4/apply/64"}"#,
+        )
+        .unwrap();
+        fs::write(
+            new.join("estimates.json"),
+            r#"{"mean":{"confidence_interval":{"confidence_level":0.95,
+                "lower_bound":60.0,"upper_bound":70.0},"point_estimate":64.0,
+                "standard_error":1.0}}"#,
+        )
+        .unwrap();
+
+        let results = collect(&root, SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(
+            results,
+            [Measurement {
+                id: "rc4/apply/64".into(),
+                mean_ns: 64.0,
+                interval: Some((60.0, 70.0, 0.95)),
+                throughput: Some(Throughput::Bytes(64.0)),
+            }]
+        );
+        let report = render(&results, true);
+        assert!(report.contains("| `rc4/apply/64` | 64.0 ns | 60.0 ns – 70.0 ns (95 %) |"));
+        assert!(report.contains("954 MiB/s"));
+
+        // Results older than the run are left out.
+        let later = SystemTime::now() + std::time::Duration::from_secs(3600);
+        assert!(collect(&root, later).unwrap().is_empty());
+        fs::remove_dir_all(&root).unwrap();
+    }
+}
