@@ -1,0 +1,3 @@
+//! Endpoint benchmarks (written next).
+
+fn main() {}

@@ -1,0 +1,531 @@
+//! Session and endpoint configuration, with safe defaults.
+//!
+//! Fields are private so that a config is valid by construction: numeric setters clamp to the
+//! documented range, and the two setters that can fail (RC4 key, reliable config) return a
+//! [`ConfigError`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use soe_reliable::ReliableConfig;
+use soe_wire::CrcLength;
+
+use crate::ConfigError;
+
+/// The smallest `udp_length` a session announces or accepts from a peer: below it a datagram
+/// cannot carry a reliable fragment with its framing.
+pub const MIN_UDP_LENGTH: u32 = 64;
+/// The largest `udp_length` (the largest UDP payload over IPv4).
+pub const MAX_UDP_LENGTH: u32 = 65_507;
+
+/// How one session behaves (wrap it in an `Arc`; many sessions share one).
+///
+/// Client sessions use the handshake fields (connect timeout, retry interval) and adopt what the
+/// server's SessionResponse announces for CRC length and compression. Server sessions announce
+/// their own [`crc_length`](Self::crc_length) and [`compression`](Self::compression).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionConfig {
+    application_protocol: Box<[u8]>,
+    udp_length: u32,
+    crc_length: CrcLength,
+    compression: bool,
+    encryption_key: Option<Bytes>,
+    reliable: Arc<ReliableConfig>,
+    connect_timeout: Duration,
+    retry_interval: Duration,
+    heartbeat_interval: Option<Duration>,
+    server_heartbeats: bool,
+    idle_timeout: Option<Duration>,
+    net_status_interval: Option<Duration>,
+    close_timeout: Duration,
+    disconnect_repeats: u8,
+    disconnect_interval: Duration,
+    accept_crcless_quirks: bool,
+    max_queued_unreliable: usize,
+    rng_seed: Option<u64>,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            application_protocol: Box::default(),
+            udp_length: 512,
+            crc_length: CrcLength::TWO,
+            compression: false,
+            encryption_key: None,
+            reliable: Arc::new(ReliableConfig::default()),
+            connect_timeout: Duration::from_secs(10),
+            retry_interval: Duration::from_secs(1),
+            heartbeat_interval: Some(Duration::from_secs(25)),
+            server_heartbeats: false,
+            idle_timeout: Some(Duration::from_secs(30)),
+            net_status_interval: None,
+            close_timeout: Duration::from_secs(5),
+            disconnect_repeats: 5,
+            disconnect_interval: Duration::from_millis(100),
+            accept_crcless_quirks: true,
+            max_queued_unreliable: 256,
+            rng_seed: None,
+        }
+    }
+}
+
+fn clamp_duration(d: Duration, min: Duration) -> Duration {
+    d.max(min)
+}
+
+impl SessionConfig {
+    /// A config with the defaults and the given application protocol name.
+    pub fn new(application_protocol: impl AsRef<[u8]>) -> Self {
+        Self::default().with_application_protocol(application_protocol)
+    }
+
+    /// The application protocol name (e.g. `LoginUdp_9`) sent in SessionRequest and checked by
+    /// servers; both sides must use the same one. Default empty. Anything from a NUL byte on is
+    /// cut off (the wire form is NUL-terminated).
+    #[must_use]
+    pub fn with_application_protocol(mut self, name: impl AsRef<[u8]>) -> Self {
+        let name = name.as_ref();
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        self.application_protocol = name.get(..end).unwrap_or_default().into();
+        self
+    }
+
+    /// The largest datagram this side accepts, announced in the handshake; also the cap on what
+    /// it sends (a session sends at most `min(peer's udp_length, this)`). Default 512; clamped to
+    /// [`MIN_UDP_LENGTH`]..=[`MAX_UDP_LENGTH`].
+    #[must_use]
+    pub fn with_udp_length(mut self, udp_length: u32) -> Self {
+        self.udp_length = udp_length.clamp(MIN_UDP_LENGTH, MAX_UDP_LENGTH);
+        self
+    }
+
+    /// The CRC trailer length a server announces (clients adopt the server's). Default 2 bytes.
+    #[must_use]
+    pub fn with_crc_length(mut self, crc_length: CrcLength) -> Self {
+        self.crc_length = crc_length;
+        self
+    }
+
+    /// Whether a server announces compression (clients adopt the server's). With it, contextual
+    /// packets carry a flag byte and bodies of 24 bytes or more are deflated when that makes them
+    /// smaller. Default off.
+    #[must_use]
+    pub fn with_compression(mut self, compression: bool) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// The RC4 key for reliable application data, both directions (the application protocol
+    /// chooses it; both sides must use the same). Default none. Fails on an empty key or one
+    /// longer than 256 bytes.
+    pub fn with_encryption_key(mut self, key: Bytes) -> Result<Self, ConfigError> {
+        soe_crypto::Rc4::new(&key).map_err(soe_reliable::ReliableError::from)?;
+        self.encryption_key = Some(key);
+        Ok(self)
+    }
+
+    /// Removes the RC4 key.
+    #[must_use]
+    pub fn without_encryption(mut self) -> Self {
+        self.encryption_key = None;
+        self
+    }
+
+    /// The limits and timings of the reliable channels. Fails when the config does not validate.
+    pub fn with_reliable(mut self, reliable: Arc<ReliableConfig>) -> Result<Self, ConfigError> {
+        reliable.validate()?;
+        self.reliable = reliable;
+        Ok(self)
+    }
+
+    /// How long a client tries to connect before giving up with
+    /// [`DisconnectReason::ConnectFail`](soe_wire::DisconnectReason::ConnectFail); on a server,
+    /// how long an answered SessionRequest waits for the client's first packet (a half-open
+    /// session). Default 10 s; at least 1 ms.
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = clamp_duration(timeout, Duration::from_millis(1));
+        self
+    }
+
+    /// The spacing of retries: SessionRequest resends, the client's post-handshake NetStatus
+    /// probe until the server answers, unanswered heartbeats, and RemapConnection attempts.
+    /// Default 1 s; at least 1 ms.
+    #[must_use]
+    pub fn with_retry_interval(mut self, interval: Duration) -> Self {
+        self.retry_interval = clamp_duration(interval, Duration::from_millis(1));
+        self
+    }
+
+    /// Silence from the peer after which a heartbeat is sent (then retried every
+    /// `retry_interval` while unanswered). Client sessions only, unless
+    /// [`with_server_heartbeats`](Self::with_server_heartbeats). Default 25 s; `None` disables;
+    /// at least 1 ms.
+    #[must_use]
+    pub fn with_heartbeat_interval(mut self, interval: Option<Duration>) -> Self {
+        self.heartbeat_interval = interval.map(|d| clamp_duration(d, Duration::from_millis(1)));
+        self
+    }
+
+    /// Whether server sessions also send heartbeats after `heartbeat_interval` of silence.
+    /// Default false (servers answer heartbeats but do not start them, as known servers do).
+    #[must_use]
+    pub fn with_server_heartbeats(mut self, on: bool) -> Self {
+        self.server_heartbeats = on;
+        self
+    }
+
+    /// Silence from the peer after which the session ends with
+    /// [`DisconnectReason::Timeout`](soe_wire::DisconnectReason::Timeout). Default 30 s; `None`
+    /// disables; at least 1 ms.
+    #[must_use]
+    pub fn with_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.idle_timeout = timeout.map(|d| clamp_duration(d, Duration::from_millis(1)));
+        self
+    }
+
+    /// How often a client sends a NetStatusRequest once connected (each matching response is a
+    /// round-trip sample). Default `None`: only the probe right after the handshake. At least
+    /// 1 ms.
+    #[must_use]
+    pub fn with_net_status_interval(mut self, interval: Option<Duration>) -> Self {
+        self.net_status_interval = interval.map(|d| clamp_duration(d, Duration::from_millis(1)));
+        self
+    }
+
+    /// How long a graceful close waits for queued reliable data to be acknowledged before it
+    /// sends the Disconnect anyway. Default 5 s.
+    #[must_use]
+    pub fn with_close_timeout(mut self, timeout: Duration) -> Self {
+        self.close_timeout = timeout;
+        self
+    }
+
+    /// How many times a Disconnect is sent, so that one lost datagram does not leave the peer
+    /// waiting for its timeout. Default 5 (at 30% independent loss the peer misses all five with
+    /// probability 0.24%); clamped to 1..=16.
+    #[must_use]
+    pub fn with_disconnect_repeats(mut self, repeats: u8) -> Self {
+        self.disconnect_repeats = repeats.clamp(1, 16);
+        self
+    }
+
+    /// The spacing of repeated Disconnects. Default 100 ms; at least 1 ms.
+    #[must_use]
+    pub fn with_disconnect_interval(mut self, interval: Duration) -> Self {
+        self.disconnect_interval = clamp_duration(interval, Duration::from_millis(1));
+        self
+    }
+
+    /// Whether a Heartbeat or a selective Acknowledge that fails its CRC is accepted when it has
+    /// exactly the CRC-less shape some servers (h1z1-server) send. Default true.
+    #[must_use]
+    pub fn with_accept_crcless_quirks(mut self, on: bool) -> Self {
+        self.accept_crcless_quirks = on;
+        self
+    }
+
+    /// Unreliable and ordered messages queued for sending, and received but not yet polled,
+    /// each; more received ones are dropped (they are unreliable). Default 256; at least 1.
+    #[must_use]
+    pub fn with_max_queued_unreliable(mut self, max: usize) -> Self {
+        self.max_queued_unreliable = max.max(1);
+        self
+    }
+
+    /// Seeds the random generator of a standalone session or an endpoint (session ids, the
+    /// CRC-seed secret) for reproducible tests. Default: seeded once from the OS.
+    #[must_use]
+    pub fn with_rng_seed(mut self, seed: u64) -> Self {
+        self.rng_seed = Some(seed);
+        self
+    }
+
+    /// See [`with_application_protocol`](Self::with_application_protocol).
+    pub fn application_protocol(&self) -> &[u8] {
+        &self.application_protocol
+    }
+    /// See [`with_udp_length`](Self::with_udp_length).
+    pub fn udp_length(&self) -> u32 {
+        self.udp_length
+    }
+    /// See [`with_crc_length`](Self::with_crc_length).
+    pub fn crc_length(&self) -> CrcLength {
+        self.crc_length
+    }
+    /// See [`with_compression`](Self::with_compression).
+    pub fn compression(&self) -> bool {
+        self.compression
+    }
+    /// See [`with_encryption_key`](Self::with_encryption_key).
+    pub fn encryption_key(&self) -> Option<&Bytes> {
+        self.encryption_key.as_ref()
+    }
+    /// See [`with_reliable`](Self::with_reliable).
+    pub fn reliable(&self) -> &Arc<ReliableConfig> {
+        &self.reliable
+    }
+    /// See [`with_connect_timeout`](Self::with_connect_timeout).
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+    /// See [`with_retry_interval`](Self::with_retry_interval).
+    pub fn retry_interval(&self) -> Duration {
+        self.retry_interval
+    }
+    /// See [`with_heartbeat_interval`](Self::with_heartbeat_interval).
+    pub fn heartbeat_interval(&self) -> Option<Duration> {
+        self.heartbeat_interval
+    }
+    /// See [`with_server_heartbeats`](Self::with_server_heartbeats).
+    pub fn server_heartbeats(&self) -> bool {
+        self.server_heartbeats
+    }
+    /// See [`with_idle_timeout`](Self::with_idle_timeout).
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+    /// See [`with_net_status_interval`](Self::with_net_status_interval).
+    pub fn net_status_interval(&self) -> Option<Duration> {
+        self.net_status_interval
+    }
+    /// See [`with_close_timeout`](Self::with_close_timeout).
+    pub fn close_timeout(&self) -> Duration {
+        self.close_timeout
+    }
+    /// See [`with_disconnect_repeats`](Self::with_disconnect_repeats).
+    pub fn disconnect_repeats(&self) -> u8 {
+        self.disconnect_repeats
+    }
+    /// See [`with_disconnect_interval`](Self::with_disconnect_interval).
+    pub fn disconnect_interval(&self) -> Duration {
+        self.disconnect_interval
+    }
+    /// See [`with_accept_crcless_quirks`](Self::with_accept_crcless_quirks).
+    pub fn accept_crcless_quirks(&self) -> bool {
+        self.accept_crcless_quirks
+    }
+    /// See [`with_max_queued_unreliable`](Self::with_max_queued_unreliable).
+    pub fn max_queued_unreliable(&self) -> usize {
+        self.max_queued_unreliable
+    }
+    /// See [`with_rng_seed`](Self::with_rng_seed).
+    pub fn rng_seed(&self) -> Option<u64> {
+        self.rng_seed
+    }
+}
+
+/// How an [`Endpoint`](crate::Endpoint) accepts sessions and what it spends on strangers.
+///
+/// Every limit bounds memory or work that unauthenticated datagrams can cause; the defaults suit
+/// an Internet-facing game server. See the crate documentation for the flood defence.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct EndpointConfig {
+    server: Option<Arc<SessionConfig>>,
+    client: Arc<SessionConfig>,
+    max_sessions: usize,
+    max_half_open: usize,
+    requests_per_source_per_minute: u32,
+    source_table_size: usize,
+    stateless_reply_rate: u32,
+    max_queued_replies: usize,
+    rng_seed: Option<u64>,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            server: None,
+            client: Arc::new(SessionConfig::default()),
+            max_sessions: 10_000,
+            max_half_open: 1024,
+            requests_per_source_per_minute: 30,
+            source_table_size: 4096,
+            stateless_reply_rate: 200,
+            max_queued_replies: 256,
+            rng_seed: None,
+        }
+    }
+}
+
+impl EndpointConfig {
+    /// An endpoint that accepts sessions with `server` (and connects with the default client
+    /// config).
+    pub fn server(server: Arc<SessionConfig>) -> Self {
+        Self::default().with_server(Some(server))
+    }
+
+    /// An endpoint that only connects, with `client`.
+    pub fn client(client: Arc<SessionConfig>) -> Self {
+        Self::default().with_client(client)
+    }
+
+    /// The config of accepted sessions; `None` (the default) refuses nothing and answers no
+    /// SessionRequest.
+    #[must_use]
+    pub fn with_server(mut self, server: Option<Arc<SessionConfig>>) -> Self {
+        self.server = server;
+        self
+    }
+
+    /// The config of sessions started with [`Endpoint::connect`](crate::Endpoint::connect).
+    #[must_use]
+    pub fn with_client(mut self, client: Arc<SessionConfig>) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// The most sessions (established, closing, and client sessions; half-open ones are counted
+    /// apart). A SessionRequest beyond it is refused with
+    /// [`ConnectionRefused`](soe_wire::DisconnectReason::ConnectionRefused). Default 10,000
+    /// (about 10 MB of idle sessions, more when they carry traffic); at least 1.
+    #[must_use]
+    pub fn with_max_sessions(mut self, max: usize) -> Self {
+        self.max_sessions = max.max(1);
+        self
+    }
+
+    /// The most half-open server sessions (answered SessionRequest, no valid packet from the
+    /// client yet). When full, the oldest is dropped for the new one. Default 1024; at least 1.
+    #[must_use]
+    pub fn with_max_half_open(mut self, max: usize) -> Self {
+        self.max_half_open = max.max(1);
+        self
+    }
+
+    /// SessionRequests answered per source address per minute (a token bucket of this size,
+    /// refilled evenly). Default 30 (a client resends once a second while unanswered); at
+    /// least 1.
+    #[must_use]
+    pub fn with_requests_per_source_per_minute(mut self, n: u32) -> Self {
+        self.requests_per_source_per_minute = n.max(1);
+        self
+    }
+
+    /// Source addresses tracked by the per-source limit; when full, the least recently added
+    /// one is forgotten. Default 4096; at least 1.
+    #[must_use]
+    pub fn with_source_table_size(mut self, n: usize) -> Self {
+        self.source_table_size = n.max(1);
+        self
+    }
+
+    /// Replies per second the endpoint sends without a session (UnknownSender, and refusals of
+    /// SessionRequests), for all sources together; a token bucket of one second's worth.
+    /// Default 200; 0 sends none.
+    #[must_use]
+    pub fn with_stateless_reply_rate(mut self, per_second: u32) -> Self {
+        self.stateless_reply_rate = per_second;
+        self
+    }
+
+    /// Stateless replies queued and not yet taken by `poll_transmit`; more are dropped. Default
+    /// 256; at least 1.
+    #[must_use]
+    pub fn with_max_queued_replies(mut self, n: usize) -> Self {
+        self.max_queued_replies = n.max(1);
+        self
+    }
+
+    /// Seeds the endpoint's generator (session ids, CRC-seed secret) for reproducible tests.
+    /// Default: the client config's seed if it has one, else the OS.
+    #[must_use]
+    pub fn with_rng_seed(mut self, seed: u64) -> Self {
+        self.rng_seed = Some(seed);
+        self
+    }
+
+    /// See [`with_server`](Self::with_server).
+    pub fn server_config(&self) -> Option<&Arc<SessionConfig>> {
+        self.server.as_ref()
+    }
+    /// See [`with_client`](Self::with_client).
+    pub fn client_config(&self) -> &Arc<SessionConfig> {
+        &self.client
+    }
+    /// See [`with_max_sessions`](Self::with_max_sessions).
+    pub fn max_sessions(&self) -> usize {
+        self.max_sessions
+    }
+    /// See [`with_max_half_open`](Self::with_max_half_open).
+    pub fn max_half_open(&self) -> usize {
+        self.max_half_open
+    }
+    /// See [`with_requests_per_source_per_minute`](Self::with_requests_per_source_per_minute).
+    pub fn requests_per_source_per_minute(&self) -> u32 {
+        self.requests_per_source_per_minute
+    }
+    /// See [`with_source_table_size`](Self::with_source_table_size).
+    pub fn source_table_size(&self) -> usize {
+        self.source_table_size
+    }
+    /// See [`with_stateless_reply_rate`](Self::with_stateless_reply_rate).
+    pub fn stateless_reply_rate(&self) -> u32 {
+        self.stateless_reply_rate
+    }
+    /// See [`with_max_queued_replies`](Self::with_max_queued_replies).
+    pub fn max_queued_replies(&self) -> usize {
+        self.max_queued_replies
+    }
+    /// See [`with_rng_seed`](Self::with_rng_seed).
+    pub fn rng_seed(&self) -> Option<u64> {
+        self.rng_seed.or(self.client.rng_seed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setters_clamp_and_cut() {
+        let c = SessionConfig::new(b"Login\0junk")
+            .with_udp_length(10)
+            .with_disconnect_repeats(0)
+            .with_retry_interval(Duration::ZERO);
+        assert_eq!(c.application_protocol(), b"Login");
+        assert_eq!(c.udp_length(), MIN_UDP_LENGTH);
+        assert_eq!(c.disconnect_repeats(), 1);
+        assert_eq!(c.retry_interval(), Duration::from_millis(1));
+        assert_eq!(
+            SessionConfig::default()
+                .with_udp_length(1 << 20)
+                .udp_length(),
+            MAX_UDP_LENGTH
+        );
+    }
+
+    #[test]
+    fn fallible_setters_reject_bad_values() {
+        assert!(
+            SessionConfig::default()
+                .with_encryption_key(Bytes::new())
+                .is_err()
+        );
+        assert!(
+            SessionConfig::default()
+                .with_encryption_key(Bytes::from(vec![1u8; 257]))
+                .is_err()
+        );
+        assert!(
+            SessionConfig::default()
+                .with_encryption_key(Bytes::from_static(b"key"))
+                .is_ok()
+        );
+        let bad = Arc::new(ReliableConfig::default().with_receive_window(0));
+        let err = SessionConfig::default().with_reliable(bad).unwrap_err();
+        assert!(err.to_string().contains("receive_window"), "{err}");
+    }
+
+    #[test]
+    fn endpoint_seed_falls_back_to_client_seed() {
+        let c = EndpointConfig::client(Arc::new(SessionConfig::default().with_rng_seed(7)));
+        assert_eq!(c.rng_seed(), Some(7));
+        assert_eq!(c.clone().with_rng_seed(9).rng_seed(), Some(9));
+        assert_eq!(EndpointConfig::default().rng_seed(), None);
+    }
+}

@@ -1,0 +1,800 @@
+//! Many sessions behind one socket: routing by address, timers ordered by deadline, limits.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use slab::Slab;
+use soe_wire::{Channel, DisconnectReason, Packet};
+
+use crate::session::{Scratch, check_request, encode_refusal};
+use crate::{
+    ConnectError, EndpointConfig, Event, RandomSource, SendError, Session, SessionStats, Side,
+    SplitMix64, State,
+};
+
+/// Seconds per CRC-seed cookie epoch; a cookie is honoured in its epoch and the next.
+const COOKIE_EPOCH_SECS: u64 = 30;
+/// The udp_length assumed for a session recovered from a cookie (the client's own is unknown):
+/// 512, what every known peer announces, capped by the server's.
+const RECOVERED_UDP_LENGTH: u32 = 512;
+/// The longest stateless reply (a refusal).
+const MAX_REPLY: usize = 8;
+
+/// A stable handle to a session of an [`Endpoint`]: its slab key and a generation, so a handle
+/// to a reaped session never reaches a newer one that reused the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionHandle {
+    key: u32,
+    generation: u32,
+}
+
+impl SessionHandle {
+    /// The slab key (unique among live sessions).
+    pub fn index(self) -> usize {
+        self.key as usize
+    }
+}
+
+/// A datagram to send, written into the caller's buffer by [`Endpoint::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Transmit<A> {
+    /// Where to send it.
+    pub destination: A,
+    /// Its length at the start of the buffer.
+    pub len: usize,
+}
+
+/// Endpoint-wide counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndpointStats {
+    /// Datagrams handed to [`Endpoint::handle_datagram`].
+    pub datagrams_received: u64,
+    /// Datagrams returned by [`Endpoint::poll_transmit`].
+    pub datagrams_sent: u64,
+    /// SessionRequests that started a half-open session.
+    pub requests_accepted: u64,
+    /// SessionRequests dropped by the per-source limit.
+    pub requests_rate_limited: u64,
+    /// SessionRequests refused (mismatch, endpoint full).
+    pub requests_refused: u64,
+    /// Half-open sessions dropped to make room for newer ones.
+    pub half_open_evicted: u64,
+    /// Half-open sessions that expired.
+    pub half_open_expired: u64,
+    /// UnknownSender replies queued.
+    pub unknown_sender_sent: u64,
+    /// Stateless replies not sent because of the rate limit or a full queue.
+    pub replies_dropped: u64,
+    /// Live sessions moved to a new address by RemapConnection.
+    pub remaps: u64,
+    /// Sessions rebuilt from a RemapConnection whose CRC seed matched our cookie after the
+    /// half-open state was lost.
+    pub recovered: u64,
+    /// Sessions reaped.
+    pub reaped: u64,
+    /// Calls to [`Endpoint::handle_timeout`].
+    pub timer_wakes: u64,
+    /// Sessions whose `handle_timeout` ran because their deadline was due.
+    pub sessions_woken: u64,
+}
+
+/// A token bucket: `capacity` tokens, refilled at `per_sec`.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f32,
+    last: Instant,
+}
+
+impl Bucket {
+    fn full(now: Instant, capacity: f32) -> Self {
+        Self {
+            tokens: capacity,
+            last: now,
+        }
+    }
+
+    fn take(&mut self, now: Instant, capacity: f32, per_sec: f32) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f32();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + elapsed * per_sec).min(capacity);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The per-source SessionRequest limit: a bounded table of buckets, forgetting the oldest
+/// source when full.
+#[derive(Debug)]
+struct SourceLimiter<A> {
+    buckets: HashMap<A, Bucket>,
+    order: VecDeque<A>,
+}
+
+impl<A: Copy + Eq + Hash> SourceLimiter<A> {
+    fn allow(&mut self, now: Instant, source: A, size: usize, per_minute: u32) -> bool {
+        let capacity = per_minute as f32;
+        let per_sec = capacity / 60.0;
+        if let Some(b) = self.buckets.get_mut(&source) {
+            return b.take(now, capacity, per_sec);
+        }
+        while self.buckets.len() >= size {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.buckets.remove(&old);
+                }
+                None => break,
+            }
+        }
+        let mut b = Bucket::full(now, capacity);
+        let ok = b.take(now, capacity, per_sec);
+        self.buckets.insert(source, b);
+        self.order.push_back(source);
+        ok
+    }
+}
+
+/// One slab entry.
+#[derive(Debug)]
+struct Entry<A> {
+    session: Session,
+    remote: A,
+    generation: u32,
+    /// The deadline under which the entry is filed in the timer set.
+    filed: Option<Instant>,
+    in_tx: bool,
+    in_ev: bool,
+    half_open: bool,
+    /// Filed in the (session id, CRC seed) index used by RemapConnection.
+    in_by_id: bool,
+}
+
+/// Many sessions over one socket, driven without I/O like [`Session`].
+///
+/// See the crate documentation for the polling order and the limits. `A` is the address type
+/// (a `SocketAddr` by default; tests use small integers).
+#[derive(Debug)]
+pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
+    config: Arc<EndpointConfig>,
+    rng: SplitMix64,
+    secret: [u64; 2],
+    origin: Option<Instant>,
+    sessions: Slab<Entry<A>>,
+    by_addr: HashMap<A, usize>,
+    by_id: HashMap<(u32, u32), usize>,
+    timers: BTreeSet<(Instant, usize)>,
+    tx_queue: VecDeque<(usize, u32)>,
+    ev_queue: VecDeque<(usize, u32)>,
+    half_open: VecDeque<(usize, u32)>,
+    half_open_count: usize,
+    replies: VecDeque<(A, [u8; MAX_REPLY], u8)>,
+    reply_bucket: Option<Bucket>,
+    sources: SourceLimiter<A>,
+    scratch: Scratch,
+    due: Vec<usize>,
+    generation: u32,
+    stats: EndpointStats,
+}
+
+impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
+    /// An endpoint with no sessions.
+    pub fn new(config: Arc<EndpointConfig>) -> Self {
+        let mut rng = SplitMix64::from_seed_or_os(config.rng_seed());
+        let secret = [rng.next_u64(), rng.next_u64()];
+        Self {
+            config,
+            rng,
+            secret,
+            origin: None,
+            sessions: Slab::new(),
+            by_addr: HashMap::new(),
+            by_id: HashMap::new(),
+            timers: BTreeSet::new(),
+            tx_queue: VecDeque::new(),
+            ev_queue: VecDeque::new(),
+            half_open: VecDeque::new(),
+            half_open_count: 0,
+            replies: VecDeque::new(),
+            reply_bucket: None,
+            sources: SourceLimiter {
+                buckets: HashMap::new(),
+                order: VecDeque::new(),
+            },
+            scratch: Scratch::default(),
+            due: Vec::new(),
+            generation: 0,
+            stats: EndpointStats::default(),
+        }
+    }
+
+    /// The config.
+    pub fn config(&self) -> &Arc<EndpointConfig> {
+        &self.config
+    }
+
+    /// Sessions held: established, closing, client, and half-open ones.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether no session is held.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Half-open server sessions held.
+    pub fn half_open(&self) -> usize {
+        self.half_open_count
+    }
+
+    /// Endpoint-wide counters.
+    pub fn endpoint_stats(&self) -> &EndpointStats {
+        &self.stats
+    }
+
+    /// A session's counters.
+    pub fn stats(&self, h: SessionHandle) -> Option<SessionStats> {
+        self.entry(h).map(|e| e.session.stats())
+    }
+
+    /// A session's remote address.
+    pub fn remote(&self, h: SessionHandle) -> Option<A> {
+        self.entry(h).map(|e| e.remote)
+    }
+
+    /// A session's state.
+    pub fn state(&self, h: SessionHandle) -> Option<State> {
+        self.entry(h).map(|e| e.session.state())
+    }
+
+    /// A session.
+    pub fn session(&self, h: SessionHandle) -> Option<&Session> {
+        self.entry(h).map(|e| &e.session)
+    }
+
+    /// The handle of the session with `remote`, if any.
+    pub fn handle_of(&self, remote: A) -> Option<SessionHandle> {
+        let key = *self.by_addr.get(&remote)?;
+        self.sessions.get(key).map(|e| handle(key, e.generation))
+    }
+
+    fn entry(&self, h: SessionHandle) -> Option<&Entry<A>> {
+        self.sessions
+            .get(h.index())
+            .filter(|e| e.generation == h.generation)
+    }
+
+    fn key_of(&self, h: SessionHandle) -> Option<usize> {
+        self.entry(h).map(|_| h.index())
+    }
+
+    // ----- application calls -----
+
+    /// Starts a client session with `remote`.
+    pub fn connect(&mut self, now: Instant, remote: A) -> Result<SessionHandle, ConnectError> {
+        self.origin.get_or_insert(now);
+        if let Some(&key) = self.by_addr.get(&remote) {
+            if self
+                .sessions
+                .get(key)
+                .is_some_and(|e| !e.session.is_closed())
+            {
+                return Err(ConnectError::AddressInUse);
+            }
+            self.by_addr.remove(&remote);
+        }
+        let max = self.config.max_sessions();
+        if self.established() >= max {
+            return Err(ConnectError::TooManySessions { max });
+        }
+        let session = Session::client(now, self.config.client_config().clone(), &mut self.rng);
+        let key = self.insert(remote, session, false);
+        Ok(handle(key, self.sessions[key].generation))
+    }
+
+    /// Queues a reliable message. One `Bytes` can be sent to many sessions without a copy
+    /// (unless the session encrypts).
+    pub fn send(
+        &mut self,
+        h: SessionHandle,
+        channel: Channel,
+        data: Bytes,
+    ) -> Result<(), SendError> {
+        let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let r = self.sessions[key].session.send(channel, data);
+        self.touched(key);
+        r
+    }
+
+    /// Queues an unreliable message (see [`Session::send_unreliable`]).
+    pub fn send_unreliable(&mut self, h: SessionHandle, data: Bytes) -> Result<(), SendError> {
+        let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let r = self.sessions[key].session.send_unreliable(data);
+        self.touched(key);
+        r
+    }
+
+    /// Queues an ordered unreliable message (see [`Session::send_ordered`]).
+    pub fn send_ordered(&mut self, h: SessionHandle, data: Bytes) -> Result<(), SendError> {
+        let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let r = self.sessions[key].session.send_ordered(data);
+        self.touched(key);
+        r
+    }
+
+    /// Messages `channel` of a session takes now (0 for an unknown handle).
+    pub fn send_capacity(&self, h: SessionHandle, channel: Channel) -> usize {
+        self.entry(h)
+            .map_or(0, |e| e.session.send_capacity(channel))
+    }
+
+    /// Closes a session gracefully (see [`Session::close`]).
+    pub fn close(&mut self, now: Instant, h: SessionHandle, reason: DisconnectReason) {
+        if let Some(key) = self.key_of(h) {
+            self.sessions[key].session.close(now, reason);
+            self.touched(key);
+        }
+    }
+
+    /// Closes every session gracefully (shutdown). Keep driving the endpoint until
+    /// [`Endpoint::is_empty`] so the Disconnects go out.
+    pub fn close_all(&mut self, now: Instant, reason: DisconnectReason) {
+        let keys: Vec<usize> = self.sessions.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            self.sessions[key].session.close(now, reason);
+            self.touched(key);
+        }
+    }
+
+    // ----- driving -----
+
+    /// Handles one datagram from `remote`.
+    pub fn handle_datagram(&mut self, now: Instant, remote: A, datagram: &[u8]) {
+        self.origin.get_or_insert(now);
+        self.stats.datagrams_received += 1;
+        if let Some(&key) = self.by_addr.get(&remote) {
+            self.route(now, key, remote, datagram);
+            return;
+        }
+        match datagram {
+            [0, 0x01, ..] => {
+                if let Ok(Packet::SessionRequest(r)) = Packet::decode(datagram) {
+                    self.on_request(now, remote, &r);
+                }
+            }
+            [0, 0x1E, ..] => {
+                if let Ok(Packet::RemapConnection(r)) = Packet::decode(datagram) {
+                    self.on_remap(now, remote, r.session_id, r.crc_seed);
+                }
+            }
+            // Never answered: replies to our own stateless packets, and Disconnect.
+            [0, 0x02 | 0x05 | 0x1D, ..] => {}
+            [0, 0x03..=0x1C, ..] => self.on_unknown_contextual(now, remote, datagram.len()),
+            _ => {}
+        }
+    }
+
+    fn route(&mut self, now: Instant, key: usize, remote: A, datagram: &[u8]) {
+        let entry = &self.sessions[key];
+        let session = &entry.session;
+        if let [0, 0x01, ..] = datagram {
+            if session.side() != Side::Server {
+                return;
+            }
+            let Ok(Packet::SessionRequest(r)) = Packet::decode(datagram) else {
+                return;
+            };
+            if r.session_id != session.session_id() || session.is_closed() {
+                // The client at this address started over.
+                if !self.allow_request(now, remote) {
+                    return;
+                }
+                self.sessions[key].session.replace();
+                self.by_addr.remove(&remote);
+                self.touched(key);
+                self.on_request_allowed(now, remote, &r);
+                return;
+            }
+            // The same session again: our SessionResponse was lost; answer within the limit.
+            if !self.allow_request(now, remote) {
+                return;
+            }
+        } else if entry.half_open
+            && datagram.first() == Some(&0)
+            && self.established() >= self.config.max_sessions()
+        {
+            self.sessions[key]
+                .session
+                .refuse(DisconnectReason::ConnectionRefused);
+            self.touched(key);
+            return;
+        }
+        self.sessions[key].session.handle_datagram(now, datagram);
+        self.touched(key);
+    }
+
+    fn on_request(&mut self, now: Instant, remote: A, r: &soe_wire::SessionRequest<'_>) {
+        if self.config.server_config().is_none() {
+            return;
+        }
+        if !self.allow_request(now, remote) {
+            return;
+        }
+        self.on_request_allowed(now, remote, r);
+    }
+
+    fn on_request_allowed(&mut self, now: Instant, remote: A, r: &soe_wire::SessionRequest<'_>) {
+        let Some(config) = self.config.server_config().cloned() else {
+            return;
+        };
+        if let Err(reason) = check_request(&config, r) {
+            self.stats.requests_refused += 1;
+            self.refuse(now, remote, r.session_id, reason);
+            return;
+        }
+        if self.established() >= self.config.max_sessions() {
+            self.stats.requests_refused += 1;
+            self.refuse(
+                now,
+                remote,
+                r.session_id,
+                DisconnectReason::ConnectionRefused,
+            );
+            return;
+        }
+        while self.half_open_count >= self.config.max_half_open() {
+            if !self.evict_oldest_half_open() {
+                break;
+            }
+        }
+        let seed = self.cookie(self.epoch(now), &remote, r.session_id);
+        let Ok(session) = Session::server(now, config, r, seed) else {
+            return;
+        };
+        self.stats.requests_accepted += 1;
+        let key = self.insert(remote, session, true);
+        let generation = self.sessions[key].generation;
+        self.half_open.push_back((key, generation));
+        self.half_open_count += 1;
+        // Keep the FIFO from growing with entries promoted long ago.
+        if self.half_open.len() > 2 * self.config.max_half_open() + 16 {
+            let sessions = &self.sessions;
+            self.half_open.retain(|&(k, g)| {
+                sessions
+                    .get(k)
+                    .is_some_and(|e| e.generation == g && e.half_open)
+            });
+        }
+    }
+
+    fn evict_oldest_half_open(&mut self) -> bool {
+        while let Some((key, generation)) = self.half_open.pop_front() {
+            let live = self
+                .sessions
+                .get(key)
+                .is_some_and(|e| e.generation == generation && e.half_open);
+            if live {
+                self.stats.half_open_evicted += 1;
+                self.reap(key);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn on_remap(&mut self, now: Instant, remote: A, session_id: u32, crc_seed: u32) {
+        let Some(config) = self.config.server_config().cloned() else {
+            return;
+        };
+        if let Some(&key) = self.by_id.get(&(session_id, crc_seed)) {
+            let Some(e) = self.sessions.get_mut(key) else {
+                return;
+            };
+            if e.session.is_closed() {
+                return;
+            }
+            let old = std::mem::replace(&mut e.remote, remote);
+            if self.by_addr.get(&old) == Some(&key) {
+                self.by_addr.remove(&old);
+            }
+            self.by_addr.insert(remote, key);
+            self.stats.remaps += 1;
+            self.touched(key);
+            return;
+        }
+        // No live session: was this seed ours for this client and address? (Its half-open
+        // state may have been evicted during a flood.)
+        let epoch = self.epoch(now);
+        let ours = [epoch, epoch.saturating_sub(1)]
+            .iter()
+            .any(|&e| self.cookie(e, &remote, session_id) == crc_seed);
+        if !ours
+            || self.established() >= self.config.max_sessions()
+            || !self.allow_request(now, remote)
+        {
+            return;
+        }
+        let session =
+            Session::server_recovered(now, config, session_id, crc_seed, RECOVERED_UDP_LENGTH);
+        self.stats.recovered += 1;
+        self.insert(remote, session, false);
+    }
+
+    fn on_unknown_contextual(&mut self, now: Instant, remote: A, len: usize) {
+        // UnknownSender is 2 bytes, never more than what it answers.
+        if len < 2 {
+            return;
+        }
+        if self.queue_reply(now, remote, &[0x00, 0x1D]) {
+            self.stats.unknown_sender_sent += 1;
+        }
+    }
+
+    fn refuse(&mut self, now: Instant, remote: A, session_id: u32, reason: DisconnectReason) {
+        let mut buf = Vec::with_capacity(MAX_REPLY);
+        let n = encode_refusal(session_id, reason, &mut buf);
+        self.queue_reply(now, remote, buf.get(..n).unwrap_or_default());
+    }
+
+    fn queue_reply(&mut self, now: Instant, remote: A, bytes: &[u8]) -> bool {
+        let rate = self.config.stateless_reply_rate() as f32;
+        let bucket = self
+            .reply_bucket
+            .get_or_insert_with(|| Bucket::full(now, rate));
+        if self.replies.len() >= self.config.max_queued_replies()
+            || bytes.len() > MAX_REPLY
+            || !bucket.take(now, rate, rate)
+        {
+            self.stats.replies_dropped += 1;
+            return false;
+        }
+        let mut data = [0u8; MAX_REPLY];
+        if let Some(dst) = data.get_mut(..bytes.len()) {
+            dst.copy_from_slice(bytes);
+        }
+        self.replies.push_back((remote, data, bytes.len() as u8));
+        true
+    }
+
+    fn allow_request(&mut self, now: Instant, remote: A) -> bool {
+        let ok = self.sources.allow(
+            now,
+            remote,
+            self.config.source_table_size(),
+            self.config.requests_per_source_per_minute(),
+        );
+        if !ok {
+            self.stats.requests_rate_limited += 1;
+        }
+        ok
+    }
+
+    /// Writes the next datagram into `buf` (cleared first). Only sessions touched since their
+    /// last empty poll are visited, round-robin, one datagram at a time.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit<A>> {
+        buf.clear();
+        if let Some((destination, data, len)) = self.replies.pop_front() {
+            buf.extend_from_slice(data.get(..usize::from(len)).unwrap_or_default());
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit {
+                destination,
+                len: buf.len(),
+            });
+        }
+        while let Some(&(key, generation)) = self.tx_queue.front() {
+            let Some(e) = self
+                .sessions
+                .get_mut(key)
+                .filter(|e| e.generation == generation)
+            else {
+                self.tx_queue.pop_front();
+                continue;
+            };
+            match e.session.poll_transmit_with(now, buf, &mut self.scratch) {
+                Some(len) => {
+                    let destination = e.remote;
+                    // Round-robin: this session goes to the back.
+                    self.tx_queue.pop_front();
+                    self.tx_queue.push_back((key, generation));
+                    self.refile(key);
+                    self.stats.datagrams_sent += 1;
+                    return Some(Transmit { destination, len });
+                }
+                None => {
+                    e.in_tx = false;
+                    self.tx_queue.pop_front();
+                    self.refile(key);
+                }
+            }
+        }
+        None
+    }
+
+    /// The earliest deadline of any session.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.first().map(|&(t, _)| t)
+    }
+
+    /// Runs the timers of the sessions due at `now`, and only those.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.stats.timer_wakes += 1;
+        let mut due = std::mem::take(&mut self.due);
+        while let Some(&(t, key)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            if let Some(e) = self.sessions.get_mut(key) {
+                e.filed = None;
+                due.push(key);
+            }
+        }
+        for &key in &due {
+            self.stats.sessions_woken += 1;
+            if let Some(e) = self.sessions.get_mut(key) {
+                let was_half_open = e.half_open;
+                e.session.handle_timeout(now);
+                if was_half_open && e.session.is_drained() {
+                    self.stats.half_open_expired += 1;
+                }
+            }
+            self.touched(key);
+        }
+        due.clear();
+        self.due = due;
+    }
+
+    /// The next event of any session, with its handle. Events of one session come in order.
+    /// Closed sessions are reaped after their Closed event is taken and their Disconnects sent.
+    pub fn poll_event(&mut self) -> Option<(SessionHandle, Event)> {
+        while let Some(&(key, generation)) = self.ev_queue.front() {
+            let Some(e) = self
+                .sessions
+                .get_mut(key)
+                .filter(|e| e.generation == generation)
+            else {
+                self.ev_queue.pop_front();
+                continue;
+            };
+            if let Some(event) = e.session.poll_event() {
+                return Some((handle(key, generation), event));
+            }
+            e.in_ev = false;
+            self.ev_queue.pop_front();
+            self.touched(key);
+        }
+        None
+    }
+
+    // ----- bookkeeping -----
+
+    fn established(&self) -> usize {
+        self.sessions.len() - self.half_open_count
+    }
+
+    fn insert(&mut self, remote: A, session: Session, half_open: bool) -> usize {
+        self.generation = self.generation.wrapping_add(1);
+        let key = self.sessions.insert(Entry {
+            session,
+            remote,
+            generation: self.generation,
+            filed: None,
+            in_tx: false,
+            in_ev: false,
+            half_open,
+            in_by_id: false,
+        });
+        self.by_addr.insert(remote, key);
+        self.touched(key);
+        key
+    }
+
+    /// After any call that touched a session: keep the indexes, the timer set and the queues in
+    /// step with it, and reap it when it is finished.
+    fn touched(&mut self, key: usize) {
+        let Some(e) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if e.half_open && !e.session.is_half_open() {
+            e.half_open = false;
+            self.half_open_count -= 1;
+        }
+        if e.session.is_drained() && e.session.events_done() {
+            self.reap(key);
+            return;
+        }
+        if !e.in_by_id
+            && e.session.side() == Side::Server
+            && matches!(e.session.state(), State::Connected | State::Closing)
+        {
+            e.in_by_id = true;
+            self.by_id
+                .insert((e.session.session_id(), e.session.crc_seed()), key);
+        }
+        if !e.in_tx && e.session.may_transmit() {
+            e.in_tx = true;
+            self.tx_queue.push_back((key, e.generation));
+        }
+        if !e.in_ev && e.session.is_surfaced() {
+            e.in_ev = true;
+            self.ev_queue.push_back((key, e.generation));
+        }
+        self.refile(key);
+    }
+
+    /// Re-files a session in the timer set if its deadline changed.
+    fn refile(&mut self, key: usize) {
+        let Some(e) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let next = e.session.poll_timeout();
+        if next != e.filed {
+            if let Some(old) = e.filed {
+                self.timers.remove(&(old, key));
+            }
+            if let Some(new) = next {
+                self.timers.insert((new, key));
+            }
+            e.filed = next;
+        }
+    }
+
+    fn reap(&mut self, key: usize) {
+        if !self.sessions.contains(key) {
+            return;
+        }
+        let e = self.sessions.remove(key);
+        if let Some(at) = e.filed {
+            self.timers.remove(&(at, key));
+        }
+        if self.by_addr.get(&e.remote) == Some(&key) {
+            self.by_addr.remove(&e.remote);
+        }
+        if e.in_by_id {
+            let id = (e.session.session_id(), e.session.crc_seed());
+            if self.by_id.get(&id) == Some(&key) {
+                self.by_id.remove(&id);
+            }
+        }
+        if e.half_open {
+            self.half_open_count -= 1;
+        }
+        self.stats.reaped += 1;
+    }
+
+    fn epoch(&self, now: Instant) -> u64 {
+        let origin = self.origin.unwrap_or(now);
+        now.saturating_duration_since(origin).as_secs() / COOKIE_EPOCH_SECS
+    }
+
+    /// The CRC seed for a client: a keyed hash of the epoch, its address and its session id
+    /// under the endpoint's 128-bit secret.
+    fn cookie(&self, epoch: u64, remote: &A, session_id: u32) -> u32 {
+        let mut h = DefaultHasher::new();
+        h.write_u64(self.secret[0]);
+        h.write_u64(epoch);
+        remote.hash(&mut h);
+        h.write_u32(session_id);
+        h.write_u64(self.secret[1]);
+        let x = h.finish();
+        (x ^ (x >> 32)) as u32
+    }
+}
+
+fn handle(key: usize, generation: u32) -> SessionHandle {
+    SessionHandle {
+        key: key as u32,
+        generation,
+    }
+}

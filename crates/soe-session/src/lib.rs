@@ -1,0 +1,115 @@
+//! Sans-I/O sessions and endpoint of the SOE protocol (version 3), in the style of quinn-proto.
+//!
+//! Nothing here owns a socket, reads a clock or sleeps: every call that depends on time takes
+//! `now`, datagrams go in through `handle_datagram` and come out of `poll_transmit` into the
+//! caller's buffer, and the caller sleeps until `poll_timeout`.
+//!
+//! * [`Session`]: one side of one session: the handshake, framing (CRC, compression), the four
+//!   reliable channels of [`soe_reliable`], unreliable and ordered data, heartbeats, NetStatus,
+//!   graceful close.
+//! * [`Endpoint`]: many sessions behind one socket: routing by remote address, a timer set
+//!   ordered by deadline, a queue of sessions with something to send, and the limits that keep
+//!   strangers from spending its memory.
+//!
+//! # Driving order
+//!
+//! For an [`Endpoint`] (a [`Session`] is driven the same way, without the addresses):
+//!
+//! 1. For each datagram received: [`Endpoint::handle_datagram`]`(now, from, bytes)`.
+//! 2. If the deadline passed: [`Endpoint::handle_timeout`]`(now)` (an early call is a no-op).
+//! 3. Application calls as needed: [`Endpoint::send`], [`Endpoint::connect`],
+//!    [`Endpoint::close`].
+//! 4. [`Endpoint::poll_transmit`]`(now, &mut buf)` until `None`, sending each datagram.
+//! 5. [`Endpoint::poll_event`] until `None`. Take messages promptly: a channel holds at most
+//!    `max_queued_messages` undelivered messages and stops acknowledging beyond that.
+//! 6. Sleep until [`Endpoint::poll_timeout`] or the next datagram, then start again.
+//!
+//! Every call that touches a session re-files it in the timer set only when its deadline
+//! changed, and marks it for transmission; `handle_timeout` visits only sessions that are due
+//! and `poll_transmit` only sessions that were touched, so the cost of a wake-up does not grow
+//! with the number of idle sessions.
+//!
+//! # Handshake and refusal on the wire
+//!
+//! The client sends SessionRequest (protocol version 3, a random session id, its udp_length and
+//! the application protocol name) every `retry_interval` (1 s) until answered or until its
+//! `connect_timeout` (10 s) ends with [`Event::Closed`] `{ reason: ConnectFail }`. The server
+//! answers with SessionResponse: the session id, a CRC seed, its CRC length, compression and
+//! udp_length. Each side then sends at most `min(peer's udp_length, own udp_length)` bytes per
+//! datagram. The client follows up at once with a NetStatusRequest (repeated until the server is
+//! heard), which completes the server's side ([`Event::Accepted`]).
+//!
+//! A mismatched protocol version or application protocol name is refused with Disconnect
+//! `ProtocolMismatch` (a full endpoint with `ConnectionRefused`). Disconnect is a contextual
+//! packet but the client has no CRC seed yet, so the refusal is sent **without compression flag
+//! and with a CRC trailer of length 0**: exactly `00 05 | session_id | reason` (8 bytes, never
+//! more than the request it answers). Our client, while it waits for its SessionResponse,
+//! accepts a Disconnect in that form when it carries its own session id, and ends with
+//! [`Event::Closed`] `{ reason, by_peer: true }`. Other clients drop it as a CRC failure and
+//! reach their connect timeout, which is what they would do without it.
+//!
+//! # Flood defence (server)
+//!
+//! A SessionRequest costs the server a *half-open* session until the client's first valid
+//! packet arrives. Spoofed requests never complete, so:
+//!
+//! * Half-open sessions are capped (`max_half_open`, 1024) and expire after `connect_timeout`;
+//!   when the cap is reached the oldest is dropped for the new one. They surface no event.
+//! * Established sessions are capped (`max_sessions`, 10,000); past it requests are refused.
+//! * Requests per source address are rate limited (30 per minute, a bounded table of 4096
+//!   sources), and all replies sent without a session (UnknownSender, refusals) share one
+//!   budget (200 per second) and one bounded queue.
+//! * CRC seeds are **cookies**: a keyed hash (SipHash under a 128-bit secret drawn once from
+//!   the random source) of a 30-second epoch, the client's address and its session id. A real
+//!   client whose half-open state was evicted by a fast flood is not lost: its first packet
+//!   draws an UnknownSender, it answers with RemapConnection (session id, CRC seed), and the
+//!   server, finding no live session, recognises its own cookie (this epoch or the last) and
+//!   rebuilds the session without having kept any state for it. Its udp_length is then assumed
+//!   to be 512 (what every known peer announces), capped by the server's.
+//!
+//! So memory stays bounded by `max_sessions + max_half_open` sessions plus the fixed tables,
+//! whatever the request rate, and a real client still gets in during the flood.
+//!
+//! # Other behaviour
+//!
+//! * Heartbeat: a client sends one after `heartbeat_interval` (25 s) of silence from the peer
+//!   and retries every `retry_interval` while unanswered; a heartbeat that does not answer ours
+//!   is answered. `idle_timeout` (30 s) of silence ends the session with `Timeout`.
+//! * A datagram whose CRC fails is dropped and counted, never fatal; with
+//!   `accept_crcless_quirks` (default) a Heartbeat or selective Acknowledge with no CRC at all
+//!   is accepted, as h1z1-server sends them. A packet whose CRC holds but which does not parse
+//!   ends the session with `CorruptPacket` (and a Disconnect saying so).
+//! * Graceful close flushes queued reliable data (bounded by `close_timeout`, 5 s), then sends
+//!   the Disconnect `disconnect_repeats` (5) times `disconnect_interval` (100 ms) apart, and
+//!   repeats it to any packet the peer still sends meanwhile.
+//! * Packets of 255 bytes or less are packed into MultiPackets up to the datagram size; a lone
+//!   packet goes unwrapped. Unreliable messages (first byte non-zero) travel as bare datagrams.
+//! * RemapConnection moves a live session to a new address only when both the session id and
+//!   the CRC seed match. A client told UnknownSender by its server sends RemapConnection (once
+//!   per `retry_interval`, three times at most, then `UnreachableConnection`).
+//! * A second SessionRequest from the address of a live session with the same session id is
+//!   answered again; with another session id the old session ends (`NewConnectionAttempt`,
+//!   `by_peer: true`) and a new one starts.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
+
+mod config;
+mod endpoint;
+mod error;
+mod event;
+mod rng;
+mod session;
+mod stats;
+mod timer;
+
+pub use config::{EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, SessionConfig};
+pub use endpoint::{Endpoint, EndpointStats, SessionHandle, Transmit};
+pub use error::{ConfigError, ConnectError, SendError};
+pub use event::{Delivery, Event};
+pub use rng::{RandomSource, SplitMix64};
+pub use session::{Session, Side, State, check_request, encode_refusal};
+pub use stats::SessionStats;
+
+pub use soe_reliable::ReliableConfig;
+pub use soe_wire::{Channel, CrcLength, DisconnectReason};

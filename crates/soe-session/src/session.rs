@@ -1,0 +1,1362 @@
+//! One side of one session: handshake, framing, timers, and the glue to the reliable channels.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use soe_reliable::{ReliableChannel, ReliableError};
+use soe_wire::{
+    Channel, CrcLength, Disconnect, DisconnectReason, FrameConfig, Framer, MultiPacketWriter,
+    NetStatusRequest, NetStatusResponse, Ordered, PROTOCOL_VERSION, Packet, RemapConnection,
+    SessionRequest, SessionResponse, WireError,
+};
+
+use crate::config::MIN_UDP_LENGTH;
+use crate::timer::{Timer, TimerTable};
+use crate::{Delivery, Event, RandomSource, SendError, SessionConfig, SessionStats};
+
+/// The largest sub-packet a MultiPacket carries (one-byte lengths).
+const MAX_SUB_PACKET: usize = 255;
+/// The most framing any session adds: a compression flag and a 4-byte CRC.
+const MAX_OVERHEAD: usize = 5;
+/// `00 1A | u16 sequence`: the bytes an Ordered packet adds to its message.
+const ORDERED_HEADER: usize = 4;
+/// Post-handshake NetStatus probes a client sends before giving up on an answer.
+const MAX_PROBES: u8 = 5;
+/// RemapConnection attempts (one per retry interval) before a client gives up on a server that
+/// keeps answering UnknownSender.
+const MAX_REMAPS: u8 = 3;
+
+/// Which side of the handshake a session is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Sent the SessionRequest.
+    Client,
+    /// Answered it.
+    Server,
+}
+
+/// Where a session is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// Client: SessionRequest sent, no answer yet. Server: SessionResponse sent, no valid packet
+    /// from the client yet (half-open).
+    Handshake,
+    /// Established.
+    Connected,
+    /// Closing gracefully: queued reliable data is being flushed; no new messages are taken.
+    Closing,
+    /// Closed for the application ([`Event::Closed`] was queued); the Disconnect is being sent
+    /// its configured number of times.
+    Draining,
+    /// Nothing more to do.
+    Closed,
+}
+
+// Pending control packets (bit flags).
+const P_REQUEST: u8 = 1;
+const P_RESPONSE: u8 = 1 << 1;
+const P_REMAP: u8 = 1 << 2;
+const P_DISCONNECT: u8 = 1 << 3;
+const P_HEARTBEAT: u8 = 1 << 4;
+const P_NET_REQUEST: u8 = 1 << 5;
+const P_NET_RESPONSE: u8 = 1 << 6;
+
+/// Reusable buffers for assembling datagrams. An endpoint shares one among all its sessions; a
+/// standalone session makes its own on first use.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    multi: MultiPacketWriter,
+    packet: Vec<u8>,
+}
+
+/// An outgoing unreliable message.
+#[derive(Debug)]
+enum Outgoing {
+    /// A bare datagram (first byte non-zero); travels alone.
+    Bare(Bytes),
+    /// An Ordered packet with its stamp.
+    Ordered(u16, Bytes),
+}
+
+/// What only sessions that carry data need; allocated on the first message either way, so an
+/// idle session costs only its [`Session`] struct.
+#[derive(Debug, Default)]
+struct DataPath {
+    channels: [Option<Box<ReliableChannel>>; 4],
+    unreliable_in: VecDeque<(Delivery, Bytes)>,
+    unreliable_out: VecDeque<Outgoing>,
+    ordered_tx: soe_reliable::OrderedSender,
+    ordered_rx: soe_reliable::OrderedReceiver,
+    /// A packet a channel produced that did not fit the last datagram; goes first in the next.
+    carry: Vec<u8>,
+}
+
+/// The counters the session keeps itself (the channels keep theirs).
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    datagrams_sent: u64,
+    bytes_sent: u64,
+    datagrams_received: u64,
+    bytes_received: u64,
+    crc_rejects: u64,
+    crcless_accepted: u64,
+    unreliable_sent: u64,
+    unreliable_received: u64,
+    unreliable_dropped: u64,
+    heartbeats_sent: u32,
+    heartbeats_received: u32,
+}
+
+/// A NetStatusRequest to answer: the requester's tick and packet counts.
+#[derive(Debug, Clone, Copy)]
+struct NetAnswer {
+    tick: u16,
+    sent: u64,
+    received: u64,
+}
+
+/// One side of one session, driven without I/O (see the crate documentation for the polling
+/// order).
+#[derive(Debug)]
+pub struct Session {
+    config: Arc<SessionConfig>,
+    side: Side,
+    state: State,
+    /// Pending `P_*` control packets.
+    pending: u8,
+    /// Whether the application has been told of this session (client: always; server: after
+    /// Accepted).
+    surfaced: bool,
+    /// Connected/Accepted not yet polled.
+    open_event: bool,
+    /// Closed not yet polled.
+    closed_event: bool,
+    closed_by_peer: bool,
+    heartbeat_outstanding: bool,
+    /// Client: whether the server has been heard since the handshake (it knows our session).
+    server_confirmed: bool,
+    probes_sent: u8,
+    remap_attempts: u8,
+    disconnects_left: u8,
+    close_reason: DisconnectReason,
+    session_id: u32,
+    crc_seed: u32,
+    /// The peer's udp_length capped by ours: the largest datagram we send.
+    remote_udp_length: u32,
+    net_tick: u16,
+    net_answer: Option<NetAnswer>,
+    framer: Option<Framer>,
+    timers: TimerTable,
+    start: Instant,
+    net_sent_at: Option<Instant>,
+    remap_next: Option<Instant>,
+    net_rtt: Option<Duration>,
+    net_min_rtt: Option<Duration>,
+    counters: Counters,
+    data: Option<Box<DataPath>>,
+    scratch: Option<Box<Scratch>>,
+}
+
+/// Checks a SessionRequest against a server config: the refusal reason, if any.
+///
+/// A wrong protocol version or application protocol name is
+/// [`DisconnectReason::ProtocolMismatch`]; a `udp_length` below [`MIN_UDP_LENGTH`] is
+/// [`DisconnectReason::ConnectionRefused`].
+pub fn check_request(
+    config: &SessionConfig,
+    request: &SessionRequest<'_>,
+) -> Result<(), DisconnectReason> {
+    if request.protocol_version != PROTOCOL_VERSION
+        || request.application_protocol != config.application_protocol()
+    {
+        return Err(DisconnectReason::ProtocolMismatch);
+    }
+    if request.udp_length < MIN_UDP_LENGTH {
+        return Err(DisconnectReason::ConnectionRefused);
+    }
+    Ok(())
+}
+
+/// Writes the refusal of a SessionRequest into `buf` (cleared first) and returns its length.
+///
+/// The requester has no CRC seed yet, so the refusal is a Disconnect framed with no compression
+/// flag and a CRC trailer of length 0: exactly `00 05 | session_id | reason`, 8 bytes. Our client
+/// accepts it during its handshake when the session id is its own; peers that expect a CRC drop
+/// it and reach their connect timeout.
+pub fn encode_refusal(session_id: u32, reason: DisconnectReason, buf: &mut Vec<u8>) -> usize {
+    buf.clear();
+    Packet::Disconnect(Disconnect { session_id, reason }).encode(buf)
+}
+
+impl Session {
+    /// Starts a client session: the first [`Session::poll_transmit`] sends the SessionRequest.
+    /// The session id is drawn from `rng`.
+    pub fn client(now: Instant, config: Arc<SessionConfig>, rng: &mut dyn RandomSource) -> Self {
+        let session_id = rng.next_u32();
+        let mut s = Self::blank(now, config, Side::Client, session_id);
+        s.surfaced = true;
+        s.pending = P_REQUEST;
+        s.timers
+            .set(Timer::ConnectTimeout, now + s.config.connect_timeout());
+        s
+    }
+
+    /// Starts a server session answering `request` with `crc_seed`: the first
+    /// [`Session::poll_transmit`] sends the SessionResponse. The session is half-open until the
+    /// client's first valid packet arrives ([`Event::Accepted`]); it is dropped silently if that
+    /// does not happen within the connect timeout. Fails with the refusal reason when
+    /// [`check_request`] does (send it with [`encode_refusal`]).
+    pub fn server(
+        now: Instant,
+        config: Arc<SessionConfig>,
+        request: &SessionRequest<'_>,
+        crc_seed: u32,
+    ) -> Result<Self, DisconnectReason> {
+        check_request(&config, request)?;
+        let mut s = Self::blank(now, config, Side::Server, request.session_id);
+        s.crc_seed = crc_seed;
+        s.remote_udp_length = request.udp_length.min(s.config.udp_length());
+        let frame = FrameConfig::new(crc_seed)
+            .with_crc_length(s.config.crc_length())
+            .with_compression(s.config.compression())
+            .with_max_inflated(s.max_inflated());
+        s.framer = Some(Framer::new(frame));
+        s.pending = P_RESPONSE;
+        s.timers
+            .set(Timer::ConnectTimeout, now + s.config.connect_timeout());
+        Ok(s)
+    }
+
+    /// A server session for a client whose handshake state was lost (its half-open entry was
+    /// evicted during a flood) but who proved it received our SessionResponse by sending
+    /// RemapConnection with the session id and the CRC seed we derived for it. The client's
+    /// udp_length is unknown, so `udp_length` (the caller's conservative guess) caps our sends.
+    /// The session starts established.
+    pub(crate) fn server_recovered(
+        now: Instant,
+        config: Arc<SessionConfig>,
+        session_id: u32,
+        crc_seed: u32,
+        udp_length: u32,
+    ) -> Self {
+        let mut s = Self::blank(now, config, Side::Server, session_id);
+        s.crc_seed = crc_seed;
+        s.remote_udp_length = udp_length.min(s.config.udp_length());
+        let frame = FrameConfig::new(crc_seed)
+            .with_crc_length(s.config.crc_length())
+            .with_compression(s.config.compression())
+            .with_max_inflated(s.max_inflated());
+        s.framer = Some(Framer::new(frame));
+        s.promote(now);
+        s
+    }
+
+    fn blank(now: Instant, config: Arc<SessionConfig>, side: Side, session_id: u32) -> Self {
+        let remote_udp_length = config.udp_length();
+        Self {
+            config,
+            side,
+            state: State::Handshake,
+            pending: 0,
+            surfaced: false,
+            open_event: false,
+            closed_event: false,
+            closed_by_peer: false,
+            heartbeat_outstanding: false,
+            server_confirmed: false,
+            probes_sent: 0,
+            remap_attempts: 0,
+            disconnects_left: 0,
+            close_reason: DisconnectReason::None,
+            session_id,
+            crc_seed: 0,
+            remote_udp_length,
+            net_tick: 0,
+            net_answer: None,
+            framer: None,
+            timers: TimerTable::default(),
+            start: now,
+            net_sent_at: None,
+            remap_next: None,
+            net_rtt: None,
+            net_min_rtt: None,
+            counters: Counters::default(),
+            data: None,
+            scratch: None,
+        }
+    }
+
+    fn max_inflated(&self) -> usize {
+        (self.config.udp_length() as usize).saturating_mul(4)
+    }
+
+    // ----- accessors -----
+
+    /// The session id (chosen by the client).
+    pub fn session_id(&self) -> u32 {
+        self.session_id
+    }
+
+    /// The CRC seed (chosen by the server; 0 on a client before the handshake completes).
+    pub fn crc_seed(&self) -> u32 {
+        self.crc_seed
+    }
+
+    /// Which side this is.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// Where the session is in its life.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Whether the session is over for the application ([`State::Draining`] or
+    /// [`State::Closed`]): [`Event::Closed`] has been queued and no message is taken any more.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Draining | State::Closed)
+    }
+
+    /// Whether the session has nothing more to do at all (its Disconnects are sent).
+    pub fn is_drained(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// The config.
+    pub fn config(&self) -> &Arc<SessionConfig> {
+        &self.config
+    }
+
+    /// The largest datagram this session sends: `min(peer's udp_length, ours)`.
+    pub fn remote_udp_length(&self) -> u32 {
+        self.remote_udp_length
+    }
+
+    /// The largest packet (`opcode | body`) that fits one datagram after framing.
+    pub fn max_packet_len(&self) -> usize {
+        let overhead = self.framer.as_ref().map_or(MAX_OVERHEAD, Framer::overhead);
+        (self.remote_udp_length as usize).saturating_sub(overhead)
+    }
+
+    /// Whether no event is left: neither Connected/Accepted nor Closed is waiting (messages
+    /// always come before Closed, so a closed session whose Closed was polled has none).
+    pub(crate) fn events_done(&self) -> bool {
+        !self.open_event && !self.closed_event
+    }
+
+    /// Ends the session at once because the peer replaced it (a SessionRequest with another
+    /// session id from the same address).
+    pub(crate) fn replace(&mut self) {
+        self.finish(DisconnectReason::NewConnectionAttempt, true);
+    }
+
+    /// Refuses a half-open server session (the endpoint is full): the client hears a
+    /// Disconnect with `reason` (it has the CRC seed), the application hears nothing.
+    pub(crate) fn refuse(&mut self, reason: DisconnectReason) {
+        if self.is_half_open() {
+            self.state = State::Connected;
+            self.start_draining(reason, false);
+        }
+    }
+
+    /// Whether this is a server session still waiting for the client's first packet.
+    pub(crate) fn is_half_open(&self) -> bool {
+        self.side == Side::Server && self.state == State::Handshake
+    }
+
+    /// Whether the application knows this session (it was, or will be, told by an event).
+    pub(crate) fn is_surfaced(&self) -> bool {
+        self.surfaced
+    }
+
+    /// Messages the reliable `channel` takes now.
+    pub fn send_capacity(&self, channel: Channel) -> usize {
+        if !self.accepts_sends() {
+            return 0;
+        }
+        match self.channel(channel) {
+            Some(c) => c.capacity(),
+            None => self.config.reliable().max_queued_messages,
+        }
+    }
+
+    fn accepts_sends(&self) -> bool {
+        matches!(self.state, State::Handshake | State::Connected)
+    }
+
+    fn channel(&self, channel: Channel) -> Option<&ReliableChannel> {
+        self.data
+            .as_ref()?
+            .channels
+            .get(channel.index())?
+            .as_deref()
+    }
+
+    /// Counters, with the reliable figures summed over the channels.
+    pub fn stats(&self) -> SessionStats {
+        let c = &self.counters;
+        let mut s = SessionStats {
+            rtt: self.net_rtt,
+            min_rtt: self.net_min_rtt,
+            datagrams_sent: c.datagrams_sent,
+            bytes_sent: c.bytes_sent,
+            datagrams_received: c.datagrams_received,
+            bytes_received: c.bytes_received,
+            crc_rejects: c.crc_rejects,
+            crcless_accepted: c.crcless_accepted,
+            unreliable_sent: c.unreliable_sent,
+            unreliable_received: c.unreliable_received,
+            unreliable_dropped: c.unreliable_dropped,
+            heartbeats_sent: c.heartbeats_sent.into(),
+            heartbeats_received: c.heartbeats_received.into(),
+            ..SessionStats::default()
+        };
+        let mut channel_rtt = None;
+        for ch in self.data.iter().flat_map(|d| d.channels.iter().flatten()) {
+            let cs = ch.stats();
+            s.reliable_packets_sent += cs.packets_sent;
+            s.resends += cs.packets_resent;
+            s.duplicates += cs.duplicates;
+            s.out_of_order += cs.out_of_order;
+            s.acks_sent += cs.acks_sent;
+            s.acks_received += cs.acks_received;
+            s.reliable_messages_sent += cs.messages_sent;
+            s.reliable_messages_received += cs.messages_delivered;
+            if let Some(e) = ch.rtt() {
+                channel_rtt.get_or_insert(e.smoothed);
+                s.min_rtt = Some(s.min_rtt.map_or(e.min, |m| m.min(e.min)));
+            }
+        }
+        if channel_rtt.is_some() {
+            s.rtt = channel_rtt;
+        }
+        s
+    }
+
+    // ----- application calls -----
+
+    /// Queues a reliable message on `channel`. Taken while connecting (sent once connected) and
+    /// while connected; refused once closing. A full queue gives the message back.
+    pub fn send(&mut self, channel: Channel, data: Bytes) -> Result<(), SendError> {
+        if !self.accepts_sends() {
+            return Err(SendError::Closed);
+        }
+        self.channel_mut(channel)?
+            .send(data)
+            .map_err(SendError::from)
+    }
+
+    /// Queues an unreliable message, sent as a bare datagram. Its first byte must be non-zero
+    /// (that is how the receiver tells it from a protocol packet) and it must fit one datagram
+    /// ([`Session::max_packet_len`]).
+    pub fn send_unreliable(&mut self, data: Bytes) -> Result<(), SendError> {
+        match data.first() {
+            None => return Err(SendError::EmptyUnreliable),
+            Some(0) => return Err(SendError::ZeroFirstByte),
+            Some(_) => {}
+        }
+        let max = self.max_packet_len();
+        if data.len() > max {
+            return Err(SendError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        self.queue_unreliable(data, false)
+    }
+
+    /// Queues an ordered unreliable message (an Ordered 0x1A packet): the receiver drops it if
+    /// a newer one arrived first. It must fit one datagram with its 4-byte header.
+    pub fn send_ordered(&mut self, data: Bytes) -> Result<(), SendError> {
+        let max = self.max_packet_len().saturating_sub(ORDERED_HEADER);
+        if data.len() > max {
+            return Err(SendError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        self.queue_unreliable(data, true)
+    }
+
+    fn queue_unreliable(&mut self, data: Bytes, ordered: bool) -> Result<(), SendError> {
+        if !self.accepts_sends() {
+            return Err(SendError::Closed);
+        }
+        let max = self.config.max_queued_unreliable();
+        let d = self.data.get_or_insert_with(Box::default);
+        if d.unreliable_out.len() >= max {
+            return Err(SendError::QueueFull(data));
+        }
+        let out = if ordered {
+            Outgoing::Ordered(d.ordered_tx.next_sequence(), data)
+        } else {
+            Outgoing::Bare(data)
+        };
+        d.unreliable_out.push_back(out);
+        Ok(())
+    }
+
+    /// Starts closing with `reason`. Connected: queued reliable data is flushed first (bounded by
+    /// the close timeout), then the Disconnect is sent several times and [`Event::Closed`]
+    /// (`by_peer: false`) is queued. Connecting: ends at once without a Disconnect (the server
+    /// drops its half-open state on its own). A second call does nothing.
+    pub fn close(&mut self, now: Instant, reason: DisconnectReason) {
+        match self.state {
+            State::Handshake => self.finish(reason, false),
+            State::Connected => {
+                self.state = State::Closing;
+                self.close_reason = reason;
+                if let Some(d) = &mut self.data {
+                    for ch in d.channels.iter_mut().flatten() {
+                        ch.close();
+                    }
+                }
+                self.timers
+                    .set(Timer::Close, now + self.config.close_timeout());
+                self.timers.stop(Timer::Heartbeat);
+                self.timers.stop(Timer::NetStatus);
+                self.check_flushed(now);
+            }
+            State::Closing | State::Draining | State::Closed => {}
+        }
+    }
+
+    /// The next event, if any (see [`Event`] for the order).
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.open_event {
+            self.open_event = false;
+            return Some(match self.side {
+                Side::Client => Event::Connected,
+                Side::Server => Event::Accepted,
+            });
+        }
+        if let Some(d) = &mut self.data {
+            for ch in d.channels.iter_mut().flatten() {
+                if let Some(data) = ch.poll_message() {
+                    return Some(Event::Message {
+                        channel: ch.channel(),
+                        data,
+                        kind: Delivery::Reliable,
+                    });
+                }
+            }
+            if let Some((kind, data)) = d.unreliable_in.pop_front() {
+                return Some(Event::Message {
+                    channel: Channel::ZERO,
+                    data,
+                    kind,
+                });
+            }
+        }
+        if self.closed_event {
+            self.closed_event = false;
+            return Some(Event::Closed {
+                reason: self.close_reason,
+                by_peer: self.closed_by_peer,
+            });
+        }
+        None
+    }
+
+    // ----- timers -----
+
+    /// The earliest deadline: the session's own timers and its channels'.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let own = self.timers.next();
+        if !matches!(self.state, State::Connected | State::Closing) {
+            return own;
+        }
+        let channels = self
+            .data
+            .iter()
+            .flat_map(|d| d.channels.iter().flatten())
+            .filter_map(|c| c.poll_timeout())
+            .min();
+        match (own, channels) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs the timers due at `now`. A call before any deadline does nothing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for timer in Timer::ALL {
+            if self.state == State::Closed {
+                return;
+            }
+            if self.timers.expire(timer, now) {
+                self.on_timer(now, timer);
+            }
+        }
+        if matches!(self.state, State::Connected | State::Closing) {
+            let mut failed = None;
+            if let Some(d) = &mut self.data {
+                for ch in d.channels.iter_mut().flatten() {
+                    if ch.poll_timeout().is_some_and(|t| t <= now) {
+                        if let Err(e) = ch.handle_timeout(now) {
+                            failed = Some(reason_for(&e));
+                            break;
+                        }
+                    }
+                }
+            }
+            if let Some(reason) = failed {
+                self.abort(now, reason);
+            } else {
+                self.check_flushed(now);
+            }
+        }
+    }
+
+    fn on_timer(&mut self, now: Instant, timer: Timer) {
+        let retry = self.config.retry_interval();
+        match timer {
+            Timer::HandshakeResend => {
+                if self.side == Side::Client && self.state == State::Handshake {
+                    self.pending |= P_REQUEST;
+                }
+            }
+            Timer::ConnectTimeout => {
+                if self.state == State::Handshake {
+                    // A client gives up; a half-open server session goes away unseen.
+                    self.finish(DisconnectReason::ConnectFail, false);
+                }
+            }
+            Timer::Heartbeat => {
+                if self.state == State::Connected {
+                    self.pending |= P_HEARTBEAT;
+                    self.heartbeat_outstanding = true;
+                    self.timers.set(Timer::Heartbeat, now + retry);
+                }
+            }
+            Timer::Idle => {
+                if matches!(self.state, State::Connected | State::Closing) {
+                    self.abort(now, DisconnectReason::Timeout);
+                }
+            }
+            Timer::Close => {
+                if self.state == State::Closing {
+                    self.start_draining(self.close_reason, false);
+                }
+            }
+            Timer::DisconnectRepeat => {
+                if self.state == State::Draining {
+                    if self.disconnects_left > 0 {
+                        self.pending |= P_DISCONNECT;
+                    } else {
+                        self.state = State::Closed;
+                        self.release();
+                    }
+                }
+            }
+            Timer::NetStatus => {
+                if self.state != State::Connected {
+                    return;
+                }
+                if self.side == Side::Client
+                    && !self.server_confirmed
+                    && self.probes_sent < MAX_PROBES
+                {
+                    self.pending |= P_NET_REQUEST;
+                    self.timers.set(Timer::NetStatus, now + retry);
+                } else if let Some(every) = self.config.net_status_interval() {
+                    self.pending |= P_NET_REQUEST;
+                    self.timers.set(Timer::NetStatus, now + every);
+                }
+            }
+        }
+    }
+
+    // ----- closing -----
+
+    /// Graceful close done (or the close timer ran out): send the Disconnect.
+    fn check_flushed(&mut self, _now: Instant) {
+        if self.state != State::Closing {
+            return;
+        }
+        let flushed = self.data.as_ref().is_none_or(|d| {
+            d.channels.iter().flatten().all(|c| c.is_flushed()) && d.unreliable_out.is_empty()
+        });
+        if flushed {
+            self.start_draining(self.close_reason, false);
+        }
+    }
+
+    /// Ends the session from this side at once (no flush) because of `reason`.
+    fn abort(&mut self, _now: Instant, reason: DisconnectReason) {
+        match self.state {
+            State::Handshake => self.finish(reason, false),
+            State::Connected | State::Closing => self.start_draining(reason, false),
+            State::Draining | State::Closed => {}
+        }
+    }
+
+    /// Queues Closed and starts sending the Disconnect.
+    fn start_draining(&mut self, reason: DisconnectReason, by_peer: bool) {
+        self.state = State::Draining;
+        self.close_reason = reason;
+        self.closed_by_peer = by_peer;
+        self.closed_event = self.surfaced;
+        self.timers.stop_all();
+        self.pending = P_DISCONNECT;
+        self.disconnects_left = self.config.disconnect_repeats();
+        // The repeat timer starts when the first Disconnect goes out.
+        if let Some(d) = &mut self.data {
+            d.unreliable_out.clear();
+            d.carry = Vec::new();
+        }
+    }
+
+    /// Ends the session with nothing more to send.
+    fn finish(&mut self, reason: DisconnectReason, by_peer: bool) {
+        if self.state == State::Closed {
+            return;
+        }
+        if self.state != State::Draining {
+            self.close_reason = reason;
+            self.closed_by_peer = by_peer;
+            self.closed_event = self.surfaced;
+        }
+        self.state = State::Closed;
+        self.release();
+    }
+
+    /// Frees what a finished session no longer needs (messages not yet polled stay).
+    fn release(&mut self) {
+        self.timers.stop_all();
+        self.pending = 0;
+        self.scratch = None;
+        if let Some(d) = &mut self.data {
+            d.unreliable_out = VecDeque::new();
+            d.carry = Vec::new();
+        }
+    }
+
+    // ----- receiving -----
+
+    /// Handles one datagram from the peer. Datagrams with a bad CRC are dropped and counted;
+    /// a malformed packet with a valid CRC ends the session with
+    /// [`DisconnectReason::CorruptPacket`].
+    pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        if self.state == State::Closed {
+            return;
+        }
+        match datagram {
+            [0, lo, ..] if is_contextless(*lo) => self.handle_contextless(now, datagram),
+            [] | [_] => self.counters.crc_rejects += 1,
+            _ => self.handle_contextual(now, datagram),
+        }
+    }
+
+    fn handle_contextless(&mut self, now: Instant, datagram: &[u8]) {
+        // Contextless packets carry no CRC: malformed ones are ignored, never fatal.
+        let Ok(packet) = Packet::decode(datagram) else {
+            return;
+        };
+        match packet {
+            // Our SessionResponse was lost: answer again.
+            Packet::SessionRequest(r)
+                if self.side == Side::Server
+                    && r.session_id == self.session_id
+                    && matches!(self.state, State::Handshake | State::Connected) =>
+            {
+                self.pending |= P_RESPONSE;
+            }
+            Packet::SessionResponse(r)
+                if self.side == Side::Client
+                    && self.state == State::Handshake
+                    && r.session_id == self.session_id =>
+            {
+                self.counters.datagrams_received += 1;
+                self.counters.bytes_received += datagram.len() as u64;
+                self.on_session_response(now, &r);
+            }
+            Packet::UnknownSender
+                if self.side == Side::Client
+                    && matches!(self.state, State::Connected | State::Closing) =>
+            {
+                self.on_unknown_sender(now);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_session_response(&mut self, now: Instant, r: &SessionResponse) {
+        if r.protocol_version != PROTOCOL_VERSION {
+            self.finish(DisconnectReason::ProtocolMismatch, true);
+            return;
+        }
+        let Some(crc_length) = CrcLength::new(r.crc_length) else {
+            self.finish(DisconnectReason::ConnectError, false);
+            return;
+        };
+        if r.udp_length < MIN_UDP_LENGTH {
+            self.finish(DisconnectReason::ConnectError, false);
+            return;
+        }
+        self.crc_seed = r.crc_seed;
+        self.remote_udp_length = r.udp_length.min(self.config.udp_length());
+        let frame = FrameConfig::new(r.crc_seed)
+            .with_crc_length(crc_length)
+            .with_compression(r.compression != 0)
+            .with_max_inflated(self.max_inflated());
+        self.framer = Some(Framer::new(frame));
+        let max = self.max_packet_len();
+        if let Some(d) = &mut self.data {
+            for ch in d.channels.iter_mut().flatten() {
+                ch.set_max_packet_len(max);
+            }
+        }
+        self.pending &= !P_REQUEST;
+        self.timers.stop(Timer::HandshakeResend);
+        self.timers.stop(Timer::ConnectTimeout);
+        self.state = State::Connected;
+        self.open_event = true;
+        self.on_peer_heard(now);
+        // The probe tells the server we have its seed (ending its half-open state) and gives a
+        // first round-trip sample; it is repeated until the server is heard.
+        self.pending |= P_NET_REQUEST;
+        self.timers
+            .set(Timer::NetStatus, now + self.config.retry_interval());
+    }
+
+    fn on_unknown_sender(&mut self, now: Instant) {
+        if self.remap_next.is_some_and(|t| now < t) {
+            return;
+        }
+        if self.remap_attempts >= MAX_REMAPS {
+            self.abort(now, DisconnectReason::UnreachableConnection);
+            return;
+        }
+        self.remap_attempts += 1;
+        self.remap_next = Some(now + self.config.retry_interval());
+        self.pending |= P_REMAP;
+    }
+
+    fn handle_contextual(&mut self, now: Instant, datagram: &[u8]) {
+        let Some(mut framer) = self.framer.take() else {
+            // A client without a seed yet: only a refusal (crc_length 0) is meaningful.
+            if self.side == Side::Client && self.state == State::Handshake {
+                if let Ok(Packet::Disconnect(d)) = Packet::decode(datagram) {
+                    if d.session_id == self.session_id {
+                        self.finish(d.reason, true);
+                    }
+                }
+            }
+            return;
+        };
+        let cfg = *framer.config();
+        let zero_first = datagram.first() == Some(&0);
+        let head = if zero_first {
+            2 + usize::from(cfg.compression)
+        } else {
+            1
+        };
+        let long_enough = datagram.len() >= head + cfg.crc_length.get();
+        let opened = if long_enough {
+            framer.open(datagram)
+        } else {
+            Err(WireError::CrcMismatch {
+                received: 0,
+                computed: 0,
+            })
+        };
+        match opened {
+            Ok(bytes) => {
+                self.counters.datagrams_received += 1;
+                self.counters.bytes_received += datagram.len() as u64;
+                if self.state == State::Handshake {
+                    // A half-open server session: the client has our seed.
+                    self.promote(now);
+                }
+                self.on_authentic(now);
+                let result = Packet::decode(bytes)
+                    .map_err(|_| DisconnectReason::CorruptPacket)
+                    .and_then(|p| self.handle_packet(now, p, false));
+                if let Err(reason) = result {
+                    self.abort(now, reason);
+                }
+            }
+            Err(WireError::CrcMismatch { .. }) => {
+                let quirk = if self.config.accept_crcless_quirks() && self.state != State::Handshake
+                {
+                    framer.open_crcless(datagram)
+                } else {
+                    None
+                };
+                match quirk.and_then(|b| Packet::decode(b).ok()) {
+                    Some(p @ (Packet::Heartbeat | Packet::Acknowledge(_))) => {
+                        self.counters.crcless_accepted += 1;
+                        self.counters.datagrams_received += 1;
+                        self.counters.bytes_received += datagram.len() as u64;
+                        self.on_peer_heard(now);
+                        if let Err(reason) = self.handle_packet(now, p, false) {
+                            self.abort(now, reason);
+                        }
+                    }
+                    _ => self.counters.crc_rejects += 1,
+                }
+            }
+            Err(_) => {
+                // The CRC held but the body would not inflate: corrupt, not noise.
+                self.abort(now, DisconnectReason::CorruptPacket);
+            }
+        }
+        self.framer = Some(framer);
+    }
+
+    /// A half-open server session becomes established.
+    fn promote(&mut self, now: Instant) {
+        self.state = State::Connected;
+        self.surfaced = true;
+        self.open_event = true;
+        self.pending &= !P_RESPONSE;
+        self.timers.stop(Timer::ConnectTimeout);
+        self.on_peer_heard(now);
+    }
+
+    /// A datagram with a valid CRC arrived.
+    fn on_authentic(&mut self, now: Instant) {
+        match self.state {
+            State::Connected | State::Closing => {
+                self.on_peer_heard(now);
+                self.server_confirmed = true;
+                self.remap_attempts = 0;
+                self.remap_next = None;
+            }
+            // The peer did not hear our Disconnect: say it again.
+            State::Draining => self.pending |= P_DISCONNECT,
+            State::Handshake | State::Closed => {}
+        }
+    }
+
+    /// Liveness: resets the idle and heartbeat timers.
+    fn on_peer_heard(&mut self, now: Instant) {
+        if !matches!(self.state, State::Connected | State::Closing) {
+            return;
+        }
+        if let Some(t) = self.config.idle_timeout() {
+            self.timers.set(Timer::Idle, now + t);
+        }
+        let sends_heartbeats = self.side == Side::Client || self.config.server_heartbeats();
+        match self.config.heartbeat_interval() {
+            Some(every) if sends_heartbeats && self.state == State::Connected => {
+                self.timers.set(Timer::Heartbeat, now + every);
+            }
+            _ => self.timers.stop(Timer::Heartbeat),
+        }
+    }
+
+    fn handle_packet(
+        &mut self,
+        now: Instant,
+        packet: Packet<'_>,
+        nested: bool,
+    ) -> Result<(), DisconnectReason> {
+        if !matches!(
+            self.state,
+            State::Connected | State::Closing | State::Draining
+        ) {
+            return Ok(());
+        }
+        if self.state == State::Draining && !matches!(packet, Packet::Disconnect(_)) {
+            return Ok(());
+        }
+        match packet {
+            Packet::MultiPacket(m) => {
+                if nested {
+                    return Err(DisconnectReason::CorruptPacket);
+                }
+                for sub in m.iter() {
+                    let sub = sub.map_err(|_| DisconnectReason::CorruptPacket)?;
+                    let p = Packet::decode(sub).map_err(|_| DisconnectReason::CorruptPacket)?;
+                    self.handle_packet(now, p, true)?;
+                    if !matches!(self.state, State::Connected | State::Closing) {
+                        break;
+                    }
+                }
+            }
+            Packet::Group(g) => {
+                if nested {
+                    return Err(DisconnectReason::CorruptPacket);
+                }
+                for item in g.iter() {
+                    let item = item.map_err(|_| DisconnectReason::CorruptPacket)?;
+                    if item.first() == Some(&0) {
+                        let p =
+                            Packet::decode(item).map_err(|_| DisconnectReason::CorruptPacket)?;
+                        self.handle_packet(now, p, true)?;
+                    } else {
+                        self.deliver_unreliable(Delivery::Unreliable, item);
+                    }
+                    if !matches!(self.state, State::Connected | State::Closing) {
+                        break;
+                    }
+                }
+            }
+            Packet::Disconnect(d) if d.session_id == self.session_id => {
+                self.finish(d.reason, true);
+            }
+            Packet::Heartbeat => {
+                self.counters.heartbeats_received += 1;
+                // An answer to ours needs no answer; anything else gets one (so two sides never
+                // ping-pong).
+                if self.heartbeat_outstanding {
+                    self.heartbeat_outstanding = false;
+                } else {
+                    self.pending |= P_HEARTBEAT;
+                }
+            }
+            Packet::NetStatusRequest(r) => {
+                self.net_answer = Some(NetAnswer {
+                    tick: r.client_tick,
+                    sent: r.packets_sent,
+                    received: r.packets_received,
+                });
+                self.pending |= P_NET_RESPONSE;
+            }
+            Packet::NetStatusResponse(r) => {
+                if let Some(sent_at) = self.net_sent_at {
+                    if r.client_tick == self.net_tick {
+                        self.net_sent_at = None;
+                        self.on_rtt_sample(now.saturating_duration_since(sent_at));
+                    }
+                }
+            }
+            Packet::ReliableData(d) => {
+                let ch = self
+                    .channel_mut(d.channel)
+                    .map_err(|_| DisconnectReason::ConnectError)?;
+                ch.handle_data(now, d.sequence, d.data)
+                    .map_err(|e| reason_for(&e))?;
+            }
+            Packet::ReliableDataFragment(d) => {
+                let ch = self
+                    .channel_mut(d.channel)
+                    .map_err(|_| DisconnectReason::ConnectError)?;
+                ch.handle_fragment(now, d.sequence, d.data)
+                    .map_err(|e| reason_for(&e))?;
+            }
+            Packet::Acknowledge(a) => {
+                if let Some(ch) = self.existing_channel_mut(a.channel) {
+                    ch.handle_ack(now, a.sequence);
+                }
+            }
+            Packet::AcknowledgeAll(a) => {
+                if let Some(ch) = self.existing_channel_mut(a.channel) {
+                    ch.handle_ack_all(now, a.sequence);
+                }
+            }
+            Packet::Ordered(o) | Packet::Ordered2(o) => {
+                let d = self.data.get_or_insert_with(Box::default);
+                if d.ordered_rx.accept(o.sequence) {
+                    self.deliver_unreliable(Delivery::Ordered, o.data);
+                } else {
+                    self.counters.unreliable_dropped += 1;
+                }
+            }
+            Packet::Unreliable(data) => self.deliver_unreliable(Delivery::Unreliable, data),
+            // PortAlive keeps NAT mappings open and needs nothing; contextless packets inside a
+            // MultiPacket are meaningless and ignored.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_rtt_sample(&mut self, sample: Duration) {
+        self.net_rtt = Some(match self.net_rtt {
+            None => sample,
+            Some(s) => (s * 7 + sample) / 8,
+        });
+        self.net_min_rtt = Some(self.net_min_rtt.map_or(sample, |m| m.min(sample)));
+    }
+
+    fn deliver_unreliable(&mut self, kind: Delivery, data: &[u8]) {
+        let max = self.config.max_queued_unreliable();
+        let d = self.data.get_or_insert_with(Box::default);
+        if d.unreliable_in.len() >= max || !matches!(self.state, State::Connected | State::Closing)
+        {
+            self.counters.unreliable_dropped += 1;
+            return;
+        }
+        d.unreliable_in
+            .push_back((kind, Bytes::copy_from_slice(data)));
+        self.counters.unreliable_received += 1;
+    }
+
+    fn existing_channel_mut(&mut self, channel: Channel) -> Option<&mut ReliableChannel> {
+        self.data
+            .as_mut()?
+            .channels
+            .get_mut(channel.index())?
+            .as_deref_mut()
+    }
+
+    fn channel_mut(&mut self, channel: Channel) -> Result<&mut ReliableChannel, SendError> {
+        let max = self.max_packet_len();
+        let config = self.config.clone();
+        let d = self.data.get_or_insert_with(Box::default);
+        let slot = d
+            .channels
+            .get_mut(channel.index())
+            .ok_or(SendError::Closed)?;
+        if slot.is_none() {
+            let ch = ReliableChannel::new(
+                channel,
+                config.reliable().clone(),
+                max,
+                config.encryption_key().map(|k| &k[..]),
+            )
+            .map_err(|_| SendError::Closed)?;
+            *slot = Some(Box::new(ch));
+        }
+        slot.as_deref_mut().ok_or(SendError::Closed)
+    }
+
+    // ----- sending -----
+
+    /// Writes the next datagram into `buf` (cleared first) and returns its length, or `None`
+    /// when nothing is to be sent now. Call until `None` after every other call.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
+        let mut scratch = self.scratch.take().unwrap_or_default();
+        let n = self.poll_transmit_with(now, buf, &mut scratch);
+        if self.state != State::Closed {
+            self.scratch = Some(scratch);
+        }
+        n
+    }
+
+    /// [`Session::poll_transmit`] with the caller's reusable buffers.
+    pub(crate) fn poll_transmit_with(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        scratch: &mut Scratch,
+    ) -> Option<usize> {
+        buf.clear();
+        if self.state == State::Closed {
+            return None;
+        }
+        // Contextless packets go alone and unframed.
+        if self.take(P_REQUEST) {
+            Packet::SessionRequest(SessionRequest {
+                protocol_version: PROTOCOL_VERSION,
+                session_id: self.session_id,
+                udp_length: self.config.udp_length(),
+                application_protocol: self.config.application_protocol(),
+            })
+            .encode(buf);
+            self.timers
+                .set(Timer::HandshakeResend, now + self.config.retry_interval());
+            return Some(self.sent(buf));
+        }
+        if self.take(P_RESPONSE) {
+            Packet::SessionResponse(SessionResponse {
+                session_id: self.session_id,
+                crc_seed: self.crc_seed,
+                crc_length: self.config.crc_length().get() as u8,
+                compression: u8::from(self.config.compression()),
+                encryption_method: 0,
+                udp_length: self.config.udp_length(),
+                protocol_version: PROTOCOL_VERSION,
+            })
+            .encode(buf);
+            return Some(self.sent(buf));
+        }
+        if self.take(P_REMAP) {
+            Packet::RemapConnection(RemapConnection {
+                session_id: self.session_id,
+                crc_seed: self.crc_seed,
+            })
+            .encode(buf);
+            return Some(self.sent(buf));
+        }
+        if self.framer.is_none() || self.state == State::Handshake {
+            return None;
+        }
+        let budget = self.max_packet_len();
+        let multi = &mut scratch.multi;
+        debug_assert!(multi.is_empty());
+        multi.set_budget(budget);
+
+        if self.state == State::Draining {
+            if !self.take(P_DISCONNECT) {
+                return None;
+            }
+            let packet = Packet::Disconnect(Disconnect {
+                session_id: self.session_id,
+                reason: self.close_reason,
+            });
+            packet.encode(buf);
+            self.disconnects_left = self.disconnects_left.saturating_sub(1);
+            self.timers.set(
+                Timer::DisconnectRepeat,
+                now + self.config.disconnect_interval(),
+            );
+            return Some(self.seal_and_count(buf));
+        }
+
+        // A packet left over from the last datagram goes first.
+        if let Some(d) = &mut self.data {
+            if !d.carry.is_empty() {
+                if d.carry.len() <= MAX_SUB_PACKET && multi.fits(d.carry.len()) {
+                    multi.push(&d.carry);
+                    d.carry.clear();
+                } else {
+                    buf.extend_from_slice(&d.carry);
+                    d.carry.clear();
+                    return Some(self.seal_and_count(buf));
+                }
+            }
+            // A bare unreliable datagram travels alone.
+            if multi.is_empty() && matches!(d.unreliable_out.front(), Some(Outgoing::Bare(_))) {
+                if let Some(Outgoing::Bare(data)) = d.unreliable_out.pop_front() {
+                    buf.extend_from_slice(&data);
+                    self.counters.unreliable_sent += 1;
+                    return Some(self.seal_and_count(buf));
+                }
+            }
+        }
+
+        // Control packets.
+        if self.pending & P_HEARTBEAT != 0 && multi.push_packet(&Packet::Heartbeat) {
+            self.pending &= !P_HEARTBEAT;
+            self.counters.heartbeats_sent += 1;
+        }
+        if self.pending & P_NET_RESPONSE != 0 {
+            let answer = self.net_answer.unwrap_or(NetAnswer {
+                tick: 0,
+                sent: 0,
+                received: 0,
+            });
+            let packet = Packet::NetStatusResponse(NetStatusResponse {
+                client_tick: answer.tick,
+                server_tick: self.millis(now),
+                client_packets_sent: answer.sent,
+                client_packets_received: answer.received,
+                server_packets_sent: self.counters.datagrams_sent,
+                server_packets_received: self.counters.datagrams_received,
+            });
+            if multi.push_packet(&packet) {
+                self.pending &= !P_NET_RESPONSE;
+                self.net_answer = None;
+            }
+        }
+        if self.pending & P_NET_REQUEST != 0 {
+            let tick = self.millis(now) as u16;
+            let rtt_ms = |d: Option<Duration>| d.map_or(0, |d| d.as_millis() as u32);
+            let packet = Packet::NetStatusRequest(NetStatusRequest {
+                client_tick: tick,
+                last_update_ms: rtt_ms(self.net_rtt),
+                average_update_ms: rtt_ms(self.net_rtt),
+                shortest_update_ms: rtt_ms(self.net_min_rtt),
+                longest_update_ms: rtt_ms(self.net_rtt),
+                last_server_update_ms: 0,
+                packets_sent: self.counters.datagrams_sent,
+                packets_received: self.counters.datagrams_received,
+            });
+            if multi.push_packet(&packet) {
+                self.pending &= !P_NET_REQUEST;
+                self.net_tick = tick;
+                self.net_sent_at = Some(now);
+                if self.side == Side::Client && !self.server_confirmed {
+                    self.probes_sent = self.probes_sent.saturating_add(1);
+                }
+            }
+        }
+
+        if let Some(d) = &mut self.data {
+            // Ordered unreliable packets.
+            while let Some(Outgoing::Ordered(seq, data)) = d.unreliable_out.front() {
+                let packet = Packet::Ordered(Ordered {
+                    sequence: *seq,
+                    data,
+                });
+                let len = packet.encoded_len();
+                if len <= MAX_SUB_PACKET && multi.fits(len) {
+                    multi.push_packet(&packet);
+                } else if multi.is_empty() {
+                    packet.encode(buf);
+                    d.unreliable_out.pop_front();
+                    self.counters.unreliable_sent += 1;
+                    return Some(self.seal_and_count(buf));
+                } else {
+                    break;
+                }
+                d.unreliable_out.pop_front();
+                self.counters.unreliable_sent += 1;
+            }
+            // The reliable channels: acks, resends, new data.
+            'channels: for ch in d.channels.iter_mut().flatten() {
+                loop {
+                    scratch.packet.clear();
+                    let Some(len) = ch.poll_transmit(now, &mut scratch.packet) else {
+                        break;
+                    };
+                    if len <= MAX_SUB_PACKET && multi.fits(len) {
+                        multi.push(&scratch.packet);
+                    } else if multi.is_empty() {
+                        buf.extend_from_slice(&scratch.packet);
+                        return Some(self.seal_and_count(buf));
+                    } else {
+                        std::mem::swap(&mut d.carry, &mut scratch.packet);
+                        break 'channels;
+                    }
+                }
+            }
+        }
+        if multi.is_empty() {
+            return None;
+        }
+        multi.finish(buf);
+        Some(self.seal_and_count(buf))
+    }
+
+    fn take(&mut self, flag: u8) -> bool {
+        let had = self.pending & flag != 0;
+        self.pending &= !flag;
+        had
+    }
+
+    fn millis(&self, now: Instant) -> u32 {
+        now.saturating_duration_since(self.start).as_millis() as u32
+    }
+
+    fn seal_and_count(&mut self, buf: &mut Vec<u8>) -> usize {
+        if let Some(f) = &mut self.framer {
+            f.seal(buf, 0);
+        }
+        self.sent(buf)
+    }
+
+    fn sent(&mut self, buf: &[u8]) -> usize {
+        self.counters.datagrams_sent += 1;
+        self.counters.bytes_sent += buf.len() as u64;
+        buf.len()
+    }
+
+    /// Whether [`Session::poll_transmit`] may have something (a cheap over-estimate: the
+    /// channels are asked only by polling).
+    pub(crate) fn may_transmit(&self) -> bool {
+        self.pending != 0
+            || (matches!(self.state, State::Connected | State::Closing) && self.data.is_some())
+    }
+}
+
+/// Opcodes of packets that travel without framing.
+fn is_contextless(lo: u8) -> bool {
+    matches!(lo, 0x01 | 0x02 | 0x1D | 0x1E)
+}
+
+/// The Disconnect reason for a channel failure.
+fn reason_for(e: &ReliableError) -> DisconnectReason {
+    match e {
+        ReliableError::UnacknowledgedTimeout { .. } => DisconnectReason::UnacknowledgedTimeout,
+        ReliableError::MessageTooLarge { .. } => DisconnectReason::ReliableOverflow,
+        _ => DisconnectReason::CorruptPacket,
+    }
+}
