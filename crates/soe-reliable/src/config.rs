@@ -38,8 +38,9 @@ pub struct ReliableConfig {
     /// unacknowledged one); caps the congestion window. Keep it at or below the peer's receive
     /// window (256 in known peers). Default 196; 1 to `MAX_WINDOW - 1`.
     pub max_send_window: u16,
-    /// The congestion window (packets in flight) at the start and its floor after the first loss
-    /// is half of it, at least 2. Default 8; 1 to `max_send_window` (larger values are capped).
+    /// The congestion window (packets in flight) at the start. Losses never shrink the window
+    /// below half of this (and never below 2, unless this is 1). Default 8; 1 to
+    /// `max_send_window` (larger values are capped).
     pub initial_send_window: u16,
     /// How long an in-order packet may wait before a cumulative AcknowledgeAll goes out.
     /// Default 2 ms.

@@ -22,7 +22,7 @@ impl Congestion {
             window,
             ssthresh: cap,
             credit: 0,
-            floor: window.min(2),
+            floor: (window / 2).max(2).min(window),
             cap,
             last_reduction: None,
         }
@@ -95,7 +95,10 @@ mod tests {
         for i in 1..10 {
             assert!(c.on_loss(t0 + rtt * (1 + i), rtt));
         }
-        assert_eq!(c.window(), 2, "floor");
+        assert_eq!(c.window(), 4, "floor: half the initial window");
+        let mut c = Congestion::new(2, 196);
+        c.on_loss(t0, rtt);
+        assert_eq!(c.window(), 2, "floor: at least 2");
     }
 
     #[test]

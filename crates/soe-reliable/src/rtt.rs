@@ -62,6 +62,13 @@ impl RttEstimator {
         });
     }
 
+    /// Ends the backoff without a sample: an ack of new data (even of a retransmitted packet,
+    /// which gives no sample under Karn's rule) shows the path works again. Without this a lossy
+    /// path where most acked packets were resent keeps the timeout at its ceiling.
+    pub(crate) fn on_progress(&mut self) {
+        self.backoff = 0;
+    }
+
     /// Doubles the timeout after a retransmission timer expiry (until the next fresh sample).
     pub(crate) fn on_timeout(&mut self) {
         self.backoff = self.backoff.saturating_add(1).min(16);
@@ -152,6 +159,13 @@ mod tests {
         }
         assert_eq!(rto(&r), 3000 * MS, "no overflow");
         r.on_sample(200 * MS);
-        assert!(rto(&r) < 1000 * MS, "a fresh sample ends the backoff");
+        let base = rto(&r);
+        assert_eq!(base, 500 * MS, "a fresh sample ends the backoff");
+        r.on_timeout();
+        r.on_timeout();
+        assert_eq!(rto(&r), 2000 * MS);
+        r.on_progress();
+        assert_eq!(rto(&r), base, "progress ends it too");
+        assert_eq!(r.estimate().unwrap().latest, 200 * MS);
     }
 }

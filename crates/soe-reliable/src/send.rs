@@ -400,8 +400,9 @@ impl Sender {
             return;
         }
         self.congestion.on_ack(acked);
-        if let Some((_, sent)) = sample {
-            self.rtt.on_sample(now.saturating_duration_since(sent));
+        match sample {
+            Some((_, sent)) => self.rtt.on_sample(now.saturating_duration_since(sent)),
+            None => self.rtt.on_progress(),
         }
         let highest = self.highest_acked.map_or(highest, |h| h.max(highest));
         self.highest_acked = Some(highest);

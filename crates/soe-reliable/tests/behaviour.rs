@@ -1,0 +1,396 @@
+//! The channel's observable behaviour packet by packet: wire format, send errors, windows,
+//! RTT sampling (Karn), fast resend, backpressure.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::dispatch;
+use soe_crypto::Rc4;
+use soe_reliable::{MIN_PACKET_LEN, ReliableChannel, ReliableConfig, ReliableError, SendError};
+use soe_wire::{Channel, Packet, ReliablePayload, reliable::unescape};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn channel_with(config: ReliableConfig, max_packet_len: usize) -> ReliableChannel {
+    ReliableChannel::new(Channel::ZERO, Arc::new(config), max_packet_len, None).unwrap()
+}
+
+fn drain(ch: &mut ReliableChannel, now: Instant) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(len) = ch.poll_transmit(now, &mut buf) {
+        assert_eq!(len, buf.len());
+        out.push(std::mem::take(&mut buf));
+    }
+    out
+}
+
+fn sequence_of(packet: &[u8]) -> u16 {
+    u16::from_be_bytes([packet[2], packet[3]])
+}
+
+#[test]
+fn small_messages_are_grouped_and_escaped() {
+    let now = Instant::now();
+    let mut tx = channel_with(ReliableConfig::default(), 496);
+    let messages: [&[u8]; 4] = [b"plain", b"\x00zero", b"\x00\x19group-like", b"x"];
+    for m in messages {
+        tx.send(Bytes::from_static(m)).unwrap();
+    }
+    let packets = drain(&mut tx, now);
+    assert_eq!(packets.len(), 1, "one Group");
+    let Packet::ReliableData(data) = Packet::decode(&packets[0]).unwrap() else {
+        panic!("not ReliableData: {:02x?}", packets[0]);
+    };
+    assert_eq!(data.sequence, 0);
+    assert_eq!(&data.data[..3], b"\x00\x19\x05");
+    let ReliablePayload::Group(group) = ReliablePayload::decode(data.data).unwrap() else {
+        panic!("not a Group");
+    };
+    let items: Vec<&[u8]> = group.iter().map(|i| i.unwrap()).collect();
+    assert_eq!(
+        items,
+        [
+            &b"plain"[..],
+            b"\x00\x00zero",
+            b"\x00\x00\x19group-like",
+            b"x"
+        ],
+        "items are escaped"
+    );
+    let unescaped: Vec<&[u8]> = items.iter().map(|i| unescape(i).unwrap()).collect();
+    assert_eq!(unescaped, messages);
+}
+
+#[test]
+fn a_lone_message_goes_plain_and_escaped() {
+    let now = Instant::now();
+    let mut tx = channel_with(ReliableConfig::default(), 496);
+    tx.send(Bytes::from_static(b"\x00\x19not a group")).unwrap();
+    let packets = drain(&mut tx, now);
+    assert_eq!(
+        packets,
+        vec![b"\x00\x09\x00\x00\x00\x00\x19not a group".to_vec()]
+    );
+    // With bundling off, each message is its own packet.
+    let mut tx = channel_with(ReliableConfig::default().with_bundle_messages(false), 496);
+    for m in [&b"a"[..], b"b", b""] {
+        tx.send(Bytes::from_static(m)).unwrap();
+    }
+    let packets = drain(&mut tx, now);
+    assert_eq!(
+        packets,
+        vec![
+            b"\x00\x09\x00\x00a".to_vec(),
+            b"\x00\x09\x00\x01b".to_vec(),
+            b"\x00\x09\x00\x02".to_vec()
+        ]
+    );
+}
+
+#[test]
+fn large_messages_are_fragmented_within_max_packet_len() {
+    let now = Instant::now();
+    let max = 100;
+    let config = ReliableConfig::default().with_initial_send_window(64);
+    let mut tx =
+        ReliableChannel::new(Channel::new(2).unwrap(), Arc::new(config), max, None).unwrap();
+    let mut message = vec![0u8; 1000];
+    for (i, b) in message.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    tx.send(Bytes::from(message.clone())).unwrap();
+    let packets = drain(&mut tx, now);
+    assert_eq!(packets.len(), 11, "92 bytes in the first, 96 in the rest");
+    let mut joined = Vec::new();
+    for (i, p) in packets.iter().enumerate() {
+        assert!(p.len() <= max);
+        assert_eq!(&p[..2], &[0x00, 0x0F], "ReliableDataFragment on channel 2");
+        assert_eq!(sequence_of(p), i as u16);
+        if i == 0 {
+            assert_eq!(&p[4..8], &1001u32.to_be_bytes(), "escaped total");
+            joined.extend_from_slice(&p[8..]);
+        } else {
+            joined.extend_from_slice(&p[4..]);
+        }
+    }
+    assert_eq!(joined[0], 0, "escape byte");
+    assert_eq!(&joined[1..], &message[..]);
+    let mut rx = ReliableChannel::new(
+        Channel::new(2).unwrap(),
+        Arc::new(ReliableConfig::default()),
+        max,
+        None,
+    )
+    .unwrap();
+    for p in packets.iter().rev() {
+        dispatch(&mut rx, now, p).unwrap();
+    }
+    assert_eq!(rx.poll_message().as_deref(), Some(&message[..]));
+}
+
+#[test]
+fn set_max_packet_len_applies_to_new_packets() {
+    let now = Instant::now();
+    let mut tx = channel_with(ReliableConfig::default(), 496);
+    tx.send(Bytes::from(vec![1u8; 300])).unwrap();
+    tx.send(Bytes::from(vec![2u8; 300])).unwrap();
+    let first = drain(&mut tx, now);
+    assert_eq!(first.len(), 2);
+    assert_eq!(first[0].len(), 304);
+    tx.set_max_packet_len(200);
+    tx.send(Bytes::from(vec![3u8; 300])).unwrap();
+    let second = drain(&mut tx, now);
+    assert_eq!(second.len(), 2);
+    assert!(second.iter().all(|p| p.len() <= 200));
+    tx.set_max_packet_len(1);
+    assert_eq!(tx.max_packet_len(), MIN_PACKET_LEN);
+    assert!(matches!(
+        ReliableChannel::new(Channel::ZERO, Arc::default(), 10, None),
+        Err(ReliableError::PacketTooSmall { len: 10, .. })
+    ));
+}
+
+#[test]
+fn send_errors_give_the_message_back_or_name_the_limit() {
+    let config = ReliableConfig::default()
+        .with_max_queued_messages(3)
+        .with_max_message_size(100);
+    let mut tx = channel_with(config, 496);
+    assert_eq!(tx.capacity(), 3);
+    for _ in 0..3 {
+        tx.send(Bytes::from_static(b"m")).unwrap();
+    }
+    assert_eq!(tx.queued(), 3);
+    assert_eq!(tx.capacity(), 0);
+    let back = tx.send(Bytes::from_static(b"returned")).unwrap_err();
+    assert_eq!(back, SendError::QueueFull(Bytes::from_static(b"returned")));
+    assert_eq!(back.into_message().as_deref(), Some(&b"returned"[..]));
+    assert_eq!(
+        tx.send(Bytes::from(vec![0; 101])),
+        Err(SendError::TooLarge { len: 101, max: 100 })
+    );
+    drain(&mut tx, Instant::now());
+    assert_eq!(tx.capacity(), 3, "sequenced messages leave the queue");
+    tx.close();
+    assert_eq!(tx.send(Bytes::new()), Err(SendError::Closed));
+    assert_eq!(tx.stats().messages_sent, 3);
+}
+
+#[test]
+fn congestion_window_limits_then_grows() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default()
+        .with_bundle_messages(false)
+        .with_initial_send_window(4);
+    let mut tx = channel_with(config, 496);
+    for i in 0..100u8 {
+        tx.send(Bytes::from(vec![i; 8])).unwrap();
+    }
+    assert_eq!(tx.congestion_window(), 4);
+    assert_eq!(drain(&mut tx, t0).len(), 4);
+    tx.handle_ack_all(t0 + 20 * MS, 3);
+    assert_eq!(tx.congestion_window(), 8, "slow start");
+    assert_eq!(drain(&mut tx, t0 + 20 * MS).len(), 8);
+    tx.handle_ack_all(t0 + 40 * MS, 11);
+    assert_eq!(tx.congestion_window(), 16);
+    assert_eq!(drain(&mut tx, t0 + 40 * MS).len(), 16);
+    // A timeout halves it.
+    let deadline = tx.poll_timeout().unwrap();
+    tx.handle_timeout(deadline).unwrap();
+    assert_eq!(tx.congestion_window(), 8);
+    assert_eq!(tx.stats().timeouts, 1);
+    assert_eq!(
+        drain(&mut tx, deadline).len(),
+        16,
+        "every expired packet resent"
+    );
+}
+
+#[test]
+fn karn_no_sample_from_a_resent_packet() {
+    let t0 = Instant::now();
+    let mut tx = channel_with(ReliableConfig::default(), 496);
+    tx.send(Bytes::from_static(b"slow")).unwrap();
+    drain(&mut tx, t0);
+    let deadline = tx.poll_timeout().unwrap();
+    assert_eq!(deadline, t0 + 500 * MS, "initial RTO");
+    tx.handle_timeout(deadline).unwrap();
+    assert_eq!(drain(&mut tx, deadline).len(), 1);
+    assert_eq!(
+        tx.poll_timeout(),
+        Some(deadline + 1000 * MS),
+        "backed off to twice the initial RTO"
+    );
+    tx.handle_ack_all(deadline + 30 * MS, 0);
+    assert_eq!(tx.rtt(), None, "ambiguous sample discarded");
+    assert!(tx.is_flushed());
+    let t1 = deadline + 100 * MS;
+    tx.send(Bytes::from_static(b"fast")).unwrap();
+    drain(&mut tx, t1);
+    tx.handle_ack_all(t1 + 40 * MS, 1);
+    let rtt = tx.rtt().unwrap();
+    assert_eq!(rtt.latest, 40 * MS);
+    assert_eq!(rtt.smoothed, 40 * MS);
+}
+
+#[test]
+fn selective_ack_resends_the_gap_once_per_round_trip() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default().with_bundle_messages(false);
+    let mut tx = channel_with(config, 496);
+    tx.send(Bytes::from_static(b"p0")).unwrap();
+    drain(&mut tx, t0);
+    tx.handle_ack_all(t0 + 50 * MS, 0); // SRTT 50 ms
+    let t1 = t0 + 60 * MS;
+    for m in [&b"p1"[..], b"p2", b"p3", b"p4"] {
+        tx.send(Bytes::from_static(m)).unwrap();
+    }
+    assert_eq!(drain(&mut tx, t1).len(), 4);
+    // Too early to call the older ones lost.
+    tx.handle_ack(t1 + 20 * MS, 4);
+    assert!(drain(&mut tx, t1 + 20 * MS).is_empty());
+    tx.handle_ack(t1 + 60 * MS, 3);
+    let resent: Vec<u16> = drain(&mut tx, t1 + 60 * MS)
+        .iter()
+        .map(|p| sequence_of(p))
+        .collect();
+    assert_eq!(resent, [1, 2]);
+    // p2 acknowledged 10 ms later: p1 was resent just now, so it is not resent again.
+    tx.handle_ack(t1 + 70 * MS, 2);
+    assert!(drain(&mut tx, t1 + 70 * MS).is_empty());
+    // A round trip after its resend, p1 is resent again on the next ack.
+    tx.send(Bytes::from_static(b"p5")).unwrap();
+    assert_eq!(drain(&mut tx, t1 + 70 * MS).len(), 1);
+    tx.handle_ack(t1 + 120 * MS, 5);
+    let resent: Vec<u16> = drain(&mut tx, t1 + 120 * MS)
+        .iter()
+        .map(|p| sequence_of(p))
+        .collect();
+    assert_eq!(resent, [1]);
+    assert_eq!(tx.stats().fast_resends, 3);
+    tx.handle_ack_all(t1 + 150 * MS, 1);
+    assert!(tx.is_flushed());
+}
+
+#[test]
+fn ack_every_and_ack_delay() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default()
+        .with_ack_every(4)
+        .with_ack_delay(5 * MS);
+    let mut rx = channel_with(config, 496);
+    rx.handle_data(t0, 0, b"a").unwrap();
+    assert_eq!(rx.poll_timeout(), Some(t0 + 5 * MS));
+    assert!(drain(&mut rx, t0).is_empty());
+    for seq in 1..4 {
+        rx.handle_data(t0 + MS, seq, b"b").unwrap();
+    }
+    assert_eq!(drain(&mut rx, t0 + MS), vec![vec![0, 0x15, 0, 3]]);
+    assert_eq!(rx.poll_timeout(), None);
+    // Ahead of the window: a selective ack at once, no cumulative one.
+    rx.handle_data(t0 + 2 * MS, 6, b"c").unwrap();
+    assert_eq!(drain(&mut rx, t0 + 2 * MS), vec![vec![0, 0x11, 0, 6]]);
+    rx.handle_data(t0 + 3 * MS, 4, b"d").unwrap();
+    assert!(drain(&mut rx, t0 + 3 * MS).is_empty());
+    // Filling the gap acks at once.
+    rx.handle_data(t0 + 4 * MS, 5, b"e").unwrap();
+    assert_eq!(drain(&mut rx, t0 + 4 * MS), vec![vec![0, 0x15, 0, 6]]);
+    let got: Vec<Bytes> = std::iter::from_fn(|| rx.poll_message()).collect();
+    assert_eq!(got, ["a", "b", "b", "b", "d", "e", "c"].map(Bytes::from));
+}
+
+#[test]
+fn receive_backpressure_leaves_packets_unacknowledged() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default()
+        .with_max_queued_messages(5)
+        .with_bundle_messages(false)
+        .with_initial_send_window(20);
+    let mut tx = channel_with(config.clone(), 496);
+    let mut rx = channel_with(config, 496);
+    for i in 0..5u8 {
+        tx.send(Bytes::from(vec![i; 4])).unwrap();
+    }
+    for p in drain(&mut tx, t0) {
+        dispatch(&mut rx, t0, &p).unwrap();
+    }
+    for i in 5..10u8 {
+        tx.send(Bytes::from(vec![i; 4])).unwrap();
+    }
+    for p in drain(&mut tx, t0) {
+        dispatch(&mut rx, t0, &p).unwrap();
+    }
+    // The next in-order packet is refused; the ones after it wait in the reorder window.
+    assert_eq!(rx.stats().messages_delivered, 5);
+    assert_eq!(rx.stats().dropped, 1);
+    assert_eq!(rx.stats().out_of_order, 4);
+    for p in drain(&mut rx, t0 + 2 * MS) {
+        dispatch(&mut tx, t0 + 2 * MS, &p).unwrap();
+    }
+    assert_eq!(tx.queued(), 0);
+    assert!(
+        !tx.is_flushed(),
+        "the refused packet is still unacknowledged"
+    );
+    let mut got = Vec::new();
+    while let Some(m) = rx.poll_message() {
+        got.push(m[0]);
+    }
+    let deadline = tx.poll_timeout().unwrap();
+    tx.handle_timeout(deadline).unwrap();
+    let resent = drain(&mut tx, deadline);
+    assert_eq!(resent.len(), 1);
+    for p in resent {
+        dispatch(&mut rx, deadline, &p).unwrap();
+    }
+    while let Some(m) = rx.poll_message() {
+        got.push(m[0]);
+    }
+    assert_eq!(got, (0..10).collect::<Vec<u8>>());
+}
+
+#[test]
+fn rc4_encrypts_each_direction_from_the_key() {
+    let now = Instant::now();
+    let key = b"secret key";
+    let config = Arc::new(ReliableConfig::default());
+    let mut tx = ReliableChannel::new(Channel::ZERO, config.clone(), 496, Some(key)).unwrap();
+    let mut rx = ReliableChannel::new(Channel::ZERO, config.clone(), 496, Some(key)).unwrap();
+    tx.send(Bytes::from_static(b"first message")).unwrap();
+    let packets = drain(&mut tx, now);
+    let mut expected = *b"first message";
+    Rc4::new(key).unwrap().apply(&mut expected);
+    let body = &packets[0][4..];
+    let body = if expected[0] == 0 { &body[1..] } else { body };
+    assert_eq!(body, expected);
+    dispatch(&mut rx, now, &packets[0]).unwrap();
+    assert_eq!(rx.poll_message().as_deref(), Some(&b"first message"[..]));
+    // The key stream runs on: the same plaintext encrypts differently the second time.
+    tx.send(Bytes::from_static(b"first message")).unwrap();
+    let again = drain(&mut tx, now);
+    assert_ne!(again[0][4..], packets[0][4..]);
+    assert!(matches!(
+        ReliableChannel::new(Channel::ZERO, config, 496, Some(b"")),
+        Err(ReliableError::Cipher(_))
+    ));
+}
+
+#[test]
+fn empty_and_zero_messages_round_trip() {
+    let now = Instant::now();
+    let mut tx = channel_with(ReliableConfig::default(), 496);
+    let mut rx = channel_with(ReliableConfig::default(), 496);
+    let messages = [&b""[..], b"\x00", b"", b"\x00\x00", b"\x00\x19", b"z", b""];
+    for m in messages {
+        tx.send(Bytes::from_static(m)).unwrap();
+    }
+    for p in drain(&mut tx, now) {
+        dispatch(&mut rx, now, &p).unwrap();
+    }
+    let got: Vec<Bytes> = std::iter::from_fn(|| rx.poll_message()).collect();
+    assert_eq!(got, messages.map(Bytes::from_static));
+}

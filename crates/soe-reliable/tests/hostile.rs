@@ -1,0 +1,331 @@
+//! Hostile input: every case is answered with a typed error or ignored, and memory stays bounded.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{Rng, dispatch};
+use soe_reliable::{ReliableChannel, ReliableConfig, ReliableError};
+use soe_wire::{Channel, WireError};
+
+fn channel(config: ReliableConfig) -> ReliableChannel {
+    ReliableChannel::new(Channel::ZERO, Arc::new(config), 496, None).unwrap()
+}
+
+/// Every packet the channel wants to send now.
+fn drain(ch: &mut ReliableChannel, now: Instant) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(len) = ch.poll_transmit(now, &mut buf) {
+        assert_eq!(len, buf.len());
+        out.push(std::mem::take(&mut buf));
+    }
+    out
+}
+
+fn first_fragment(total: u32, data: &[u8]) -> Vec<u8> {
+    let mut v = total.to_be_bytes().to_vec();
+    v.extend_from_slice(data);
+    v
+}
+
+#[test]
+fn huge_announced_length_is_refused_before_any_allocation() {
+    let now = Instant::now();
+    let mut rx = channel(ReliableConfig::default());
+    let err = rx
+        .handle_fragment(now, 0, &first_fragment(u32::MAX, b"abc"))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ReliableError::MessageTooLarge {
+            len: u32::MAX as usize,
+            max: 4 * 1024 * 1024 + 1
+        }
+    );
+    let mut rx = channel(ReliableConfig::default().with_max_message_size(1000));
+    assert!(matches!(
+        rx.handle_fragment(now, 0, &first_fragment(1002, b"abc")),
+        Err(ReliableError::MessageTooLarge {
+            len: 1002,
+            max: 1001
+        })
+    ));
+    // One byte of room for the escape byte.
+    let mut rx = channel(ReliableConfig::default().with_max_message_size(1000));
+    rx.handle_fragment(now, 0, &first_fragment(1001, b"abc"))
+        .unwrap();
+}
+
+#[test]
+fn mid_fragment_taken_as_first_is_an_error() {
+    let now = Instant::now();
+    // Leading bytes that read as a huge total.
+    let mut rx = channel(ReliableConfig::default());
+    assert!(matches!(
+        rx.handle_fragment(now, 0, &[0x41; 400]),
+        Err(ReliableError::MessageTooLarge { .. })
+    ));
+    // Leading bytes that read as a small total, with more data than that.
+    let mut rx = channel(ReliableConfig::default());
+    assert_eq!(
+        rx.handle_fragment(now, 0, &first_fragment(10, &[7; 20])),
+        Err(ReliableError::FragmentOverflow {
+            total: 10,
+            received: 20
+        })
+    );
+    // Too short to hold a total at all.
+    let mut rx = channel(ReliableConfig::default());
+    assert!(matches!(
+        rx.handle_fragment(now, 0, &[1, 2]),
+        Err(ReliableError::Corrupt(WireError::Truncated { .. }))
+    ));
+    // A plausible total, then a whole packet before the message is complete.
+    let mut rx = channel(ReliableConfig::default());
+    rx.handle_fragment(now, 0, &first_fragment(100, &[1; 50]))
+        .unwrap();
+    assert_eq!(
+        rx.handle_data(now, 1, b"whole"),
+        Err(ReliableError::InterruptedReassembly {
+            sequence: 1,
+            received: 50,
+            total: 100
+        })
+    );
+}
+
+#[test]
+fn fragment_data_past_the_announced_total_is_an_error() {
+    let now = Instant::now();
+    let mut rx = channel(ReliableConfig::default());
+    rx.handle_fragment(now, 0, &first_fragment(10, &[1; 8]))
+        .unwrap();
+    assert_eq!(
+        rx.handle_fragment(now, 1, &[2; 5]),
+        Err(ReliableError::FragmentOverflow {
+            total: 10,
+            received: 13
+        })
+    );
+    assert_eq!(rx.poll_message(), None);
+    // Exactly the total completes the message.
+    let mut rx = channel(ReliableConfig::default());
+    rx.handle_fragment(now, 0, &first_fragment(10, &[1; 8]))
+        .unwrap();
+    rx.handle_fragment(now, 1, &[2; 2]).unwrap();
+    assert_eq!(
+        rx.poll_message().as_deref(),
+        Some(&[1, 1, 1, 1, 1, 1, 1, 1, 2, 2][..])
+    );
+}
+
+#[test]
+fn garbage_payloads_are_corrupt() {
+    let now = Instant::now();
+    let cases: [&[u8]; 4] = [
+        b"\x00\x19\xff\x01",      // Group length marker cut short
+        b"\x00\x19\x05ab",        // item longer than the Group
+        b"\x00\x19\x03\x00\x19x", // Group nested in a Group
+        b"\x00\x19\x00",          // zero-length item
+    ];
+    for (i, payload) in cases.into_iter().enumerate() {
+        let mut rx = channel(ReliableConfig::default());
+        let result = rx.handle_data(now, 0, payload);
+        assert!(
+            matches!(result, Err(ReliableError::Corrupt(_))),
+            "case {i}: {result:?}"
+        );
+        assert_eq!(rx.poll_message(), None, "case {i}: nothing delivered");
+    }
+    // Random bytes never panic; each is delivered as a message, or is an error.
+    let mut rng = Rng::new(99);
+    for seq in 0..5000u16 {
+        let mut rx = channel(ReliableConfig::default());
+        let mut data = vec![0u8; rng.below(40) as usize];
+        rng.fill(&mut data);
+        if data.len() >= 2 && seq % 2 == 0 {
+            data[..2].copy_from_slice(&[0, 0x19]);
+        }
+        let _ = rx.handle_data(now, 0, &data);
+        let _ = rx.handle_fragment(now, 1, &data);
+        let _ = rx.handle_fragment(now, 2, &data);
+    }
+}
+
+#[test]
+fn acks_for_unsent_and_far_future_sequences_are_ignored() {
+    let now = Instant::now();
+    let mut tx = channel(ReliableConfig::default().with_bundle_messages(false));
+    for i in 0..3u8 {
+        tx.send(Bytes::from(vec![i + 1; 10])).unwrap();
+    }
+    assert_eq!(drain(&mut tx, now).len(), 3);
+    for seq in [3u16, 100, 40_000, 0x8000, 0xFFFF] {
+        tx.handle_ack(now, seq);
+        tx.handle_ack_all(now, seq);
+    }
+    assert!(!tx.is_flushed(), "nothing was acknowledged");
+    assert_eq!(tx.stats().acks_ignored, 10);
+    // The real acks still work.
+    tx.handle_ack(now, 1);
+    tx.handle_ack_all(now, 2);
+    assert!(tx.is_flushed());
+    // And now the same acks are stale.
+    tx.handle_ack_all(now, 2);
+    tx.handle_ack(now, 0);
+    assert_eq!(tx.stats().acks_ignored, 12);
+}
+
+#[test]
+fn ack_storm_changes_nothing_it_should_not() {
+    let t0 = Instant::now();
+    let mut tx = channel(ReliableConfig::default().with_bundle_messages(false));
+    for i in 0..8u8 {
+        tx.send(Bytes::from(vec![i; 30])).unwrap();
+    }
+    assert_eq!(drain(&mut tx, t0).len(), 8);
+    let mut rng = Rng::new(5);
+    for _ in 0..100_000 {
+        // Only sequences outside 0..8 (never sent) and duplicates of an acked one.
+        let seq = 8 + rng.below(65_536 - 8) as u16;
+        if rng.chance(0.5) {
+            tx.handle_ack(t0, seq);
+        } else {
+            tx.handle_ack_all(t0, seq);
+        }
+    }
+    assert!(!tx.is_flushed());
+    assert_eq!(tx.stats().acks_ignored, 100_000);
+    assert_eq!(tx.stats().acks_received, 100_000);
+    tx.handle_ack(t0 + Duration::from_millis(30), 4);
+    for _ in 0..100_000 {
+        tx.handle_ack(t0 + Duration::from_millis(31), 4);
+    }
+    assert_eq!(tx.stats().acks_ignored, 200_000);
+    tx.handle_ack_all(t0 + Duration::from_millis(40), 7);
+    assert!(tx.is_flushed());
+}
+
+#[test]
+fn packets_beyond_the_window_are_dropped_unstored() {
+    let now = Instant::now();
+    let config = ReliableConfig::default().with_receive_window(64);
+    let mut rx = channel(config);
+    for seq in 64..=0x7FFFu16 {
+        rx.handle_data(now, seq, b"far ahead").unwrap();
+    }
+    let stats = rx.stats().clone();
+    assert_eq!(stats.dropped, 0x7FFF - 64 + 1);
+    assert_eq!(stats.out_of_order, 0);
+    assert!(drain(&mut rx, now).is_empty(), "nothing to acknowledge");
+    // Behind the window (the other half of the circle) reads as duplicates: re-acked only
+    // once something was delivered.
+    for seq in 0x8000..=0xFFFFu16 {
+        rx.handle_data(now, seq, b"behind").unwrap();
+    }
+    assert_eq!(rx.stats().duplicates, 0x8000);
+    assert!(drain(&mut rx, now).is_empty());
+    assert_eq!(rx.poll_message(), None);
+}
+
+#[test]
+fn out_of_order_flood_is_bounded_by_the_window() {
+    let now = Instant::now();
+    let window = 128u16;
+    let mut rx = channel(ReliableConfig::default().with_receive_window(window));
+    let mut rng = Rng::new(77);
+    let payload = vec![0x42u8; 400];
+    for _ in 0..50_000 {
+        let seq = 1 + rng.below(u64::from(window) * 2) as u16;
+        rx.handle_data(now, seq, &payload).unwrap();
+    }
+    let stats = rx.stats().clone();
+    assert_eq!(
+        stats.out_of_order,
+        u64::from(window) - 1,
+        "one store per slot"
+    );
+    assert!(stats.duplicates > 20_000, "{stats:?}");
+    assert!(stats.dropped > 20_000, "{stats:?}");
+    let acks = drain(&mut rx, now);
+    assert!(
+        acks.len() <= usize::from(window),
+        "selective acks are bounded too: {}",
+        acks.len()
+    );
+    assert!(acks.iter().all(|a| a.len() == 4 && a[1] == 0x11));
+    // Filling the hole delivers the whole window at once and acks it cumulatively.
+    rx.handle_data(now, 0, &payload).unwrap();
+    let mut delivered = 0;
+    while let Some(m) = rx.poll_message() {
+        assert_eq!(m, payload);
+        delivered += 1;
+    }
+    assert_eq!(delivered, window);
+    let acks = drain(&mut rx, now);
+    assert_eq!(acks, vec![vec![0x00, 0x15, 0x00, (window - 1) as u8]]);
+}
+
+#[test]
+fn duplicates_are_dropped_and_reacknowledged_at_once() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default();
+    let mut tx = channel(config.clone());
+    let mut rx = channel(config);
+    tx.send(Bytes::from_static(b"once")).unwrap();
+    let packets = drain(&mut tx, t0);
+    assert_eq!(packets.len(), 1);
+    dispatch(&mut rx, t0, &packets[0]).unwrap();
+    assert!(
+        drain(&mut rx, t0).is_empty(),
+        "cumulative ack waits ack_delay"
+    );
+    let later = t0 + Duration::from_millis(2);
+    let acks = drain(&mut rx, later);
+    assert_eq!(acks, vec![vec![0x00, 0x15, 0x00, 0x00]]);
+    // The ack was lost; the sender resends; the duplicate is re-acked without delay.
+    let t1 = t0 + Duration::from_millis(100);
+    dispatch(&mut rx, t1, &packets[0]).unwrap();
+    assert_eq!(drain(&mut rx, t1), vec![vec![0x00, 0x15, 0x00, 0x00]]);
+    assert_eq!(rx.poll_message().as_deref(), Some(&b"once"[..]));
+    assert_eq!(rx.poll_message(), None, "exactly once");
+    assert_eq!(rx.stats().duplicates, 1);
+}
+
+#[test]
+fn unacknowledged_packet_ends_the_channel() {
+    let t0 = Instant::now();
+    let limit = Duration::from_secs(30);
+    let mut tx = channel(ReliableConfig::default().with_unacknowledged_timeout(limit));
+    tx.send(Bytes::from_static(b"into the void")).unwrap();
+    assert_eq!(drain(&mut tx, t0).len(), 1);
+    let mut now = t0;
+    let mut resends = 0;
+    let err = loop {
+        let deadline = tx
+            .poll_timeout()
+            .expect("a timer runs while data is in flight");
+        assert!(deadline > now, "deadlines move forward");
+        // A spurious early call does nothing.
+        tx.handle_timeout(now).unwrap();
+        assert!(drain(&mut tx, now).is_empty());
+        now = deadline;
+        match tx.handle_timeout(now) {
+            Ok(()) => resends += drain(&mut tx, now).len(),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(
+        err,
+        ReliableError::UnacknowledgedTimeout {
+            sequence: 0,
+            elapsed: limit
+        }
+    );
+    // 0.5 + 1 + 2 + 3 * n seconds of backoff (capped at max_rto) in 30 s.
+    assert!((9..=12).contains(&resends), "{resends} resends");
+    assert_eq!(tx.stats().timeouts, resends as u64);
+}
