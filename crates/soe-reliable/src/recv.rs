@@ -21,6 +21,9 @@ pub(crate) enum Kind {
     Fragment,
 }
 
+/// The most a first fragment makes the receiver reserve before more data arrives.
+const FIRST_RESERVE: usize = 16 * 1024;
+
 /// A packet stored ahead of the window.
 #[derive(Debug)]
 struct Slot {
@@ -261,7 +264,9 @@ impl Receiver {
                     };
                     return self.deliver(payload, stats);
                 }
-                let mut buf = Vec::new();
+                // Room for the first chunk of the message only: the total is the peer's claim,
+                // so the buffer grows by doubling as data arrives rather than being reserved.
+                let mut buf = Vec::with_capacity(total.min(FIRST_RESERVE.max(rest.len())));
                 append_bounded(&mut buf, rest, total);
                 self.reassembly = Some(Reassembly { total, buf });
                 Ok(())

@@ -1,0 +1,173 @@
+//! Allocation counts on the hot paths, measured with a counting global allocator: small messages
+//! cost a fraction of an allocation each (arena chunks and ring buffers amortize), and processing
+//! an ack costs none.
+#![allow(unsafe_code)]
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::dispatch;
+use soe_reliable::{ReliableChannel, ReliableConfig};
+use soe_wire::Channel;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts allocations (and reallocations) made by the current thread, so tests running in
+/// parallel do not disturb each other.
+struct Counting;
+
+// SAFETY: every call is forwarded unchanged to `System`; the counter is a thread-local `Cell`
+// with a const initializer, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+struct Loop {
+    tx: ReliableChannel,
+    rx: ReliableChannel,
+    now: Instant,
+    buf: Vec<u8>,
+    message: Bytes,
+}
+
+impl Loop {
+    fn new(key: Option<&[u8]>, size: usize) -> Self {
+        let config = Arc::new(ReliableConfig::default());
+        let make = || ReliableChannel::new(Channel::ZERO, config.clone(), 496, key).unwrap();
+        Self {
+            tx: make(),
+            rx: make(),
+            now: Instant::now(),
+            buf: Vec::with_capacity(2048),
+            message: Bytes::from(vec![0x5Au8; size]),
+        }
+    }
+
+    /// Sends `count` messages through a lossless in-memory link and takes them all out.
+    fn run(&mut self, count: usize) {
+        let mut sent = 0;
+        let mut received = 0;
+        while received < count {
+            while sent < count && self.tx.send(self.message.clone()).is_ok() {
+                sent += 1;
+            }
+            while self.tx.poll_transmit(self.now, &mut self.buf).is_some() {
+                dispatch(&mut self.rx, self.now, &self.buf).unwrap();
+                self.buf.clear();
+            }
+            while let Some(m) = self.rx.poll_message() {
+                assert_eq!(m.len(), self.message.len());
+                received += 1;
+            }
+            self.now += Duration::from_millis(1);
+            while self.rx.poll_transmit(self.now, &mut self.buf).is_some() {
+                dispatch(&mut self.tx, self.now, &self.buf).unwrap();
+                self.buf.clear();
+            }
+        }
+    }
+}
+
+fn per_message(key: Option<&[u8]>, size: usize) -> f64 {
+    let mut l = Loop::new(key, size);
+    l.run(20_000); // warm up: rings and windows reach their working size
+    let count = 200_000;
+    let before = allocations();
+    l.run(count);
+    let per = (allocations() - before) as f64 / count as f64;
+    println!(
+        "{size}-byte messages, RC4 {}: {per:.4} allocations per message",
+        key.is_some()
+    );
+    per
+}
+
+#[test]
+fn small_messages_cost_well_under_one_allocation() {
+    let plain = per_message(None, 64);
+    assert!(plain <= 0.1, "{plain} allocations per 64-byte message");
+    let rc4 = per_message(Some(b"key"), 64);
+    assert!(rc4 <= 0.1, "{rc4} allocations per 64-byte RC4 message");
+    // Every 4 KiB message is fragmented and reassembled into a buffer of its own.
+    let large = per_message(None, 4096);
+    assert!(large <= 1.1, "{large} allocations per 4 KiB message");
+}
+
+#[test]
+fn processing_acks_allocates_nothing() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default()
+        .with_bundle_messages(false)
+        .with_initial_send_window(190);
+    let mut tx = ReliableChannel::new(Channel::ZERO, Arc::new(config), 496, None).unwrap();
+    let message = Bytes::from_static(&[1u8; 32]);
+    let mut buf = Vec::with_capacity(512);
+    let mut next_ack = 0u16;
+    let mut ack_allocations = 0;
+    let mut acks = 0u64;
+    for round in 0..2_000u32 {
+        let now = t0 + Duration::from_millis(u64::from(round) * 10);
+        while tx.send(message.clone()).is_ok() {}
+        let mut sent = 0u16;
+        while tx.poll_transmit(now, &mut buf).is_some() {
+            buf.clear();
+            sent += 1;
+        }
+        // Everything was acknowledged last round, so a whole window goes out.
+        assert_eq!(u32::from(sent), tx.congestion_window(), "round {round}");
+        let later = now + Duration::from_millis(5);
+        let before = allocations();
+        // Selective acks out of order, stale and unsent ones, then the cumulative ack.
+        for i in (0..sent).rev().step_by(3) {
+            tx.handle_ack(later, next_ack.wrapping_add(i));
+        }
+        for _ in 0..50 {
+            tx.handle_ack_all(later, next_ack.wrapping_sub(1));
+            tx.handle_ack(later, next_ack.wrapping_add(sent + 100));
+        }
+        tx.handle_ack_all(later, next_ack.wrapping_add(sent - 1));
+        let spent = allocations() - before;
+        acks += u64::from(sent / 3 + 1) + 101;
+        if round >= 10 {
+            ack_allocations += spent;
+        }
+        next_ack = next_ack.wrapping_add(sent);
+    }
+    println!("{acks} acks processed, {ack_allocations} allocations after warm-up");
+    assert_eq!(ack_allocations, 0);
+}
