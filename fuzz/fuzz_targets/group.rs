@@ -1,0 +1,4 @@
+//! A Group body: every item unescaped.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| soe_wire::fuzzing::group(data));
