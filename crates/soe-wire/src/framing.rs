@@ -66,6 +66,8 @@ const DEFLATE_LEVEL: i32 = 6;
 const ZLIB_WINDOW_BITS: i32 = 15;
 /// The first inflate buffer holds this many bytes per compressed byte (and grows by doubling).
 const INFLATE_FIRST_RATIO: usize = 4;
+/// The inflate buffer starts at no less than this (a datagram's worth).
+const INFLATE_FIRST_MIN: usize = 1024;
 
 /// Applies and removes a session's framing. Keeps the seeded CRC state and reusable
 /// compression buffers, so framing allocates nothing per packet once warm.
@@ -197,10 +199,13 @@ impl Framer {
         let limit = self.config.max_inflated;
         // One byte past the limit tells "exactly the limit" from "more than the limit".
         let cap = limit.saturating_add(3);
+        // A power of two, so bodies of similar size do not regrow the buffer a byte at a time.
         let first = body
             .len()
             .saturating_mul(INFLATE_FIRST_RATIO)
-            .saturating_add(64)
+            .max(INFLATE_FIRST_MIN)
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX)
             .min(cap);
         if self.out.len() < first {
             self.out.resize(first, 0);
@@ -483,6 +488,27 @@ mod tests {
         assert_eq!(at.open(&d).map(<[u8]>::len), Ok(102));
         let d = sealed(&mut at, &[&[0u8, 9][..], &[7; 101]].concat());
         assert_eq!(at.open(&d), Err(WireError::InflateTooLarge { limit: 100 }));
+    }
+
+    #[test]
+    fn a_bomb_never_grows_the_buffer_past_the_limit() {
+        let zlib = miniz_oxide::deflate::compress_to_vec_zlib(&vec![0u8; 1 << 20], 9);
+        let datagram = [&[0u8, 9, FLAG_COMPRESSED][..], &zlib].concat();
+        for limit in [0, 1, 1000, 4096, 64 * 1024] {
+            let mut f = Framer::new(
+                FrameConfig::new(0)
+                    .with_crc_length(CrcLength::NONE)
+                    .with_compression(true)
+                    .with_max_inflated(limit),
+            );
+            assert_eq!(f.open(&datagram), Err(WireError::InflateTooLarge { limit }));
+            // opcode, the limit, and the one byte that proves the limit was passed
+            assert!(
+                f.out.len() <= limit + 3,
+                "limit {limit}: buffer {}",
+                f.out.len()
+            );
+        }
     }
 
     #[test]
