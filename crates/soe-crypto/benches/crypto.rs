@@ -1,3 +1,4 @@
+#![allow(missing_docs)] // criterion_group! generates undocumented items
 //! CRC and RC4 throughput. The CRC is compared with the byte-at-a-time table CRC the original
 //! library uses, to show what running on `crc32fast` buys.
 

@@ -72,9 +72,10 @@ const INFLATE_FIRST_MIN: usize = 1024;
 /// Applies and removes a session's framing. Keeps the seeded CRC state and reusable
 /// compression buffers, so framing allocates nothing per packet once warm.
 ///
-/// The zlib state is made on first use (only sessions that negotiated compression pay for it):
-/// about 11 KiB for the inflater and 300 KiB for the deflater, plus an output buffer that grows,
-/// up to [`FrameConfig::max_inflated`], to the largest body inflated so far.
+/// The zlib state (about 11 KiB for the inflater and 300 KiB for the deflater) is not held per
+/// framer: each packet is an independent zlib stream, so one state per thread, made on first use,
+/// serves every session on that thread. A framer holds only its seeded CRC and an output buffer
+/// that grows, up to [`FrameConfig::max_inflated`], to the largest body inflated so far.
 pub struct Framer {
     config: FrameConfig,
     crc: Crc32,
@@ -82,10 +83,20 @@ pub struct Framer {
     /// only grows (to the largest output so far); `out_len` is the live part.
     out: Vec<u8>,
     out_len: usize,
+}
+
+/// zlib state shared by every [`Framer`] on a thread (each packet is its own zlib stream, so no
+/// state carries from one packet to the next).
+#[derive(Default)]
+struct Zlib {
     inflater: Option<Box<DecompressorOxide>>,
     deflater: Option<Box<CompressorOxide>>,
     /// Deflate output for [`Framer::seal`]; its length only grows.
     deflated: Vec<u8>,
+}
+
+thread_local! {
+    static ZLIB: std::cell::RefCell<Zlib> = std::cell::RefCell::default();
 }
 
 impl Framer {
@@ -96,9 +107,6 @@ impl Framer {
             crc: Crc32::new(config.crc_seed),
             out: Vec::new(),
             out_len: 0,
-            inflater: None,
-            deflater: None,
-            deflated: Vec::new(),
         }
     }
 
@@ -213,7 +221,18 @@ impl Framer {
         self.out_len = 0;
         self.append_out(&opcode);
 
-        let inflater = self.inflater.get_or_insert_with(Box::default);
+        ZLIB.with_borrow_mut(|zlib| self.inflate_with(zlib, body, cap, limit))
+    }
+
+    /// The inflate loop of [`Framer::inflate`], with the thread's zlib state.
+    fn inflate_with(
+        &mut self,
+        zlib: &mut Zlib,
+        body: &[u8],
+        cap: usize,
+        limit: usize,
+    ) -> Result<(), WireError> {
+        let inflater = zlib.inflater.get_or_insert_with(Box::default);
         inflater.init();
         let flags = inflate_flags::TINFL_FLAG_PARSE_ZLIB_HEADER
             | inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF
@@ -315,35 +334,36 @@ impl Framer {
     /// Replaces `buf[body_at..]` with [`FLAG_COMPRESSED`] and its zlib form when the body is long
     /// enough and deflating shrinks it; returns whether it did.
     fn deflate_tail(&mut self, buf: &mut Vec<u8>, body_at: usize) -> bool {
-        let Some(body) = buf.get(body_at..) else {
-            return false;
-        };
-        if body.len() < MIN_COMPRESS_LEN {
+        let body_len = buf.len().saturating_sub(body_at);
+        if body_len < MIN_COMPRESS_LEN {
             return false;
         }
-        // Output must be smaller than the body, so a buffer of body.len() - 1 bytes suffices;
+        // Output must be smaller than the body, so a buffer of body_len - 1 bytes suffices;
         // a stream that does not finish within it is not worth sending.
-        let room = body.len() - 1;
-        if self.deflated.len() < room {
-            self.deflated.resize(room, 0);
-        }
-        let deflater = self.deflater.get_or_insert_with(|| {
-            Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
-                DEFLATE_LEVEL,
-                ZLIB_WINDOW_BITS,
-                0,
-            )))
-        });
-        deflater.reset();
-        let out = self.deflated.get_mut(..room).unwrap_or_default();
-        let (status, read, written) = compress(deflater, body, out, TDEFLFlush::Finish);
-        if status != TDEFLStatus::Done || read != body.len() || written >= body.len() {
-            return false;
-        }
-        buf.truncate(body_at);
-        buf.push(FLAG_COMPRESSED);
-        buf.extend_from_slice(self.deflated.get(..written).unwrap_or_default());
-        true
+        let room = body_len - 1;
+        ZLIB.with_borrow_mut(|zlib| {
+            if zlib.deflated.len() < room {
+                zlib.deflated.resize(room, 0);
+            }
+            let deflater = zlib.deflater.get_or_insert_with(|| {
+                Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
+                    DEFLATE_LEVEL,
+                    ZLIB_WINDOW_BITS,
+                    0,
+                )))
+            });
+            deflater.reset();
+            let body = buf.get(body_at..).unwrap_or_default();
+            let out = zlib.deflated.get_mut(..room).unwrap_or_default();
+            let (status, read, written) = compress(deflater, body, out, TDEFLFlush::Finish);
+            if status != TDEFLStatus::Done || read != body_len || written >= body_len {
+                return false;
+            }
+            buf.truncate(body_at);
+            buf.push(FLAG_COMPRESSED);
+            buf.extend_from_slice(zlib.deflated.get(..written).unwrap_or_default());
+            true
+        })
     }
 }
 
@@ -554,12 +574,12 @@ mod tests {
         let d = sealed(&mut f, &body);
         f.open(&d).unwrap();
         let (out_ptr, out_cap) = (f.out.as_ptr(), f.out.capacity());
-        let deflated_ptr = f.deflated.as_ptr();
+        let deflated_ptr = ZLIB.with_borrow(|z| z.deflated.as_ptr());
         for _ in 0..10 {
             let d = sealed(&mut f, &body);
             assert_eq!(f.open(&d), Ok(&body[..]));
         }
         assert_eq!((f.out.as_ptr(), f.out.capacity()), (out_ptr, out_cap));
-        assert_eq!(f.deflated.as_ptr(), deflated_ptr);
+        assert_eq!(ZLIB.with_borrow(|z| z.deflated.as_ptr()), deflated_ptr);
     }
 }
