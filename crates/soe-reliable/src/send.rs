@@ -346,11 +346,12 @@ impl Sender {
         };
         let mut acked = 0;
         let mut sample = None;
-        for sequence in self.base..=last {
+        for _ in self.base..=last {
             if let Some(Some(packet)) = self.in_flight.pop_front() {
                 acked += 1;
+                // Karn's rule: only a packet sent once gives an unambiguous sample.
                 if packet.transmissions == 1 {
-                    sample = Some((sequence, packet.last_sent));
+                    sample = Some(packet.last_sent);
                 }
             }
         }
@@ -379,7 +380,7 @@ impl Sender {
             stats.acks_ignored += 1;
             return;
         };
-        let sample = (packet.transmissions == 1).then_some((sequence, packet.last_sent));
+        let sample = (packet.transmissions == 1).then_some(packet.last_sent);
         self.after_ack(now, sequence, 1, sample, config);
     }
 
@@ -389,7 +390,7 @@ impl Sender {
         now: Instant,
         highest: u64,
         acked: u32,
-        sample: Option<(u64, Instant)>,
+        sample: Option<Instant>,
         config: &ReliableConfig,
     ) {
         while let Some(None) = self.in_flight.front() {
@@ -401,7 +402,7 @@ impl Sender {
         }
         self.congestion.on_ack(acked);
         match sample {
-            Some((_, sent)) => self.rtt.on_sample(now.saturating_duration_since(sent)),
+            Some(sent) => self.rtt.on_sample(now.saturating_duration_since(sent)),
             None => self.rtt.on_progress(),
         }
         let highest = self.highest_acked.map_or(highest, |h| h.max(highest));
