@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use soe_crypto::Rc4;
 use soe_wire::reliable::{DATA_HEADER_LEN, FIRST_FRAGMENT_EXTRA, GROUP_PREFIX, needs_escape};
+use soe_wire::varint::group_len_size;
 
 use crate::arena::{ARENA_CHUNK, reserve};
 use crate::channel::{Opcodes, put_header};
@@ -485,18 +486,8 @@ impl Sender {
     }
 }
 
-/// The bytes a Group length takes (see `soe_wire::varint`).
-pub(crate) const fn group_len_size(len: usize) -> usize {
-    if len < 0xFF {
-        1
-    } else if len < 0xFFFF {
-        3
-    } else {
-        7
-    }
-}
-
-/// Appends one Group item: its length, then the message escaped.
+/// Appends one Group item: its length (the Group varint, written here because
+/// `soe_wire::varint::write_group` writes to a `Vec`), then the message escaped.
 fn put_item(out: &mut BytesMut, message: &[u8]) {
     let escape = needs_escape(message);
     let len = message.len() + usize::from(escape);
