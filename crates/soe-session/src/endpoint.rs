@@ -672,7 +672,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             }
             e.in_ev = false;
             self.ev_queue.pop_front();
-            self.touched(key);
+            if e.session.is_drained() && e.session.events_done() {
+                self.reap(key);
+            }
         }
         None
     }

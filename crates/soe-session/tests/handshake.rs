@@ -1,0 +1,295 @@
+//! Handshake: under loss, connect timeout, refusal, repeated and replaced requests.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{CLIENT, NetConfig, Pair, SERVER, client_config, server_config};
+use soe_session::{
+    DisconnectReason, Endpoint, EndpointConfig, Event, RandomSource, Session, SessionConfig,
+    SplitMix64, State,
+};
+use soe_wire::{Packet, SessionRequest};
+
+#[test]
+fn handshake_completes_without_loss() {
+    let mut p = Pair::new(
+        common::seed(1),
+        server_config(),
+        client_config(),
+        NetConfig::default(),
+    );
+    let (c, s) = p.connect();
+    // One round trip for the handshake, and the probe that completes the server side.
+    assert!(
+        p.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        p.elapsed()
+    );
+    assert_eq!(p.client.state(c), Some(State::Connected));
+    assert_eq!(p.server.state(s), Some(State::Connected));
+    let cs = p.client.session(c).unwrap();
+    let ss = p.server.session(s).unwrap();
+    assert_eq!(cs.session_id(), ss.session_id());
+    assert_eq!(cs.crc_seed(), ss.crc_seed());
+    assert_eq!(p.server.half_open(), 0);
+    assert_eq!(p.client.remote(c), Some(SERVER));
+    assert_eq!(p.server.remote(s), Some(CLIENT));
+}
+
+#[test]
+fn handshake_completes_under_heavy_loss() {
+    for i in 0..20u64 {
+        let seed = common::seed(100 + i);
+        let mut p = Pair::new(
+            seed,
+            server_config(),
+            client_config(),
+            NetConfig::hostile(0.4),
+        );
+        let (c, s) = p.connect();
+        assert_eq!(p.client.state(c), Some(State::Connected), "seed {seed}");
+        assert_eq!(p.server.state(s), Some(State::Connected), "seed {seed}");
+        // Exactly one session each side, whatever got duplicated or resent.
+        assert_eq!(p.server.len(), 1, "seed {seed}");
+        assert_eq!(
+            p.server_events
+                .iter()
+                .filter(|(_, e)| *e == Event::Accepted)
+                .count(),
+            1
+        );
+    }
+}
+
+#[test]
+fn client_resends_request_every_second_then_times_out() {
+    let mut p = Pair::new(
+        common::seed(2),
+        server_config(),
+        client_config(),
+        NetConfig::default(),
+    );
+    p.server_alive = false; // a server that never answers
+    let h = p.client.connect(p.now, SERVER).unwrap();
+    let done = p.run_until(Duration::from_secs(30), |p| {
+        Pair::closed(&p.client_events, h).is_some()
+    });
+    assert!(done);
+    assert_eq!(
+        Pair::closed(&p.client_events, h),
+        Some(Event::Closed {
+            reason: DisconnectReason::ConnectFail,
+            by_peer: false
+        })
+    );
+    let t = p.elapsed();
+    assert!(
+        t >= Duration::from_secs(10) && t < Duration::from_millis(10_100),
+        "{t:?}"
+    );
+    // One request at 0 s and one every second until 10 s: 10 in all.
+    assert_eq!(p.client.endpoint_stats().datagrams_sent, 10);
+    // The closed session is reaped.
+    assert!(p.client.is_empty());
+}
+
+#[test]
+fn protocol_mismatch_is_refused_with_a_reason_the_client_sees() {
+    let mut p = Pair::new(
+        common::seed(3),
+        server_config(),
+        SessionConfig::new("OtherProto_2"),
+        NetConfig::default(),
+    );
+    let h = p.client.connect(p.now, SERVER).unwrap();
+    assert!(p.run_until(Duration::from_secs(5), |p| {
+        Pair::closed(&p.client_events, h).is_some()
+    }));
+    assert_eq!(
+        Pair::closed(&p.client_events, h),
+        Some(Event::Closed {
+            reason: DisconnectReason::ProtocolMismatch,
+            by_peer: true
+        })
+    );
+    assert!(p.elapsed() < Duration::from_millis(100));
+    assert!(p.server.is_empty(), "no state kept for a refused request");
+    assert_eq!(p.server.endpoint_stats().requests_refused, 1);
+    assert!(p.server_events.is_empty());
+}
+
+#[test]
+fn refusal_is_an_unframed_disconnect_no_larger_than_the_request() {
+    let mut buf = Vec::new();
+    let n = soe_session::encode_refusal(0xDEAD_BEEF, DisconnectReason::ProtocolMismatch, &mut buf);
+    assert_eq!(n, 8);
+    assert_eq!(buf, [0x00, 0x05, 0xDE, 0xAD, 0xBE, 0xEF, 0x00, 0x10]);
+
+    // A wrong protocol version is refused the same way.
+    let cfg = Arc::new(server_config());
+    let req = SessionRequest {
+        protocol_version: 2,
+        session_id: 7,
+        udp_length: 512,
+        application_protocol: b"TestProto_1",
+    };
+    assert_eq!(
+        soe_session::check_request(&cfg, &req).unwrap_err(),
+        DisconnectReason::ProtocolMismatch
+    );
+    let small = SessionRequest {
+        protocol_version: 3,
+        udp_length: 10,
+        ..req
+    };
+    assert_eq!(
+        soe_session::check_request(&cfg, &small).unwrap_err(),
+        DisconnectReason::ConnectionRefused
+    );
+    let good = SessionRequest {
+        protocol_version: 3,
+        ..req
+    };
+    assert!(soe_session::check_request(&cfg, &good).is_ok());
+    let mut wire = Vec::new();
+    Packet::SessionRequest(good).encode(&mut wire);
+    assert!(wire.len() > n);
+}
+
+#[test]
+fn a_refusal_for_another_session_id_is_ignored() {
+    let now = std::time::Instant::now();
+    let mut rng = SplitMix64::new(5);
+    let mut s = Session::client(now, Arc::new(client_config()), &mut rng);
+    let mut buf = Vec::new();
+    soe_session::encode_refusal(
+        s.session_id().wrapping_add(1),
+        DisconnectReason::ProtocolMismatch,
+        &mut buf,
+    );
+    s.handle_datagram(now, &buf);
+    assert_eq!(s.state(), State::Handshake);
+    soe_session::encode_refusal(
+        s.session_id(),
+        DisconnectReason::ConnectionRefused,
+        &mut buf,
+    );
+    s.handle_datagram(now, &buf);
+    assert_eq!(
+        s.poll_event(),
+        Some(Event::Closed {
+            reason: DisconnectReason::ConnectionRefused,
+            by_peer: true
+        })
+    );
+    assert!(s.is_closed());
+}
+
+fn request(session_id: u32) -> Vec<u8> {
+    let mut wire = Vec::new();
+    Packet::SessionRequest(SessionRequest {
+        protocol_version: 3,
+        session_id,
+        udp_length: 512,
+        application_protocol: b"TestProto_1",
+    })
+    .encode(&mut wire);
+    wire
+}
+
+fn server_endpoint() -> Endpoint<u32> {
+    Endpoint::new(Arc::new(
+        EndpointConfig::server(Arc::new(server_config())).with_rng_seed(9),
+    ))
+}
+
+#[test]
+fn a_repeated_request_is_answered_again_with_the_same_seed() {
+    let now = std::time::Instant::now();
+    let mut ep = server_endpoint();
+    let mut buf = Vec::new();
+    ep.handle_datagram(now, 77, &request(1234));
+    let t = ep.poll_transmit(now, &mut buf).unwrap();
+    assert_eq!(t.destination, 77);
+    let Ok(Packet::SessionResponse(first)) = Packet::decode(&buf[..t.len]) else {
+        panic!("not a SessionResponse: {:02x?}", &buf[..t.len]);
+    };
+    assert!(ep.poll_transmit(now, &mut buf).is_none());
+    // The response was lost; the client asks again.
+    ep.handle_datagram(now + Duration::from_secs(1), 77, &request(1234));
+    let t = ep
+        .poll_transmit(now + Duration::from_secs(1), &mut buf)
+        .unwrap();
+    let Ok(Packet::SessionResponse(second)) = Packet::decode(&buf[..t.len]) else {
+        panic!("not a SessionResponse");
+    };
+    assert_eq!(first, second);
+    assert_eq!(first.session_id, 1234);
+    assert_eq!(ep.len(), 1);
+}
+
+#[test]
+fn a_request_with_a_new_session_id_replaces_the_live_session() {
+    let mut p = Pair::new(
+        common::seed(4),
+        server_config(),
+        client_config(),
+        NetConfig::default(),
+    );
+    let (_c, s) = p.connect();
+    let old_id = p.server.session(s).unwrap().session_id();
+    // The client process restarts on the same address and sends a fresh request.
+    p.server
+        .handle_datagram(p.now, CLIENT, &request(old_id ^ 1));
+    p.flush();
+    assert_eq!(
+        Pair::closed(&p.server_events, s),
+        Some(Event::Closed {
+            reason: DisconnectReason::NewConnectionAttempt,
+            by_peer: true
+        })
+    );
+    let new = p.server.handle_of(CLIENT).expect("new session");
+    assert_ne!(new, s);
+    assert_eq!(p.server.session(new).unwrap().session_id(), old_id ^ 1);
+    assert_eq!(p.server.len(), 1, "the old session is reaped");
+    assert_eq!(p.server.half_open(), 1);
+}
+
+#[test]
+fn requests_per_source_are_rate_limited() {
+    let now = std::time::Instant::now();
+    let mut ep = Endpoint::<u32>::new(Arc::new(
+        EndpointConfig::server(Arc::new(server_config()))
+            .with_rng_seed(1)
+            .with_requests_per_source_per_minute(3),
+    ));
+    let mut buf = Vec::new();
+    let mut answered = 0;
+    for i in 0..10 {
+        ep.handle_datagram(now + Duration::from_millis(i), 5, &request(42));
+        while ep.poll_transmit(now, &mut buf).is_some() {
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 3);
+    assert_eq!(ep.endpoint_stats().requests_rate_limited, 7);
+    // A minute later the bucket has refilled.
+    ep.handle_datagram(now + Duration::from_secs(61), 5, &request(42));
+    assert!(ep.poll_transmit(now, &mut buf).is_some());
+}
+
+#[test]
+fn ids_and_seeds_are_reproducible_from_the_rng_seed() {
+    let now = std::time::Instant::now();
+    let cfg = Arc::new(client_config());
+    let a = Session::client(now, cfg.clone(), &mut SplitMix64::new(11));
+    let b = Session::client(now, cfg.clone(), &mut SplitMix64::new(11));
+    let c = Session::client(now, cfg, &mut SplitMix64::new(12));
+    assert_eq!(a.session_id(), b.session_id());
+    assert_ne!(a.session_id(), c.session_id());
+    let mut r = SplitMix64::new(11);
+    assert_eq!(a.session_id(), r.next_u32());
+}
