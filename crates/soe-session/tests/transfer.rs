@@ -42,10 +42,10 @@ fn message(dir: u8, channel: u8, i: u32) -> Bytes {
 /// Sends `n` messages each way on `channels`, keeping queues full, and checks every message
 /// arrives exactly once and in order per channel.
 fn bulk(p: &mut Pair, c: SessionHandle, s: SessionHandle, n: u32, channels: &[u8]) {
-    let mut next_up = vec![0u32; 4];
-    let mut next_down = vec![0u32; 4];
-    let mut recv_up = vec![0u32; 4];
-    let mut recv_down = vec![0u32; 4];
+    let mut next_up = [0u32; 4];
+    let mut next_down = [0u32; 4];
+    let mut recv_up = [0u32; 4];
+    let mut recv_down = [0u32; 4];
     let seed = p.seed;
     let done = p.run_until(Duration::from_secs(600), |p| {
         for &ch in channels {
