@@ -1,12 +1,12 @@
 //! Many sessions behind one socket: routing by address, timers ordered by deadline, limits.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use slab::Slab;
@@ -23,6 +23,8 @@ const COOKIE_EPOCH_SECS: u64 = 30;
 /// The udp_length assumed for a session recovered from a cookie (the client's own is unknown):
 /// 512, what every known peer announces, capped by the server's.
 const RECOVERED_UDP_LENGTH: u32 = 512;
+/// Closed server sessions remembered so that a cookie cannot bring them back.
+const MAX_TOMBSTONES: usize = 4096;
 /// The longest stateless reply (a refusal).
 const MAX_REPLY: usize = 8;
 
@@ -178,6 +180,9 @@ pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
     ev_queue: VecDeque<(usize, u32)>,
     half_open: VecDeque<(usize, u32)>,
     half_open_count: usize,
+    /// (session id, CRC seed) of server sessions closed within the cookie lifetime.
+    tombstones: HashSet<(u32, u32)>,
+    tombstone_order: VecDeque<((u32, u32), Instant)>,
     replies: VecDeque<(A, [u8; MAX_REPLY], u8)>,
     reply_bucket: Option<Bucket>,
     sources: SourceLimiter<A>,
@@ -205,6 +210,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             ev_queue: VecDeque::new(),
             half_open: VecDeque::new(),
             half_open_count: 0,
+            tombstones: HashSet::new(),
+            tombstone_order: VecDeque::new(),
             replies: VecDeque::new(),
             reply_bucket: None,
             sources: SourceLimiter {
@@ -515,6 +522,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
         // No live session: was this seed ours for this client and address? (Its half-open
         // state may have been evicted during a flood.)
+        self.prune_tombstones(now);
+        if self.tombstones.contains(&(session_id, crc_seed)) {
+            // That session was closed here; a cookie does not bring it back.
+            return;
+        }
         let epoch = self.epoch(now);
         let ours = [epoch, epoch.saturating_sub(1)]
             .iter()
@@ -768,11 +780,30 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if self.by_id.get(&id) == Some(&key) {
                 self.by_id.remove(&id);
             }
+            if self.tombstones.len() >= MAX_TOMBSTONES {
+                if let Some((old, _)) = self.tombstone_order.pop_front() {
+                    self.tombstones.remove(&old);
+                }
+            }
+            if self.tombstones.insert(id) {
+                self.tombstone_order.push_back((id, e.session.closed_at()));
+            }
         }
         if e.half_open {
             self.half_open_count -= 1;
         }
         self.stats.reaped += 1;
+    }
+
+    fn prune_tombstones(&mut self, now: Instant) {
+        let lifetime = Duration::from_secs(2 * COOKIE_EPOCH_SECS);
+        while let Some(&(id, at)) = self.tombstone_order.front() {
+            if now.saturating_duration_since(at) <= lifetime {
+                break;
+            }
+            self.tombstone_order.pop_front();
+            self.tombstones.remove(&id);
+        }
     }
 
     fn epoch(&self, now: Instant) -> u64 {

@@ -152,6 +152,8 @@ pub struct Session {
     timers: TimerTable,
     start: Instant,
     net_sent_at: Option<Instant>,
+    /// The latest `now` this session was given (when it closed, for a finished one).
+    last_now: Instant,
     remap_next: Option<Instant>,
     net_rtt: Option<Duration>,
     net_min_rtt: Option<Duration>,
@@ -280,6 +282,7 @@ impl Session {
             timers: TimerTable::default(),
             start: now,
             net_sent_at: None,
+            last_now: now,
             remap_next: None,
             net_rtt: None,
             net_min_rtt: None,
@@ -340,6 +343,11 @@ impl Session {
     pub fn max_packet_len(&self) -> usize {
         let overhead = self.framer.as_ref().map_or(MAX_OVERHEAD, Framer::overhead);
         (self.remote_udp_length as usize).saturating_sub(overhead)
+    }
+
+    /// When the session last ran (for a closed one: about when it closed).
+    pub(crate) fn closed_at(&self) -> Instant {
+        self.last_now
     }
 
     /// Whether no event is left: neither Connected/Accepted nor Closed is waiting (messages
@@ -584,6 +592,7 @@ impl Session {
 
     /// Runs the timers due at `now`. A call before any deadline does nothing.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
         for timer in Timer::ALL {
             if self.state == State::Closed {
                 return;
@@ -742,6 +751,7 @@ impl Session {
     /// a malformed packet with a valid CRC ends the session with
     /// [`DisconnectReason::CorruptPacket`].
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        self.last_now = self.last_now.max(now);
         if self.state == State::Closed {
             return;
         }
@@ -750,6 +760,8 @@ impl Session {
             [] | [_] => self.counters.crc_rejects += 1,
             _ => self.handle_contextual(now, datagram),
         }
+        // The last ack of a graceful close arrives here.
+        self.check_flushed(now);
     }
 
     fn handle_contextless(&mut self, now: Instant, datagram: &[u8]) {
@@ -1138,6 +1150,8 @@ impl Session {
         scratch: &mut Scratch,
     ) -> Option<usize> {
         buf.clear();
+        // A close waiting only for unreliable messages to go out may be done.
+        self.check_flushed(now);
         if self.state == State::Closed {
             return None;
         }

@@ -108,6 +108,8 @@ pub struct Pair {
     /// Every datagram the server sent.
     pub from_server_log: Vec<Vec<u8>>,
     pub log_datagrams: bool,
+    /// The client's address as the server sees it (a NAT may change it mid-session).
+    pub client_public: u32,
     pub net: NetStats,
     rng: SplitMix64,
     flight: BinaryHeap<Reverse<InFlight>>,
@@ -168,6 +170,7 @@ impl Pair {
             to_server_log: Vec::new(),
             from_server_log: Vec::new(),
             log_datagrams: false,
+            client_public: CLIENT,
             net: NetStats::default(),
             rng: SplitMix64::new(seed),
             flight: BinaryHeap::new(),
@@ -251,7 +254,7 @@ impl Pair {
             }
             while let Some(t) = self.client.poll_transmit(self.now, &mut self.buf) {
                 let data = self.buf[..t.len].to_vec();
-                self.transmit(CLIENT, t.destination, data);
+                self.transmit(self.client_public, t.destination, data);
                 any = true;
             }
             while let Some(e) = self.server.poll_event() {

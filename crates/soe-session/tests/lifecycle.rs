@@ -1,0 +1,583 @@
+//! Life of a session: heartbeats and timeouts in virtual time, closing (under loss, every
+//! reason, both ways), CRC failures, corrupt packets, CRC-less quirks, remapping, stateless
+//! replies, half-open expiry.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{CLIENT, NetConfig, Pair, SERVER, client_config, server_config};
+use soe_session::{
+    Channel, Delivery, DisconnectReason, Endpoint, EndpointConfig, Event, SessionHandle, State,
+};
+use soe_wire::{CrcLength, FrameConfig, Framer, Packet, RemapConnection};
+
+fn connected(seed: u64, net: NetConfig) -> (Pair, SessionHandle, SessionHandle) {
+    let mut p = Pair::new(common::seed(seed), server_config(), client_config(), net);
+    let (c, s) = p.connect();
+    (p, c, s)
+}
+
+/// A framer with the session's negotiated framing, to forge packets as the peer would.
+fn peer_framer(p: &Pair, s: SessionHandle) -> Framer {
+    let seed = p.server.session(s).unwrap().crc_seed();
+    Framer::new(FrameConfig::new(seed).with_crc_length(CrcLength::TWO))
+}
+
+fn sealed(framer: &mut Framer, packet: &[u8]) -> Vec<u8> {
+    let mut buf = packet.to_vec();
+    framer.seal(&mut buf, 0);
+    buf
+}
+
+#[test]
+fn an_idle_client_keeps_the_session_alive_with_heartbeats() {
+    let (mut p, c, s) = connected(20, NetConfig::default());
+    p.run_for(Duration::from_secs(300));
+    assert!(Pair::closed(&p.client_events, c).is_none());
+    assert!(Pair::closed(&p.server_events, s).is_none());
+    let cs = p.client.stats(c).unwrap();
+    let ss = p.server.stats(s).unwrap();
+    // One heartbeat per 25 s of silence, each answered once: no ping-pong.
+    assert!((11..=13).contains(&cs.heartbeats_sent), "{cs:?}");
+    assert_eq!(ss.heartbeats_received, cs.heartbeats_sent);
+    assert_eq!(
+        ss.heartbeats_sent, cs.heartbeats_sent,
+        "server answers each"
+    );
+    assert_eq!(cs.heartbeats_received, ss.heartbeats_sent);
+    // Virtual time, not wall time: five minutes took a few hundred steps.
+    assert!(p.net.delivered < 100, "{:?}", p.net);
+}
+
+#[test]
+fn heartbeats_survive_loss_through_retries() {
+    // At 10% loss (plus corruption, duplication, reordering) each of the five retries between
+    // 25 s and the 30 s timeout fails with probability about 0.2.
+    let (mut p, c, s) = connected(21, NetConfig::hostile(0.1));
+    p.run_for(Duration::from_secs(600));
+    assert!(
+        Pair::closed(&p.client_events, c).is_none(),
+        "{:?}",
+        p.client_events
+    );
+    assert!(Pair::closed(&p.server_events, s).is_none());
+}
+
+#[test]
+fn a_silent_client_times_out_at_the_configured_idle_time() {
+    let mut p = Pair::new(
+        common::seed(22),
+        server_config().with_idle_timeout(Some(Duration::from_secs(12))),
+        client_config(),
+        NetConfig::default(),
+    );
+    let (_c, s) = p.connect();
+    let quiet_from = p.now;
+    p.client_alive = false;
+    assert!(p.run_until(Duration::from_secs(60), |p| {
+        Pair::closed(&p.server_events, s).is_some()
+    }));
+    assert_eq!(
+        Pair::closed(&p.server_events, s),
+        Some(Event::Closed {
+            reason: DisconnectReason::Timeout,
+            by_peer: false
+        })
+    );
+    let silent_for = p.now - quiet_from;
+    assert!(
+        silent_for >= Duration::from_millis(11_900) && silent_for <= Duration::from_secs(12),
+        "{silent_for:?}"
+    );
+}
+
+#[test]
+fn a_client_whose_server_goes_silent_retries_heartbeats_then_times_out() {
+    let (mut p, c, _s) = connected(23, NetConfig::default());
+    let quiet_from = p.now;
+    p.server_alive = false;
+    assert!(p.run_until(Duration::from_secs(60), |p| {
+        Pair::closed(&p.client_events, c).is_some()
+    }));
+    assert_eq!(
+        Pair::closed(&p.client_events, c),
+        Some(Event::Closed {
+            reason: DisconnectReason::Timeout,
+            by_peer: false
+        })
+    );
+    let t = p.now - quiet_from;
+    // 30 s after the last datagram from the server (the probe's answer, 20 ms in flight).
+    assert!(
+        t > Duration::from_secs(30) && t <= Duration::from_millis(30_100),
+        "{t:?}"
+    );
+    // Heartbeat at 25 s, then one retry per second until the timeout at 30 s.
+    let hb = p.client.stats(c).map(|s| s.heartbeats_sent);
+    assert!(
+        hb.is_none() || hb.is_some_and(|n| (5..=6).contains(&n)),
+        "{hb:?}"
+    );
+}
+
+#[test]
+fn graceful_close_flushes_data_then_the_peer_sees_the_reason_under_30_percent_loss() {
+    for i in 0..12u64 {
+        let seed = 300 + i;
+        // A close timeout long enough for 50 messages at 30% loss: what is tested here is that
+        // the data goes first and the Disconnect then reaches the peer.
+        let mut p = Pair::new(
+            common::seed(seed),
+            server_config(),
+            client_config().with_close_timeout(Duration::from_secs(60)),
+            NetConfig::hostile(0.3),
+        );
+        let (c, s) = p.connect();
+        for n in 0..50u32 {
+            p.client
+                .send(c, Channel::ZERO, Bytes::from(n.to_be_bytes().repeat(100)))
+                .unwrap();
+        }
+        p.client.close(p.now, c, DisconnectReason::Application);
+        assert_eq!(p.client.state(c), Some(State::Closing));
+        assert!(
+            p.client
+                .send(c, Channel::ZERO, Bytes::from_static(b"late"))
+                .is_err()
+        );
+        assert!(
+            p.run_until(Duration::from_secs(60), |p| Pair::closed(
+                &p.server_events,
+                s
+            )
+            .is_some()
+                && Pair::closed(&p.client_events, c).is_some()),
+            "seed {seed}"
+        );
+        assert_eq!(
+            Pair::closed(&p.server_events, s),
+            Some(Event::Closed {
+                reason: DisconnectReason::Application,
+                by_peer: true
+            }),
+            "seed {seed}: the peer hears the Disconnect, not its timeout"
+        );
+        assert_eq!(
+            Pair::closed(&p.client_events, c),
+            Some(Event::Closed {
+                reason: DisconnectReason::Application,
+                by_peer: false
+            })
+        );
+        let got = Pair::take_messages(&mut p.server_events, s);
+        assert_eq!(
+            got.len(),
+            50,
+            "seed {seed}: every queued message before the close"
+        );
+        for (n, m) in got.iter().enumerate() {
+            assert_eq!(m.1, Bytes::from((n as u32).to_be_bytes().repeat(100)));
+        }
+        // Closed is the session's last event.
+        assert!(matches!(
+            p.server_events.iter().rfind(|(h, _)| *h == s),
+            Some((_, Event::Closed { .. }))
+        ));
+        // Both sides reap the session once drained.
+        p.run_for(Duration::from_secs(2));
+        assert!(p.client.is_empty() && p.server.is_empty(), "seed {seed}");
+    }
+}
+
+#[test]
+fn every_disconnect_reason_travels_both_ways() {
+    let mut reasons: Vec<DisconnectReason> = (0..=16).map(DisconnectReason::from_u16).collect();
+    reasons.push(DisconnectReason::Other(77));
+    for (i, &reason) in reasons.iter().enumerate() {
+        for server_closes in [false, true] {
+            let (mut p, c, s) = connected(400 + i as u64, NetConfig::default());
+            if server_closes {
+                p.server.close(p.now, s, reason);
+            } else {
+                p.client.close(p.now, c, reason);
+            }
+            p.run_for(Duration::from_secs(1));
+            let (closer, hearer) = if server_closes {
+                (&p.server_events, &p.client_events)
+            } else {
+                (&p.client_events, &p.server_events)
+            };
+            let (ch, hh) = if server_closes { (s, c) } else { (c, s) };
+            assert_eq!(
+                Pair::closed(closer, ch),
+                Some(Event::Closed {
+                    reason,
+                    by_peer: false
+                })
+            );
+            assert_eq!(
+                Pair::closed(hearer, hh),
+                Some(Event::Closed {
+                    reason,
+                    by_peer: true
+                }),
+                "{reason:?} server_closes={server_closes}"
+            );
+        }
+    }
+}
+
+#[test]
+fn close_all_shuts_every_session_down_gracefully() {
+    let (mut p, c, s) = connected(24, NetConfig::default());
+    p.server.close_all(p.now, DisconnectReason::ManagerDeleted);
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(
+        Pair::closed(&p.client_events, c),
+        Some(Event::Closed {
+            reason: DisconnectReason::ManagerDeleted,
+            by_peer: true
+        })
+    );
+    assert!(Pair::closed(&p.server_events, s).is_some());
+    assert!(p.server.is_empty() && p.client.is_empty());
+}
+
+#[test]
+fn the_disconnect_is_sent_several_times() {
+    let (mut p, c, _s) = connected(25, NetConfig::default());
+    p.log_datagrams = true;
+    p.server_alive = true;
+    // Drop everything to the server so the client's Disconnects are all we see (logged on
+    // arrival... so instead count what the client sends).
+    let before = p.client.endpoint_stats().datagrams_sent;
+    p.client.close(p.now, c, DisconnectReason::Application);
+    p.up.loss = 1.0;
+    p.run_for(Duration::from_secs(2));
+    let sent = p.client.endpoint_stats().datagrams_sent - before;
+    assert_eq!(sent, 5, "default disconnect_repeats");
+    assert!(p.client.is_empty());
+}
+
+#[test]
+fn bad_crc_is_dropped_and_counted_and_the_session_lives_on() {
+    let (mut p, c, s) = connected(26, NetConfig::default());
+    let mut f = peer_framer(&p, s);
+    for i in 0..50u8 {
+        let mut d = sealed(&mut f, &[0x00, 0x09, 0x00, i, 1, 2, 3]);
+        let last = d.len() - 1;
+        d[last] ^= 0x5A; // break the CRC
+        p.server.handle_datagram(p.now, CLIENT, &d);
+    }
+    // Too short to hold a CRC at all.
+    p.server.handle_datagram(p.now, CLIENT, &[0x00]);
+    p.server.handle_datagram(p.now, CLIENT, &[0x00, 0x09, 0x01]);
+    p.flush();
+    assert_eq!(p.server.state(s), Some(State::Connected));
+    assert_eq!(p.server.stats(s).unwrap().crc_rejects, 52);
+    assert!(Pair::take_messages(&mut p.server_events, s).is_empty());
+    // Data still flows.
+    p.client
+        .send(c, Channel::ZERO, Bytes::from_static(b"still here"))
+        .unwrap();
+    p.run_for(Duration::from_millis(200));
+    assert_eq!(
+        Pair::take_messages(&mut p.server_events, s),
+        [(
+            Channel::ZERO,
+            Bytes::from_static(b"still here"),
+            Delivery::Reliable
+        )]
+    );
+}
+
+#[test]
+fn a_malformed_packet_with_a_valid_crc_ends_the_session_with_corrupt_packet() {
+    let malformed: [&[u8]; 5] = [
+        &[0x00, 0x09],                   // ReliableData without a sequence
+        &[0x00, 0x06, 0xFF],             // Heartbeat with a body
+        &[0x00, 0x04, 1, 2],             // unknown opcode
+        &[0x00, 0x03, 0x05, 0x00, 0x06], // MultiPacket entry longer than the rest
+        &[0x00, 0x11, 0x00],             // truncated Acknowledge
+    ];
+    for (i, bytes) in malformed.iter().enumerate() {
+        let (mut p, c, s) = connected(500 + i as u64, NetConfig::default());
+        let mut f = peer_framer(&p, s);
+        let d = sealed(&mut f, bytes);
+        p.server.handle_datagram(p.now, CLIENT, &d);
+        p.run_for(Duration::from_secs(1));
+        assert_eq!(
+            Pair::closed(&p.server_events, s),
+            Some(Event::Closed {
+                reason: DisconnectReason::CorruptPacket,
+                by_peer: false
+            }),
+            "{bytes:02x?}"
+        );
+        assert_eq!(
+            Pair::closed(&p.client_events, c),
+            Some(Event::Closed {
+                reason: DisconnectReason::CorruptPacket,
+                by_peer: true
+            }),
+            "the peer is told: {bytes:02x?}"
+        );
+    }
+}
+
+#[test]
+fn crcless_heartbeat_and_ack_are_accepted_as_real_servers_send_them() {
+    let (mut p, c, _s) = connected(27, NetConfig::default());
+    // h1z1-server answers heartbeats and sends selective acks without a CRC trailer.
+    p.client.handle_datagram(p.now, SERVER, &[0x00, 0x06]);
+    p.client
+        .handle_datagram(p.now, SERVER, &[0x00, 0x11, 0x00, 0x00]);
+    p.flush();
+    let st = p.client.stats(c).unwrap();
+    assert_eq!(st.crcless_accepted, 2);
+    assert_eq!(st.crc_rejects, 0);
+    assert_eq!(p.client.state(c), Some(State::Connected));
+    // Other shapes without a CRC are still rejected.
+    p.client
+        .handle_datagram(p.now, SERVER, &[0x00, 0x15, 0x00, 0x00]);
+    p.client
+        .handle_datagram(p.now, SERVER, &[0x00, 0x09, 0x00, 0x00]);
+    assert_eq!(p.client.stats(c).unwrap().crc_rejects, 2);
+
+    // A CRC-less heartbeat counts as liveness: a server that only sends those keeps us alive.
+    p.server_alive = false;
+    for _ in 0..10 {
+        p.run_for(Duration::from_secs(20));
+        p.client.handle_datagram(p.now, SERVER, &[0x00, 0x06]);
+    }
+    assert!(Pair::closed(&p.client_events, c).is_none());
+}
+
+#[test]
+fn crcless_quirks_can_be_turned_off() {
+    let mut p = Pair::new(
+        common::seed(28),
+        server_config(),
+        client_config().with_accept_crcless_quirks(false),
+        NetConfig::default(),
+    );
+    let (c, _s) = p.connect();
+    p.client.handle_datagram(p.now, SERVER, &[0x00, 0x06]);
+    let st = p.client.stats(c).unwrap();
+    assert_eq!((st.crcless_accepted, st.crc_rejects), (0, 1));
+}
+
+#[test]
+fn remap_moves_a_session_only_when_id_and_seed_both_match() {
+    let (mut p, c, s) = connected(29, NetConfig::default());
+    let id = p.server.session(s).unwrap().session_id();
+    let seed = p.server.session(s).unwrap().crc_seed();
+    let remap = |session_id, crc_seed| {
+        let mut v = Vec::new();
+        Packet::RemapConnection(RemapConnection {
+            session_id,
+            crc_seed,
+        })
+        .encode(&mut v);
+        v
+    };
+    // Wrong seed, wrong id: nothing moves, nothing is answered.
+    p.server.handle_datagram(p.now, 99, &remap(id, seed ^ 1));
+    p.server.handle_datagram(p.now, 99, &remap(id ^ 1, seed));
+    let mut buf = Vec::new();
+    assert!(p.server.poll_transmit(p.now, &mut buf).is_none());
+    assert_eq!(p.server.remote(s), Some(CLIENT));
+    assert_eq!(p.server.endpoint_stats().remaps, 0);
+    // Right pair: the session now lives at 99.
+    p.server.handle_datagram(p.now, 99, &remap(id, seed));
+    assert_eq!(p.server.remote(s), Some(99));
+    assert_eq!(p.server.handle_of(99), Some(s));
+    assert_eq!(p.server.handle_of(CLIENT), None);
+    assert_eq!(p.server.endpoint_stats().remaps, 1);
+    // And the client, now seen at 99, keeps talking.
+    p.client_public = 99;
+    p.client
+        .send(c, Channel::ZERO, Bytes::from_static(b"from 99"))
+        .unwrap();
+    p.run_for(Duration::from_millis(300));
+    assert_eq!(Pair::take_messages(&mut p.server_events, s).len(), 1);
+}
+
+#[test]
+fn a_rebound_client_is_told_unknown_sender_and_remaps_itself() {
+    let (mut p, c, s) = connected(30, NetConfig::default());
+    // The NAT gives the client a new public address.
+    p.client_public = 1234;
+    p.client
+        .send(c, Channel::ZERO, Bytes::from_static(b"after rebinding"))
+        .unwrap();
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(p.server.remote(s), Some(1234));
+    assert!(p.server.endpoint_stats().unknown_sender_sent >= 1);
+    assert_eq!(p.server.endpoint_stats().remaps, 1);
+    assert_eq!(
+        Pair::take_messages(&mut p.server_events, s),
+        [(
+            Channel::ZERO,
+            Bytes::from_static(b"after rebinding"),
+            Delivery::Reliable
+        )]
+    );
+    assert_eq!(p.client.state(c), Some(State::Connected));
+}
+
+#[test]
+fn a_client_forgotten_by_its_server_gives_up_with_unreachable_connection() {
+    let (mut p, c, s) = connected(31, NetConfig::default());
+    // The server loses the session without telling the client.
+    p.server_alive = false;
+    p.server.close(p.now, s, DisconnectReason::Application);
+    p.run_for(Duration::from_secs(2));
+    assert!(p.server.is_empty());
+    p.server_alive = true;
+    p.client
+        .send(c, Channel::ZERO, Bytes::from_static(b"anyone?"))
+        .unwrap();
+    assert!(p.run_until(Duration::from_secs(20), |p| {
+        Pair::closed(&p.client_events, c).is_some()
+    }));
+    assert_eq!(
+        Pair::closed(&p.client_events, c),
+        Some(Event::Closed {
+            reason: DisconnectReason::UnreachableConnection,
+            by_peer: false
+        })
+    );
+}
+
+#[test]
+fn unknown_sender_answers_only_contextual_packets_and_is_rate_limited() {
+    let now = std::time::Instant::now();
+    let mut ep = Endpoint::<u32>::new(Arc::new(
+        EndpointConfig::server(Arc::new(server_config()))
+            .with_rng_seed(3)
+            .with_stateless_reply_rate(10),
+    ));
+    let mut buf = Vec::new();
+    let mut replies = |ep: &mut Endpoint<u32>, d: &[u8]| {
+        ep.handle_datagram(now, 7, d);
+        let mut n = 0;
+        while let Some(t) = ep.poll_transmit(now, &mut buf) {
+            assert_eq!(&buf[..t.len], [0x00, 0x1D]);
+            assert!(t.len <= d.len(), "never larger than what it answers");
+            n += 1;
+        }
+        n
+    };
+    // Never answered: UnknownSender, SessionResponse, RemapConnection (no match), Disconnect,
+    // unreliable data, garbage.
+    assert_eq!(replies(&mut ep, &[0x00, 0x1D]), 0);
+    assert_eq!(replies(&mut ep, &[0x00, 0x02, 0, 0, 0, 0]), 0);
+    assert_eq!(replies(&mut ep, &[0x00, 0x1E, 0, 0, 0, 1, 0, 0, 0, 2]), 0);
+    assert_eq!(replies(&mut ep, &[0x00, 0x05, 0, 0, 0, 1, 0, 6]), 0);
+    assert_eq!(replies(&mut ep, &[0x42, 0x01]), 0);
+    assert_eq!(replies(&mut ep, &[0x00]), 0);
+    assert_eq!(replies(&mut ep, &[0x00, 0x30, 1]), 0);
+    // Contextual packets are answered, within the budget of 10 per second.
+    let mut answered = 0;
+    for _ in 0..100 {
+        answered += replies(&mut ep, &[0x00, 0x09, 0x00, 0x01, 0xAA, 0xBB, 0xCC]);
+    }
+    assert_eq!(answered, 10);
+    assert_eq!(ep.endpoint_stats().unknown_sender_sent, 10);
+    assert_eq!(ep.endpoint_stats().replies_dropped, 90);
+    assert!(ep.is_empty());
+}
+
+#[test]
+fn a_half_open_session_expires_unseen() {
+    let (mut p, _c, _s) = connected(32, NetConfig::default());
+    let mut wire = Vec::new();
+    Packet::SessionRequest(soe_wire::SessionRequest {
+        protocol_version: 3,
+        session_id: 5,
+        udp_length: 512,
+        application_protocol: b"TestProto_1",
+    })
+    .encode(&mut wire);
+    p.server.handle_datagram(p.now, 4444, &wire);
+    assert_eq!(p.server.half_open(), 1);
+    assert_eq!(p.server.len(), 2);
+    p.run_for(Duration::from_secs(11));
+    assert_eq!(p.server.half_open(), 0);
+    assert_eq!(p.server.len(), 1);
+    assert_eq!(p.server.endpoint_stats().half_open_expired, 1);
+    assert!(
+        p.server_events
+            .iter()
+            .all(|(h, _)| p.server.remote(*h) != Some(4444)),
+        "a half-open session surfaces no event"
+    );
+}
+
+#[test]
+fn net_status_gives_a_round_trip_estimate_right_after_the_handshake() {
+    let (mut p, c, s) = connected(33, NetConfig::default());
+    p.run_for(Duration::from_millis(100));
+    let st = p.client.stats(c).unwrap();
+    // 20 ms each way.
+    assert_eq!(st.rtt, Some(Duration::from_millis(40)));
+    assert_eq!(st.min_rtt, Some(Duration::from_millis(40)));
+    // The server answered exactly one probe (the first one was heard).
+    assert_eq!(p.server.stats(s).unwrap().datagrams_sent, 2);
+    // PortAlive is accepted and ignored.
+    let mut f = peer_framer(&p, s);
+    let d = sealed(&mut f, &[0x00, 0x1C, 1, 2, 3]);
+    p.server.handle_datagram(p.now, CLIENT, &d);
+    p.flush();
+    assert_eq!(p.server.state(s), Some(State::Connected));
+}
+
+#[test]
+fn a_lenient_net_status_request_is_answered() {
+    let (mut p, _c, s) = connected(34, NetConfig::default());
+    p.log_datagrams = true;
+    let mut f = peer_framer(&p, s);
+    // A short body (only the tick) still gets a response echoing the tick.
+    let d = sealed(&mut f, &[0x00, 0x07, 0x12, 0x34]);
+    p.server.handle_datagram(p.now, CLIENT, &d);
+    p.flush();
+    let last = p.from_server_log.last().unwrap().clone();
+    let mut out = f;
+    let opened = out.open(&last).unwrap().to_vec();
+    match Packet::decode(&opened) {
+        Ok(Packet::NetStatusResponse(r)) => assert_eq!(r.client_tick, 0x1234),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.server.state(s), Some(State::Connected));
+}
+
+#[test]
+fn closing_while_connecting_ends_at_once() {
+    let mut p = Pair::new(
+        common::seed(35),
+        server_config(),
+        client_config(),
+        NetConfig::default(),
+    );
+    p.server_alive = false;
+    let h = p.client.connect(p.now, SERVER).unwrap();
+    p.flush();
+    p.client.close(p.now, h, DisconnectReason::Application);
+    p.flush();
+    assert_eq!(
+        Pair::closed(&p.client_events, h),
+        Some(Event::Closed {
+            reason: DisconnectReason::Application,
+            by_peer: false
+        })
+    );
+    assert!(p.client.is_empty());
+    assert_eq!(
+        p.client.send(h, Channel::ZERO, Bytes::from_static(b"x")),
+        Err(soe_session::SendError::UnknownSession)
+    );
+}
