@@ -86,6 +86,8 @@ pub struct EndpointStats {
     pub timer_wakes: u64,
     /// Sessions whose `handle_timeout` ran because their deadline was due.
     pub sessions_woken: u64,
+    /// Sessions asked for a datagram by [`Endpoint::poll_transmit`] (each ask counts).
+    pub transmit_visits: u64,
 }
 
 /// A token bucket: `capacity` tokens, refilled at `per_sec`.
@@ -613,6 +615,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 self.tx_queue.pop_front();
                 continue;
             };
+            self.stats.transmit_visits += 1;
             match e.session.poll_transmit_with(now, buf, &mut self.scratch) {
                 Some(len) => {
                     let destination = e.remote;
@@ -745,6 +748,20 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             self.ev_queue.push_back((key, e.generation));
         }
         self.refile(key);
+        // Reaped sessions leave stale queue entries behind; if the application polls rarely
+        // during a flood of short-lived half-open sessions, drop them so the queues stay
+        // within a small multiple of the live sessions.
+        let bound = 2 * self.sessions.len() + 64;
+        if self.tx_queue.len() > bound {
+            let sessions = &self.sessions;
+            self.tx_queue
+                .retain(|&(k, g)| sessions.get(k).is_some_and(|e| e.generation == g));
+        }
+        if self.ev_queue.len() > bound {
+            let sessions = &self.sessions;
+            self.ev_queue
+                .retain(|&(k, g)| sessions.get(k).is_some_and(|e| e.generation == g));
+        }
     }
 
     /// Re-files a session in the timer set if its deadline changed.
