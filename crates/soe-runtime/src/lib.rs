@@ -1,11 +1,73 @@
-//! Runtime-agnostic driver for SOE protocol endpoints.
+//! Runtime-agnostic driver for SOE protocol (v3) endpoints.
+//!
+//! [`soe_session`] is sans-I/O: it never touches a socket or a clock. This crate gives it both:
+//! a driver task that owns a UDP socket and a timer and feeds the protocol endpoint, written once
+//! against a small runtime seam ([`Runtime`], [`AsyncTimer`], [`AsyncUdpSocket`]), so that each
+//! adapter crate is about a hundred lines:
+//!
+//! * `soe-tokio`: `soe_tokio::Endpoint` on tokio;
+//! * `soe-async-std`: `soe_async_std::Endpoint` on async-io (async-std, smol);
+//! * [`blocking`]: the same endpoint on a std thread, for code without an async runtime.
+//!
+//! # Shape
+//!
+//! * [`Endpoint`]: one socket, many sessions. `bind`, `accept`, `connect`, `close`,
+//!   `wait_idle`; or, in [`EventMode::Stream`], one stream of [`EndpointEvent`]s for an
+//!   actor-style server that routes every session from one task.
+//! * [`Connection`]: a cloneable handle to one session: `send` (waits while the session's send
+//!   queue is full), `try_send`, `recv` (in order; `None` after the close), `close`, `closed`,
+//!   `stats`. Dropping the last clone closes the session with reason `Application`.
+//!
+//! # The driver
+//!
+//! One task per endpoint owns the protocol endpoint behind a `std::sync::Mutex` shared with the
+//! handles (never held across an `.await`). It sleeps until the next datagram, the endpoint's next
+//! deadline, or a handle's request: no periodic tick, and the one timer is re-armed only when the
+//! deadline moves. Each wake-up reads at most 64 datagrams (in batches of up to 32 with
+//! `recvmmsg` through `quinn-udp` where the platform has it) and sends at most 64, then yields if
+//! there is more, so one busy peer cannot starve the others.
+//!
+//! # Bounds
+//!
+//! * Sending: the session's reliable queue is bounded (`max_queued_messages`); `send` waits for
+//!   room (woken after input that may carry acknowledgements), `try_send` hands the message back.
+//! * Receiving: the reliable layer delivers at most its window ahead, but it acknowledges what it
+//!   delivered, so a peer can keep sending while the application does not read. Each connection
+//!   therefore holds at most [`Config::receive_queue_bytes`] unread bytes (8 MiB by default); a
+//!   connection past it is closed with `ReliableOverflow` (the protocol's reason for exactly
+//!   this). Other sessions are never held up by one slow reader.
+//!
+//! # Shutdown
+//!
+//! [`Endpoint::close`] sends every session a Disconnect and refuses new ones;
+//! [`Endpoint::wait_idle`] returns once every session is gone and the last datagram left. The
+//! driver stops when the endpoint is closed (or every `Endpoint` handle dropped) and no session is
+//! left; handles then see their connections closed.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+pub mod blocking;
+mod config;
+mod connection;
+mod driver;
+mod endpoint;
+mod error;
 pub mod runtime;
+mod shared;
 pub mod socket;
+
+pub use config::{Config, DEFAULT_RECEIVE_QUEUE_BYTES, EventMode};
+pub use connection::{CloseReason, Connection, ConnectionId};
+pub use endpoint::{Endpoint, EndpointEvent, Events};
+pub use error::{ConnectError, RecvTimeoutError, SendError, TrySendError};
+pub use runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
+pub use socket::SocketConfig;
 
 /// The batched UDP I/O layer (`quinn-udp`) the adapters use.
 pub use quinn_udp as udp;
-pub use runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
-pub use socket::SocketConfig;
+/// The protocol types an application uses most.
+pub use soe_session::{EndpointConfig, SessionConfig, SessionStats};
+pub use soe_wire::{Channel, DisconnectReason};
+/// The protocol crates, re-exported so applications need only this one (or an adapter).
+pub use {bytes, soe_session, soe_wire};

@@ -12,42 +12,50 @@ use soe_runtime::udp::{RecvMeta, Transmit, UdpSocketState};
 use soe_runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
 use tokio::io::Interest;
 
-/// Runs the driver on the tokio runtime the endpoint was bound in.
-#[derive(Debug, Clone)]
+/// Runs the driver on tokio: the runtime of the caller (the default), or the one behind a
+/// [`Handle`](tokio::runtime::Handle).
+#[derive(Debug, Clone, Default)]
 pub struct TokioRuntime {
-    handle: tokio::runtime::Handle,
+    handle: Option<tokio::runtime::Handle>,
 }
 
 impl TokioRuntime {
-    /// The runtime of the calling task.
-    ///
-    /// Fails (rather than panicking) when called outside a tokio runtime.
-    pub fn current() -> io::Result<Self> {
-        tokio::runtime::Handle::try_current()
-            .map(|handle| Self { handle })
-            .map_err(|e| io::Error::other(format!("no tokio runtime: {e}")))
+    /// Runs on the runtime behind `handle`, wherever the endpoint is bound from.
+    pub fn from_handle(handle: tokio::runtime::Handle) -> Self {
+        Self {
+            handle: Some(handle),
+        }
     }
 
-    /// Runs on the runtime behind `handle`.
-    pub fn from_handle(handle: tokio::runtime::Handle) -> Self {
-        Self { handle }
+    /// The chosen runtime, or the caller's; an error (rather than a panic) outside any.
+    fn handle(&self) -> io::Result<tokio::runtime::Handle> {
+        match &self.handle {
+            Some(handle) => Ok(handle.clone()),
+            None => tokio::runtime::Handle::try_current()
+                .map_err(|e| io::Error::other(format!("no tokio runtime to bind in: {e}"))),
+        }
     }
 }
 
 impl Runtime for TokioRuntime {
     fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>> {
-        let _guard = self.handle.enter();
+        // Called from the driver task, which runs inside the runtime.
+        let _guard = self.handle.as_ref().map(tokio::runtime::Handle::enter);
         Box::pin(Timer(Box::pin(tokio::time::sleep_until(deadline.into()))))
     }
 
     fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
-        drop(self.handle.spawn(future));
+        match &self.handle {
+            Some(handle) => drop(handle.spawn(future)),
+            None => drop(tokio::spawn(future)),
+        }
     }
 
     fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
+        let handle = self.handle()?;
         socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&socket).into())?;
-        let _guard = self.handle.enter();
+        let _guard = handle.enter();
         let io = tokio::net::UdpSocket::from_std(socket)?;
         Ok(Arc::new(Socket { io, state }))
     }

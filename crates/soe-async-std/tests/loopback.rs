@@ -1,0 +1,45 @@
+//! The shared loopback scenarios on async-std / async-io (real UDP on 127.0.0.1).
+#![allow(missing_docs)]
+
+#[path = "../../soe-runtime/tests/support/scenarios.rs"]
+mod scenarios;
+
+use async_std::task::block_on;
+use soe_async_std::AsyncStdRuntime as R;
+
+#[test]
+fn fifty_sessions_echo_a_thousand_messages_each() {
+    block_on(scenarios::echo_many::<R>(50, 1000, false));
+}
+
+#[test]
+fn fifty_sessions_echo_a_thousand_rc4_messages_each() {
+    block_on(scenarios::echo_many::<R>(50, 1000, true));
+}
+
+#[test]
+fn close_from_either_side_is_seen_by_the_other() {
+    block_on(scenarios::close_from_either_side::<R>());
+}
+
+#[test]
+fn connect_to_a_port_nobody_serves_times_out() {
+    block_on(scenarios::connect_to_nobody_times_out::<R>());
+}
+
+#[test]
+fn server_keeps_serving_through_garbage() {
+    block_on(scenarios::survives_garbage::<R>());
+}
+
+#[test]
+fn stream_mode_routes_every_session_through_one_task() {
+    block_on(scenarios::stream_mode_routes_everything::<R>());
+}
+
+/// The endpoint's reactor is async-io's, so it serves a future driven by any executor: here
+/// futures-lite's `block_on` (what smol uses), not async-std's.
+#[test]
+fn runs_under_a_foreign_executor() {
+    futures_lite::future::block_on(scenarios::close_from_either_side::<R>());
+}

@@ -1,0 +1,326 @@
+//! A blocking API on std threads only: no async runtime needed.
+//!
+//! [`Endpoint::bind`] starts one background thread that owns a std `UdpSocket` and drives the
+//! protocol endpoint: it blocks in `recv_from` with the read timeout set to the endpoint's next
+//! deadline. Handles wake it (after queuing a send or a close) by sending an empty datagram to the
+//! socket's own address; no SOE packet is empty, so the thread just takes it as a wake-up.
+//!
+//! ```no_run
+//! use soe_runtime::blocking::Endpoint;
+//! use soe_runtime::Config;
+//! # fn main() -> std::io::Result<()> {
+//! let client = Endpoint::client(Config::default())?;
+//! let conn = client.connect("127.0.0.1:20042".parse().unwrap())?;
+//! conn.send(bytes::Bytes::from_static(b"hello"))?;
+//! let reply = conn.recv();
+//! # Ok(()) }
+//! ```
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use soe_session::SessionStats;
+use soe_wire::{Channel, DisconnectReason};
+
+use crate::config::Config;
+use crate::connection::{self, CloseReason, ConnectionId};
+use crate::driver::max_datagram_size;
+use crate::endpoint::Core;
+use crate::error::{ConnectError, RecvTimeoutError, SendError, TrySendError};
+use crate::shared::Shared;
+
+/// An endpoint driven by a background thread; see the [module documentation](self).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    core: Core,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Endpoint {
+    /// Binds a UDP socket to `addr` and starts the driver thread.
+    pub fn bind(addr: SocketAddr, config: impl Into<Config>) -> io::Result<Self> {
+        let config = config.into();
+        let socket = config.socket.bind(addr)?;
+        Self::with_socket(socket, config)
+    }
+
+    /// A client endpoint on an ephemeral port of every IPv4 interface.
+    pub fn client(config: impl Into<Config>) -> io::Result<Self> {
+        Self::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), config)
+    }
+
+    /// Runs an endpoint on an already bound socket.
+    pub fn with_socket(socket: UdpSocket, config: Config) -> io::Result<Self> {
+        socket.set_nonblocking(false)?;
+        let local_addr = socket.local_addr()?;
+        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let shared = Arc::new(Shared::new(proto, &config));
+        let waker = Arc::new(SelfWake {
+            socket: socket.try_clone()?,
+            target: wake_target(local_addr),
+            armed: AtomicBool::new(false),
+        });
+        shared.lock().driver_waker = Some(Waker::from(waker.clone()));
+        let buf_len = max_datagram_size(&config);
+        let thread_shared = shared.clone();
+        let thread = thread::Builder::new()
+            .name(format!("soe-endpoint {local_addr}"))
+            .spawn(move || run(&thread_shared, &socket, &waker, buf_len))?;
+        Ok(Self {
+            core: Core::new(shared, local_addr),
+            thread: Arc::new(Mutex::new(Some(thread))),
+        })
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.core.local_addr
+    }
+
+    /// Waits for the next session a peer opens; `None` once the endpoint is closed.
+    pub fn accept(&self) -> Option<Connection> {
+        block_on(std::future::poll_fn(|cx| self.core.poll_accept(cx))).map(Connection)
+    }
+
+    /// Opens a session to `remote` and waits for the handshake (at most the connect timeout).
+    pub fn connect(&self, remote: SocketAddr) -> Result<Connection, ConnectError> {
+        block_on(self.core.connect(remote)).map(Connection)
+    }
+
+    /// Closes every session with `reason` and stops accepting new ones.
+    pub fn close(&self, reason: DisconnectReason) {
+        self.core.close(reason);
+    }
+
+    /// Waits until no session is left and nothing is left to send. After
+    /// [`close`](Self::close), also waits for the driver thread to finish.
+    pub fn wait_idle(&self) {
+        block_on(std::future::poll_fn(|cx| self.core.poll_idle(cx)));
+        let closing = self.core.shared().lock().closing.is_some();
+        if closing {
+            let thread = self
+                .thread
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(thread) = thread {
+                // Wake it so it sees it may stop, then wait for it.
+                self.core.shared().lock().wake_driver();
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// A blocking handle to one session. Clones share it; dropping the last one closes it.
+#[derive(Debug, Clone)]
+pub struct Connection(connection::Connection);
+
+impl Connection {
+    /// The async handle behind this one.
+    pub fn as_async(&self) -> &connection::Connection {
+        &self.0
+    }
+
+    /// This connection's id within its endpoint.
+    pub fn id(&self) -> ConnectionId {
+        self.0.id()
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.0.remote_addr()
+    }
+
+    /// Sends `data` reliably on channel 0, blocking while the send queue is full.
+    pub fn send(&self, data: Bytes) -> Result<(), SendError> {
+        block_on(self.0.send(data))
+    }
+
+    /// Sends `data` reliably on `channel`, blocking while the send queue is full.
+    pub fn send_on(&self, channel: Channel, data: Bytes) -> Result<(), SendError> {
+        block_on(self.0.send_on(channel, data))
+    }
+
+    /// Queues `data` on channel 0 if there is room, without blocking.
+    pub fn try_send(&self, data: Bytes) -> Result<(), TrySendError> {
+        self.0.try_send(data)
+    }
+
+    /// Blocks for the next message; `None` once closed and drained.
+    pub fn recv(&self) -> Option<Bytes> {
+        block_on(self.0.recv())
+    }
+
+    /// Blocks for the next message at most `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Bytes, RecvTimeoutError> {
+        match block_on_timeout(self.0.recv(), timeout) {
+            Some(Some(data)) => Ok(data),
+            Some(None) => Err(RecvTimeoutError::Closed),
+            None => Err(RecvTimeoutError::Timeout(timeout)),
+        }
+    }
+
+    /// Closes the session with `reason`.
+    pub fn close(&self, reason: DisconnectReason) {
+        self.0.close(reason);
+    }
+
+    /// Blocks until the session ends and tells why.
+    pub fn closed(&self) -> CloseReason {
+        block_on(self.0.closed())
+    }
+
+    /// The session's counters.
+    pub fn stats(&self) -> Option<SessionStats> {
+        self.0.stats()
+    }
+}
+
+/// The driver thread's loop.
+fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
+    let mut buf = vec![0u8; buf_len];
+    let mut tx = Vec::with_capacity(buf_len);
+    loop {
+        // From here on, a handle's wake-up sends a datagram (see `SelfWake`).
+        waker.armed.store(false, Ordering::SeqCst);
+        let now = Instant::now();
+        let mut state = shared.lock();
+        if state.proto.poll_timeout().is_some_and(|t| t <= now) {
+            state.proto.handle_timeout(now);
+        }
+        state.route_events(now);
+        state.blocked_senders.wake_all();
+        while let Some(t) = state.proto.poll_transmit(now, &mut tx) {
+            let datagram = tx.get(..t.len).unwrap_or(&tx);
+            if let Err(e) = socket.send_to(datagram, t.destination) {
+                tracing::debug!(destination = %t.destination, error = %e, "UDP send error");
+            }
+        }
+        state.route_events(now);
+        if state.may_stop() {
+            state.driver_stopped();
+            state.driver_waker = None;
+            return;
+        }
+        if state.is_idle() {
+            state.idle_wakers.wake_all();
+        }
+        let timeout = state
+            .proto
+            .poll_timeout()
+            .map(|deadline| deadline.saturating_duration_since(now));
+        drop(state);
+        if timeout == Some(Duration::ZERO) {
+            continue;
+        }
+        if let Err(e) = socket.set_read_timeout(timeout) {
+            tracing::debug!(error = %e, "set_read_timeout failed");
+        }
+        match socket.recv_from(&mut buf) {
+            Ok((0, _)) => {} // a wake-up
+            Ok((len, from)) => {
+                if let Some(datagram) = buf.get(..len) {
+                    shared
+                        .lock()
+                        .proto
+                        .handle_datagram(Instant::now(), from, datagram);
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => tracing::debug!(error = %e, "UDP receive error"),
+        }
+    }
+}
+
+/// Wakes the driver thread out of `recv_from` with an empty datagram to its own socket. `armed`
+/// keeps it to one datagram per loop of the thread.
+#[derive(Debug)]
+struct SelfWake {
+    socket: UdpSocket,
+    target: SocketAddr,
+    armed: AtomicBool,
+}
+
+impl Wake for SelfWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.armed.swap(true, Ordering::SeqCst) {
+            if let Err(e) = self.socket.send_to(&[], self.target) {
+                tracing::debug!(error = %e, "wake-up datagram failed");
+            }
+        }
+    }
+}
+
+/// Where to send the wake-up datagram: the socket's own address, with the loopback address for
+/// an unspecified one.
+fn wake_target(local: SocketAddr) -> SocketAddr {
+    let ip = match local.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, local.port())
+}
+
+/// Unparks the thread that blocks on a future.
+struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs `future` on the calling thread, parking between polls.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        thread::park();
+    }
+}
+
+/// Like [`block_on`], giving up (`None`) after `timeout`.
+fn block_on_timeout<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
+    let deadline = Instant::now() + timeout;
+    let mut future = pin!(future);
+    let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return Some(output);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        thread::park_timeout(deadline - now);
+    }
+}

@@ -1,0 +1,234 @@
+//! A handle to one session.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use bytes::Bytes;
+use soe_session::SessionStats;
+use soe_wire::{Channel, DisconnectReason};
+
+use crate::error::{SendError, TrySendError};
+use crate::shared::{Phase, Shared};
+
+/// Names a connection within its endpoint; never reused by that endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub(crate) u64);
+
+impl ConnectionId {
+    /// The number behind the id.
+    pub fn value(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// Why and by whom a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct CloseReason {
+    /// The reason, as sent in (or as it would be sent in) the Disconnect packet.
+    pub reason: DisconnectReason,
+    /// Whether the peer ended it (its Disconnect arrived), rather than this side (the
+    /// application, a timeout, or a protocol violation detected here).
+    pub by_peer: bool,
+}
+
+impl CloseReason {
+    /// A close for `reason`, by the peer or by this side.
+    pub fn new(reason: DisconnectReason, by_peer: bool) -> Self {
+        Self { reason, by_peer }
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = if self.by_peer {
+            "the peer"
+        } else {
+            "this side"
+        };
+        write!(
+            f,
+            "{:?} (reason {}) by {side}",
+            self.reason,
+            self.reason.to_u16()
+        )
+    }
+}
+
+/// A handle to one session: send, receive, close.
+///
+/// Clones share the session. Dropping the last clone closes the session with reason
+/// `Application` (unless it already ended). Messages come out of [`recv`](Self::recv) in the
+/// order they were sent, per channel.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    inner: Arc<ConnRef>,
+}
+
+#[derive(Debug)]
+struct ConnRef {
+    shared: Arc<Shared>,
+    id: ConnectionId,
+}
+
+impl Drop for ConnRef {
+    fn drop(&mut self) {
+        self.shared.lock().release(self.id, Instant::now());
+    }
+}
+
+impl Connection {
+    /// Wraps one reference to `id` that the caller already counted.
+    pub(crate) fn from_counted(shared: Arc<Shared>, id: ConnectionId) -> Self {
+        Self {
+            inner: Arc::new(ConnRef { shared, id }),
+        }
+    }
+
+    /// This connection's id within its endpoint.
+    pub fn id(&self) -> ConnectionId {
+        self.inner.id
+    }
+
+    /// The peer's address (it can change if the peer's NAT rebinds and it remaps the session).
+    pub fn remote_addr(&self) -> SocketAddr {
+        let state = self.inner.shared.lock();
+        let Some(conn) = state.conns.get(&self.inner.id) else {
+            return SocketAddr::from(([0, 0, 0, 0], 0));
+        };
+        match conn.phase {
+            Phase::Closed(_) => conn.remote,
+            _ => state.proto.remote(conn.handle).unwrap_or(conn.remote),
+        }
+    }
+
+    /// Sends `data` reliably on channel 0, waiting while the session's send queue is full.
+    pub async fn send(&self, data: Bytes) -> Result<(), SendError> {
+        self.send_on(Channel::ZERO, data).await
+    }
+
+    /// Sends `data` reliably on `channel`, waiting while the session's send queue is full.
+    ///
+    /// Returns once the message is queued in the session (not once the peer acknowledged it).
+    /// `data` is never copied: sending one `Bytes` to many connections shares its buffer.
+    pub async fn send_on(&self, channel: Channel, data: Bytes) -> Result<(), SendError> {
+        let mut data = Some(data);
+        poll_fn(|cx| {
+            let mut state = self.inner.shared.lock();
+            let Some(message) = data.take() else {
+                return Poll::Ready(Ok(()));
+            };
+            match state.try_send(self.inner.id, channel, message) {
+                Ok(()) => Poll::Ready(Ok(())),
+                Err(TrySendError::Full(message)) => {
+                    data = Some(message);
+                    state.blocked_senders.register(cx.waker());
+                    Poll::Pending
+                }
+                Err(TrySendError::Closed(reason)) => Poll::Ready(Err(SendError::Closed(reason))),
+                Err(TrySendError::Session(e)) => Poll::Ready(Err(SendError::Session(e))),
+            }
+        })
+        .await
+    }
+
+    /// Queues `data` on channel 0 if the session has room, without waiting.
+    pub fn try_send(&self, data: Bytes) -> Result<(), TrySendError> {
+        self.try_send_on(Channel::ZERO, data)
+    }
+
+    /// Queues `data` on `channel` if the session has room, without waiting.
+    pub fn try_send_on(&self, channel: Channel, data: Bytes) -> Result<(), TrySendError> {
+        self.inner
+            .shared
+            .lock()
+            .try_send(self.inner.id, channel, data)
+    }
+
+    /// The next message, in order; `None` once the connection is closed and its queue is empty.
+    pub async fn recv(&self) -> Option<Bytes> {
+        self.recv_with_channel().await.map(|(_, data)| data)
+    }
+
+    /// The next message with the channel it came on; `None` once closed and drained.
+    pub async fn recv_with_channel(&self) -> Option<(Channel, Bytes)> {
+        poll_fn(|cx| {
+            let mut state = self.inner.shared.lock();
+            if let Some(message) = state.take_message(self.inner.id) {
+                return Poll::Ready(Some(message));
+            }
+            let Some(conn) = state.conns.get_mut(&self.inner.id) else {
+                return Poll::Ready(None);
+            };
+            if let Phase::Closed(_) = conn.phase {
+                return Poll::Ready(None);
+            }
+            conn.wakers.register(cx.waker());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Closes the session: a Disconnect with `reason` goes to the peer. Messages already queued
+    /// for reading stay readable.
+    pub fn close(&self, reason: DisconnectReason) {
+        let mut state = self.inner.shared.lock();
+        let Some(conn) = state.conns.get(&self.inner.id) else {
+            return;
+        };
+        if let Phase::Closed(_) = conn.phase {
+            return;
+        }
+        let handle = conn.handle;
+        state.proto.close(Instant::now(), handle, reason);
+        state.wake_driver();
+    }
+
+    /// Waits for the session to end and tells why.
+    pub async fn closed(&self) -> CloseReason {
+        poll_fn(|cx| {
+            let mut state = self.inner.shared.lock();
+            let Some(conn) = state.conns.get_mut(&self.inner.id) else {
+                return Poll::Ready(CloseReason::new(DisconnectReason::ManagerDeleted, false));
+            };
+            if let Phase::Closed(reason) = conn.phase {
+                return Poll::Ready(reason);
+            }
+            conn.wakers.register(cx.waker());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Why the session ended, or `None` while it is open.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        let state = self.inner.shared.lock();
+        match state.conns.get(&self.inner.id)?.phase {
+            Phase::Closed(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// The session's counters; after the close, the last ones seen.
+    pub fn stats(&self) -> Option<SessionStats> {
+        let state = self.inner.shared.lock();
+        let conn = state.conns.get(&self.inner.id)?;
+        match conn.phase {
+            Phase::Closed(_) => conn.last_stats.clone(),
+            _ => state
+                .proto
+                .stats(conn.handle)
+                .or_else(|| conn.last_stats.clone()),
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The async endpoint handle.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::io;
+use std::marker::PhantomData;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use soe_wire::Channel;
+use soe_wire::DisconnectReason;
+
+use crate::config::{Config, EventMode};
+use crate::connection::{CloseReason, Connection, ConnectionId};
+use crate::driver::Driver;
+use crate::error::ConnectError;
+use crate::runtime::Runtime;
+use crate::shared::{EndpointRef, Phase, RawEvent, Shared};
+
+/// One UDP socket serving any number of SOE sessions, driven by a background task.
+///
+/// `R` is the async runtime the driver runs on; the adapter crates name it
+/// (`soe_tokio::Endpoint`, `soe_async_std::Endpoint`). Clones share the endpoint. The driver task
+/// stops once the endpoint is closed (or every `Endpoint` handle dropped) and no session is left.
+pub struct Endpoint<R> {
+    core: Core,
+    _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R> Clone for Endpoint<R> {
+    fn clone(&self) -> Self {
+        Self {
+            core: self.core.clone(),
+            _runtime: PhantomData,
+        }
+    }
+}
+
+impl<R> fmt::Debug for Endpoint<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("local_addr", &self.core.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Runtime + Default> Endpoint<R> {
+    /// Binds a UDP socket to `addr` (with `config.socket`'s options) and starts the driver on
+    /// the current runtime. The endpoint accepts sessions if `config.endpoint` allows it (a
+    /// server configuration); otherwise it only connects.
+    pub fn bind(addr: SocketAddr, config: impl Into<Config>) -> io::Result<Self> {
+        let config = config.into();
+        let socket = config.socket.bind(addr)?;
+        Self::with_socket(socket, config, R::default())
+    }
+
+    /// A client endpoint on an ephemeral port of every IPv4 interface (`0.0.0.0:0`).
+    pub fn client(config: impl Into<Config>) -> io::Result<Self> {
+        Self::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), config)
+    }
+}
+
+impl<R: Runtime> Endpoint<R> {
+    /// Runs an endpoint on an already bound socket with the given runtime.
+    pub fn with_socket(
+        socket: std::net::UdpSocket,
+        config: Config,
+        runtime: R,
+    ) -> io::Result<Self> {
+        socket.set_nonblocking(true)?;
+        let socket = runtime.wrap_udp_socket(socket)?;
+        let local_addr = socket.local_addr()?;
+        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let shared = Arc::new(Shared::new(proto, &config));
+        let runtime: Arc<dyn Runtime> = Arc::new(runtime);
+        let driver = Driver::new(shared.clone(), socket, runtime.clone(), &config);
+        runtime.spawn(Box::pin(driver));
+        Ok(Self {
+            core: Core::new(shared, local_addr),
+            _runtime: PhantomData,
+        })
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.core.local_addr
+    }
+
+    /// The next session a peer opened; `None` once the endpoint is closed (and always in
+    /// [`EventMode::Stream`], where new sessions come out of [`next_event`](Self::next_event)).
+    pub async fn accept(&self) -> Option<Connection> {
+        poll_fn(|cx| self.core.poll_accept(cx)).await
+    }
+
+    /// Opens a session to `remote` and waits for the handshake.
+    ///
+    /// Fails with [`ConnectError::Refused`] when the server answers with a Disconnect and with
+    /// [`ConnectError::TimedOut`] when nothing answers within the session's connect timeout.
+    /// Dropping the future abandons the attempt (the session is closed).
+    pub async fn connect(&self, remote: SocketAddr) -> Result<Connection, ConnectError> {
+        self.core.connect(remote).await
+    }
+
+    /// Closes every session with `reason` (each peer gets a Disconnect) and stops accepting new
+    /// ones. Use [`wait_idle`](Self::wait_idle) to wait until the Disconnects are out.
+    pub fn close(&self, reason: DisconnectReason) {
+        self.core.close(reason);
+    }
+
+    /// Waits until the endpoint has no session left and nothing left to send.
+    pub async fn wait_idle(&self) {
+        poll_fn(|cx| self.core.poll_idle(cx)).await;
+    }
+
+    /// The next event, in [`EventMode::Stream`]; `None` once the endpoint is closed and every
+    /// event was taken (or right away in [`EventMode::PerConnection`]).
+    pub async fn next_event(&self) -> Option<EndpointEvent> {
+        poll_fn(|cx| self.core.poll_event(cx)).await
+    }
+
+    /// The events of [`next_event`](Self::next_event) as a [`Stream`](futures_lite::Stream).
+    pub fn events(&self) -> Events {
+        Events {
+            core: self.core.clone(),
+        }
+    }
+
+    /// How many sessions the endpoint holds (including ones closing or not yet accepted).
+    pub fn session_count(&self) -> usize {
+        self.core.shared().lock().conns.len()
+    }
+}
+
+/// What an endpoint in [`EventMode::Stream`] reports.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EndpointEvent {
+    /// A peer opened a session. Keep the handle: dropping its last clone closes the session.
+    Accepted(Connection),
+    /// A message arrived, in order for its channel.
+    Message {
+        /// The connection it came on.
+        connection: ConnectionId,
+        /// Its channel.
+        channel: Channel,
+        /// The message.
+        data: Bytes,
+    },
+    /// A session ended (only for connections that were handed out and not yet dropped).
+    Closed {
+        /// The connection.
+        connection: ConnectionId,
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+/// The stream of [`EndpointEvent`]s; see [`Endpoint::events`].
+#[derive(Debug)]
+pub struct Events {
+    core: Core,
+}
+
+impl futures_lite::Stream for Events {
+    type Item = EndpointEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<EndpointEvent>> {
+        self.core.poll_event(cx)
+    }
+}
+
+/// The runtime-independent part of an endpoint handle, shared with the blocking API.
+#[derive(Debug, Clone)]
+pub(crate) struct Core {
+    endpoint: Arc<EndpointRef>,
+    pub(crate) local_addr: SocketAddr,
+}
+
+impl Core {
+    pub(crate) fn new(shared: Arc<Shared>, local_addr: SocketAddr) -> Self {
+        Self {
+            endpoint: Arc::new(EndpointRef { shared }),
+            local_addr,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.endpoint.shared
+    }
+
+    pub(crate) fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<Option<Connection>> {
+        let mut state = self.shared().lock();
+        if let Some(id) = state.accept_queue.pop_front() {
+            // The queue's reference moves to the handle.
+            return Poll::Ready(Some(Connection::from_counted(self.shared().clone(), id)));
+        }
+        if state.closing.is_some() || state.driver_done || state.mode == EventMode::Stream {
+            return Poll::Ready(None);
+        }
+        state.accept_wakers.register(cx.waker());
+        Poll::Pending
+    }
+
+    pub(crate) async fn connect(&self, remote: SocketAddr) -> Result<Connection, ConnectError> {
+        let connection = {
+            let mut state = self.shared().lock();
+            if state.closing.is_some() || state.driver_done {
+                return Err(ConnectError::EndpointClosed);
+            }
+            let handle = state.proto.connect(Instant::now(), remote)?;
+            let id = state.insert_conn(handle, remote, Phase::Connecting, 1);
+            state.wake_driver();
+            Connection::from_counted(self.shared().clone(), id)
+        };
+        let timeout = self.connect_timeout();
+        poll_fn(|cx| {
+            let mut state = self.shared().lock();
+            let Some(conn) = state.conns.get_mut(&connection.id()) else {
+                return Poll::Ready(Err(ConnectError::EndpointClosed));
+            };
+            match conn.phase {
+                Phase::Established => Poll::Ready(Ok(())),
+                Phase::Closed(reason) => Poll::Ready(Err(connect_error(reason, timeout))),
+                Phase::Connecting => {
+                    conn.wakers.register(cx.waker());
+                    Poll::Pending
+                }
+            }
+        })
+        .await?;
+        Ok(connection)
+    }
+
+    fn connect_timeout(&self) -> std::time::Duration {
+        self.shared().lock().connect_timeout
+    }
+
+    pub(crate) fn close(&self, reason: DisconnectReason) {
+        let mut state = self.shared().lock();
+        if state.closing.is_none() {
+            state.closing = Some(reason);
+        }
+        let now = Instant::now();
+        state.proto.close_all(now, reason);
+        state.drop_unaccepted(now);
+        state.accept_wakers.wake_all();
+        state.event_wakers.wake_all();
+        state.wake_driver();
+    }
+
+    pub(crate) fn poll_idle(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.shared().lock();
+        if state.driver_done || (state.is_idle() && !state.tx_pending) {
+            return Poll::Ready(());
+        }
+        state.idle_wakers.register(cx.waker());
+        state.wake_driver();
+        Poll::Pending
+    }
+
+    pub(crate) fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Option<EndpointEvent>> {
+        let mut state = self.shared().lock();
+        if let Some(event) = state.take_event() {
+            let event = match event {
+                RawEvent::Accepted(id) => {
+                    EndpointEvent::Accepted(Connection::from_counted(self.shared().clone(), id))
+                }
+                RawEvent::Message { id, channel, data } => EndpointEvent::Message {
+                    connection: id,
+                    channel,
+                    data,
+                },
+                RawEvent::Closed { id, reason } => EndpointEvent::Closed {
+                    connection: id,
+                    reason,
+                },
+            };
+            return Poll::Ready(Some(event));
+        }
+        let finished = state.driver_done || (state.closing.is_some() && state.is_idle());
+        if finished || state.mode == EventMode::PerConnection {
+            return Poll::Ready(None);
+        }
+        state.event_wakers.register(cx.waker());
+        Poll::Pending
+    }
+}
+
+/// Maps the close of a session still in its handshake to the connect error it means.
+fn connect_error(reason: CloseReason, timeout: std::time::Duration) -> ConnectError {
+    match reason.reason {
+        _ if reason.by_peer => ConnectError::Refused {
+            reason: reason.reason,
+        },
+        DisconnectReason::Timeout | DisconnectReason::ConnectFail => {
+            ConnectError::TimedOut { timeout }
+        }
+        DisconnectReason::ManagerDeleted => ConnectError::EndpointClosed,
+        _ => ConnectError::Failed(reason),
+    }
+}

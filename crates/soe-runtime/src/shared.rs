@@ -1,0 +1,451 @@
+//! The state a driver shares with the application's handles: the protocol endpoint, the
+//! per-connection queues and every waker.
+//!
+//! One `std::sync::Mutex` guards it; nobody holds it across an `.await` or a blocking call. The
+//! driver (async task or blocking thread) feeds the protocol endpoint and calls
+//! [`State::route_events`]; handles take messages out and queue sends.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+use std::time::Instant;
+
+use bytes::Bytes;
+use soe_session::{Event, SessionHandle, SessionStats};
+use soe_wire::{Channel, DisconnectReason};
+
+use crate::config::{Config, EventMode};
+use crate::connection::{CloseReason, ConnectionId};
+use crate::error::TrySendError;
+
+/// The lock and what it guards.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+}
+
+impl Shared {
+    pub(crate) fn new(proto: soe_session::Endpoint, config: &Config) -> Self {
+        Self {
+            state: Mutex::new(State {
+                proto,
+                conns: HashMap::new(),
+                by_handle: HashMap::new(),
+                next_id: 0,
+                accept_queue: VecDeque::new(),
+                accept_wakers: Wakers::default(),
+                events: VecDeque::new(),
+                event_wakers: Wakers::default(),
+                blocked_senders: Wakers::default(),
+                idle_wakers: Wakers::default(),
+                driver_waker: None,
+                closing: None,
+                endpoint_alive: true,
+                driver_done: false,
+                tx_pending: false,
+                mode: config.event_mode,
+                receive_queue_bytes: config.receive_queue_bytes,
+                connect_timeout: config.endpoint.client_config().connect_timeout(),
+            }),
+        }
+    }
+
+    /// Locks the state. A panic while it was held does not make it unusable: every update leaves
+    /// it consistent, so the poison flag is ignored.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A small set of wakers, woken all at once.
+#[derive(Debug, Default)]
+pub(crate) struct Wakers(Vec<Waker>);
+
+impl Wakers {
+    /// Adds `waker` unless an equivalent one is already there.
+    pub(crate) fn register(&mut self, waker: &Waker) {
+        if !self.0.iter().any(|w| w.will_wake(waker)) {
+            self.0.push(waker.clone());
+        }
+    }
+
+    pub(crate) fn wake_all(&mut self) {
+        for waker in self.0.drain(..) {
+            waker.wake();
+        }
+    }
+}
+
+/// Where a connection is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// `connect` was called; no answer yet.
+    Connecting,
+    /// The handshake is done.
+    Established,
+    /// The session ended.
+    Closed(CloseReason),
+}
+
+/// One connection's queues.
+#[derive(Debug)]
+pub(crate) struct ConnState {
+    pub(crate) handle: SessionHandle,
+    pub(crate) remote: SocketAddr,
+    pub(crate) phase: Phase,
+    /// Received messages not yet read (per-connection mode).
+    pub(crate) recv: VecDeque<(Channel, Bytes)>,
+    /// Bytes received and not yet taken by the application, in either mode.
+    pub(crate) queued_bytes: usize,
+    /// Tasks waiting for a message, the handshake or the close.
+    pub(crate) wakers: Wakers,
+    /// Live `Connection` handles plus undelivered accept-queue or event entries naming it.
+    pub(crate) refs: usize,
+    /// The last statistics seen, kept for after the close.
+    pub(crate) last_stats: Option<SessionStats>,
+}
+
+/// An event as queued in stream mode (a `Connection` is built only when it is taken, so no
+/// handle is ever dropped while the lock is held).
+#[derive(Debug)]
+pub(crate) enum RawEvent {
+    Accepted(ConnectionId),
+    Message {
+        id: ConnectionId,
+        channel: Channel,
+        data: Bytes,
+    },
+    Closed {
+        id: ConnectionId,
+        reason: CloseReason,
+    },
+}
+
+/// Everything behind the lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) proto: soe_session::Endpoint,
+    pub(crate) conns: HashMap<ConnectionId, ConnState>,
+    /// Live sessions only: removed when the protocol reports the close, since it may reuse the
+    /// handle afterwards.
+    pub(crate) by_handle: HashMap<SessionHandle, ConnectionId>,
+    next_id: u64,
+    pub(crate) accept_queue: VecDeque<ConnectionId>,
+    pub(crate) accept_wakers: Wakers,
+    pub(crate) events: VecDeque<RawEvent>,
+    pub(crate) event_wakers: Wakers,
+    /// Senders that found their session's queue full; woken after input that may have freed room.
+    pub(crate) blocked_senders: Wakers,
+    pub(crate) idle_wakers: Wakers,
+    pub(crate) driver_waker: Option<Waker>,
+    /// Set by `Endpoint::close`: no new sessions, and the driver ends once idle.
+    pub(crate) closing: Option<DisconnectReason>,
+    /// False once every `Endpoint` handle is gone.
+    pub(crate) endpoint_alive: bool,
+    /// The driver has stopped; nothing more will happen.
+    pub(crate) driver_done: bool,
+    /// The driver holds a datagram the socket would not take yet.
+    pub(crate) tx_pending: bool,
+    pub(crate) mode: EventMode,
+    receive_queue_bytes: usize,
+    /// The client sessions' connect timeout, for error messages.
+    pub(crate) connect_timeout: std::time::Duration,
+}
+
+impl State {
+    /// Wakes the driver so it transmits what a handle just queued.
+    pub(crate) fn wake_driver(&self) {
+        if let Some(waker) = &self.driver_waker {
+            waker.wake_by_ref();
+        }
+    }
+
+    /// Files a new connection for `handle` and returns its id; `refs` counts who names it.
+    pub(crate) fn insert_conn(
+        &mut self,
+        handle: SessionHandle,
+        remote: SocketAddr,
+        phase: Phase,
+        refs: usize,
+    ) -> ConnectionId {
+        let id = ConnectionId(self.next_id);
+        self.next_id += 1;
+        self.conns.insert(
+            id,
+            ConnState {
+                handle,
+                remote,
+                phase,
+                recv: VecDeque::new(),
+                queued_bytes: 0,
+                wakers: Wakers::default(),
+                refs,
+                last_stats: None,
+            },
+        );
+        self.by_handle.insert(handle, id);
+        id
+    }
+
+    /// Whether the endpoint has no session left, not even one still sending its Disconnects
+    /// (closed connections whose handles are still held do not count).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.by_handle.is_empty() && self.proto.is_empty()
+    }
+
+    /// Whether the driver may stop once its transmit queue is empty: the endpoint was closed or
+    /// dropped, and no session is left.
+    pub(crate) fn may_stop(&self) -> bool {
+        (self.closing.is_some() || !self.endpoint_alive) && self.is_idle()
+    }
+
+    /// Drops one reference to `id`. The last one closes a session still open (reason
+    /// `Application`) and forgets the connection once the protocol reported its close.
+    pub(crate) fn release(&mut self, id: ConnectionId, now: Instant) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        conn.refs = conn.refs.saturating_sub(1);
+        if conn.refs > 0 {
+            return;
+        }
+        match conn.phase {
+            Phase::Closed(_) => {
+                self.conns.remove(&id);
+                self.idle_wakers.wake_all();
+            }
+            Phase::Connecting | Phase::Established => {
+                let handle = conn.handle;
+                conn.recv.clear();
+                self.proto.close(now, handle, DisconnectReason::Application);
+                self.wake_driver();
+            }
+        }
+    }
+
+    /// Queues `data` on `id`'s session if it has room, and wakes the driver to send it.
+    pub(crate) fn try_send(
+        &mut self,
+        id: ConnectionId,
+        channel: Channel,
+        data: Bytes,
+    ) -> Result<(), TrySendError> {
+        let gone = CloseReason::new(DisconnectReason::Application, false);
+        let Some(conn) = self.conns.get(&id) else {
+            return Err(TrySendError::Closed(gone));
+        };
+        if let Phase::Closed(reason) = conn.phase {
+            return Err(TrySendError::Closed(reason));
+        }
+        let handle = conn.handle;
+        match self.proto.send(handle, channel, data) {
+            Ok(()) => {
+                self.wake_driver();
+                Ok(())
+            }
+            Err(soe_session::SendError::QueueFull(data)) => {
+                self.wake_driver();
+                Err(TrySendError::Full(data))
+            }
+            // Closing: the close event is on its way.
+            Err(soe_session::SendError::Closed | soe_session::SendError::UnknownSession) => {
+                Err(TrySendError::Closed(gone))
+            }
+            Err(e) => Err(TrySendError::Session(e)),
+        }
+    }
+
+    /// Takes one queued message of `id` (per-connection mode).
+    pub(crate) fn take_message(&mut self, id: ConnectionId) -> Option<(Channel, Bytes)> {
+        let conn = self.conns.get_mut(&id)?;
+        let (channel, data) = conn.recv.pop_front()?;
+        conn.queued_bytes = conn.queued_bytes.saturating_sub(data.len());
+        Some((channel, data))
+    }
+
+    /// Takes the next stream-mode event, settling its byte accounting.
+    pub(crate) fn take_event(&mut self) -> Option<RawEvent> {
+        let event = self.events.pop_front()?;
+        if let RawEvent::Message { id, data, .. } = &event {
+            if let Some(conn) = self.conns.get_mut(id) {
+                conn.queued_bytes = conn.queued_bytes.saturating_sub(data.len());
+            }
+        }
+        Some(event)
+    }
+
+    /// Moves every event the protocol endpoint has into the connections' queues and wakes whoever
+    /// waits for them.
+    pub(crate) fn route_events(&mut self, now: Instant) {
+        while let Some((handle, event)) = self.proto.poll_event() {
+            match event {
+                Event::Accepted => self.on_accepted(now, handle),
+                Event::Connected => {
+                    if let Some(conn) = self.conn_of(handle) {
+                        if conn.phase == Phase::Connecting {
+                            conn.phase = Phase::Established;
+                        }
+                        conn.wakers.wake_all();
+                    }
+                }
+                Event::Message { channel, data, .. } => self.on_message(now, handle, channel, data),
+                Event::Closed {
+                    reason, by_peer, ..
+                } => self.on_closed(handle, CloseReason::new(reason, by_peer)),
+                _ => {}
+            }
+        }
+    }
+
+    fn conn_of(&mut self, handle: SessionHandle) -> Option<&mut ConnState> {
+        let id = self.by_handle.get(&handle)?;
+        self.conns.get_mut(id)
+    }
+
+    fn on_accepted(&mut self, now: Instant, handle: SessionHandle) {
+        if let Some(reason) = self.closing {
+            self.proto.close(now, handle, reason);
+            return;
+        }
+        if !self.endpoint_alive {
+            // Nobody can accept it any more.
+            self.proto
+                .close(now, handle, DisconnectReason::ManagerDeleted);
+            return;
+        }
+        let remote = self.proto.remote(handle);
+        let Some(remote) = remote else {
+            return;
+        };
+        // The queue entry holds the one reference until the application takes it.
+        let id = self.insert_conn(handle, remote, Phase::Established, 1);
+        match self.mode {
+            EventMode::PerConnection => {
+                self.accept_queue.push_back(id);
+                self.accept_wakers.wake_all();
+            }
+            EventMode::Stream => {
+                self.events.push_back(RawEvent::Accepted(id));
+                self.event_wakers.wake_all();
+            }
+        }
+    }
+
+    fn on_message(&mut self, now: Instant, handle: SessionHandle, channel: Channel, data: Bytes) {
+        let limit = self.receive_queue_bytes;
+        let mode = self.mode;
+        let Some(&id) = self.by_handle.get(&handle) else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if conn.refs == 0 || matches!(conn.phase, Phase::Closed(_)) {
+            // Nobody will read it: the connection was dropped and is closing.
+            return;
+        }
+        if conn.queued_bytes > 0 && conn.queued_bytes.saturating_add(data.len()) > limit {
+            tracing::debug!(
+                connection = %id,
+                queued = conn.queued_bytes,
+                limit,
+                "receive queue full; closing with ReliableOverflow"
+            );
+            self.proto
+                .close(now, handle, DisconnectReason::ReliableOverflow);
+            return;
+        }
+        conn.queued_bytes += data.len();
+        match mode {
+            EventMode::PerConnection => {
+                conn.recv.push_back((channel, data));
+                conn.wakers.wake_all();
+            }
+            EventMode::Stream => {
+                self.events
+                    .push_back(RawEvent::Message { id, channel, data });
+                self.event_wakers.wake_all();
+            }
+        }
+    }
+
+    fn on_closed(&mut self, handle: SessionHandle, reason: CloseReason) {
+        let Some(id) = self.by_handle.remove(&handle) else {
+            return;
+        };
+        let stats = self.proto.stats(handle);
+        let mode = self.mode;
+        let Some(conn) = self.conns.get_mut(&id) else {
+            self.idle_wakers.wake_all();
+            return;
+        };
+        let was_connecting = conn.phase == Phase::Connecting;
+        conn.phase = Phase::Closed(reason);
+        if stats.is_some() {
+            conn.last_stats = stats;
+        }
+        conn.wakers.wake_all();
+        if conn.refs == 0 {
+            self.conns.remove(&id);
+        } else if mode == EventMode::Stream && !was_connecting {
+            self.events.push_back(RawEvent::Closed { id, reason });
+            self.event_wakers.wake_all();
+        }
+        // Senders blocked on this session must see the close.
+        self.blocked_senders.wake_all();
+        self.idle_wakers.wake_all();
+    }
+
+    /// Closes the sessions nobody accepted yet (the endpoint was closed or dropped), so that
+    /// their queue entries do not keep the endpoint busy.
+    pub(crate) fn drop_unaccepted(&mut self, now: Instant) {
+        let mut ids: Vec<ConnectionId> = self.accept_queue.drain(..).collect();
+        self.events.retain(|event| match event {
+            RawEvent::Accepted(id) => {
+                ids.push(*id);
+                false
+            }
+            _ => true,
+        });
+        for id in ids {
+            self.release(id, now);
+        }
+    }
+
+    /// Marks the driver stopped and wakes everyone so nothing waits forever.
+    pub(crate) fn driver_stopped(&mut self) {
+        self.driver_done = true;
+        for conn in self.conns.values_mut() {
+            if !matches!(conn.phase, Phase::Closed(_)) {
+                conn.phase =
+                    Phase::Closed(CloseReason::new(DisconnectReason::ManagerDeleted, false));
+            }
+            conn.wakers.wake_all();
+        }
+        self.by_handle.clear();
+        self.accept_wakers.wake_all();
+        self.event_wakers.wake_all();
+        self.blocked_senders.wake_all();
+        self.idle_wakers.wake_all();
+    }
+}
+
+/// Shared by every handle; the last one gone tells the driver.
+#[derive(Debug)]
+pub(crate) struct EndpointRef {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Drop for EndpointRef {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.endpoint_alive = false;
+        state.drop_unaccepted(Instant::now());
+        state.accept_wakers.wake_all();
+        state.event_wakers.wake_all();
+        state.wake_driver();
+    }
+}

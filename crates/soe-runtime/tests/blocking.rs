@@ -1,0 +1,92 @@
+//! The blocking driver over real loopback UDP: threads only, no async runtime.
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use soe_runtime::blocking::Endpoint;
+use soe_runtime::{DisconnectReason, EndpointConfig, RecvTimeoutError, SessionConfig};
+
+fn session() -> Arc<SessionConfig> {
+    Arc::new(SessionConfig::new("SoeBlockingTest").with_connect_timeout(Duration::from_secs(2)))
+}
+
+#[test]
+fn blocking_echo_then_close_from_the_client() {
+    let server = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::server(session()),
+    )
+    .unwrap();
+    let server_addr = server.local_addr();
+    let acceptor = server.clone();
+    let echo = thread::spawn(move || {
+        let conn = acceptor.accept().expect("a session");
+        let mut echoed = 0;
+        while let Some(message) = conn.recv() {
+            conn.send(message).unwrap();
+            echoed += 1;
+        }
+        (echoed, conn.closed())
+    });
+
+    let client = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::client(session()),
+    )
+    .unwrap();
+    let conn = client.connect(server_addr).unwrap();
+    assert_eq!(conn.remote_addr(), server_addr);
+    // Nothing sent yet: a short wait times out.
+    let started = Instant::now();
+    assert_eq!(
+        conn.recv_timeout(Duration::from_millis(50)),
+        Err(RecvTimeoutError::Timeout(Duration::from_millis(50)))
+    );
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    for i in 0..200u32 {
+        // Every fifth one is fragmented.
+        let len = if i % 5 == 0 {
+            3000 + i as usize
+        } else {
+            1 + i as usize
+        };
+        let message = Bytes::from(vec![(i % 251) as u8; len]);
+        conn.send(message.clone()).unwrap();
+        assert_eq!(conn.recv_timeout(Duration::from_secs(5)).unwrap(), message);
+    }
+    conn.close(DisconnectReason::Application);
+    let (echoed, reason) = echo.join().unwrap();
+    assert_eq!(echoed, 200);
+    assert_eq!(reason.reason, DisconnectReason::Application);
+    assert!(reason.by_peer);
+    assert_eq!(conn.recv(), None);
+
+    client.close(DisconnectReason::Application);
+    client.wait_idle();
+    server.close(DisconnectReason::ManagerDeleted);
+    server.wait_idle();
+    assert!(server.accept().is_none());
+}
+
+#[test]
+fn blocking_connect_to_nobody_times_out() {
+    let dead = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let client = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::client(session()),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let err = client.connect(dead).unwrap_err();
+    assert!(
+        matches!(err, soe_runtime::ConnectError::TimedOut { .. }),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(4));
+}

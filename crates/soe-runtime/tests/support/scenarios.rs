@@ -1,0 +1,410 @@
+//! Loopback scenarios every adapter must pass, written once against the runtime seam.
+//!
+//! Each adapter's `tests/loopback.rs` includes this file with `#[path]` and runs every scenario on
+//! its runtime `R`. Everything talks over real UDP on 127.0.0.1 only.
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::net::{SocketAddr, UdpSocket};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_lite::future;
+use soe_runtime::{
+    CloseReason, Config, ConnectError, Connection, DisconnectReason, Endpoint, EndpointConfig,
+    EndpointEvent, EventMode, Runtime, SessionConfig,
+};
+
+const PROTOCOL: &str = "SoeLoopbackTest";
+const RC4_KEY: &[u8] = b"\x17\xbd\x08\x6b\x1b\x94\xf0\x2f\xf0\xec\x53\xd7\x63\x58\x9b\x5f";
+
+/// Fails the test if `fut` takes longer than `limit`.
+pub async fn within<R: Runtime + Default, T>(
+    limit: Duration,
+    what: &str,
+    fut: impl Future<Output = T>,
+) -> T {
+    let mut timer = R::default().new_timer(Instant::now() + limit);
+    let expired = std::future::poll_fn(move |cx| timer.as_mut().poll(cx));
+    match future::or(async { Some(fut.await) }, async {
+        expired.await;
+        None
+    })
+    .await
+    {
+        Some(value) => value,
+        None => panic!("{what} did not finish within {limit:?}"),
+    }
+}
+
+/// Sleeps on the runtime's timer.
+pub async fn sleep<R: Runtime + Default>(d: Duration) {
+    let mut timer = R::default().new_timer(Instant::now() + d);
+    std::future::poll_fn(move |cx| timer.as_mut().poll(cx)).await;
+}
+
+/// A boxed future, as `join_all` takes them.
+pub type Task<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Polls every future to completion on the current task and returns their outputs in order.
+pub async fn join_all<T>(futures: Vec<Task<'_, T>>) -> Vec<T> {
+    let mut slots: Vec<(Option<Task<'_, T>>, Option<T>)> =
+        futures.into_iter().map(|f| (Some(f), None)).collect();
+    std::future::poll_fn(move |cx: &mut Context<'_>| {
+        let mut done = true;
+        for (fut, out) in slots.iter_mut() {
+            if let Some(f) = fut {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => {
+                        *out = Some(v);
+                        *fut = None;
+                    }
+                    Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            Poll::Ready(slots.iter_mut().map(|(_, o)| o.take().unwrap()).collect())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+pub fn session_config(rc4: bool) -> SessionConfig {
+    let config = SessionConfig::new(PROTOCOL)
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_retry_interval(Duration::from_millis(200));
+    if rc4 {
+        config
+            .with_encryption_key(Bytes::from_static(RC4_KEY))
+            .unwrap()
+    } else {
+        config
+    }
+}
+
+pub fn server_config(rc4: bool) -> EndpointConfig {
+    EndpointConfig::server(Arc::new(session_config(rc4)))
+        .with_client(Arc::new(session_config(rc4)))
+        .with_requests_per_source_per_minute(100_000)
+        .with_stateless_reply_rate(100_000)
+}
+
+pub fn client_config(rc4: bool) -> EndpointConfig {
+    EndpointConfig::client(Arc::new(session_config(rc4)))
+}
+
+pub fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Starts an echo server: every message is sent back on the same connection.
+pub fn echo_server<R: Runtime + Default>(config: impl Into<Config>) -> Endpoint<R> {
+    let server = Endpoint::<R>::bind(loopback(), config).unwrap();
+    let acceptor = server.clone();
+    R::default().spawn(Box::pin(async move {
+        while let Some(conn) = acceptor.accept().await {
+            R::default().spawn(Box::pin(async move {
+                while let Some(message) = conn.recv().await {
+                    if conn.send(message).await.is_err() {
+                        break;
+                    }
+                }
+            }));
+        }
+    }));
+    server
+}
+
+/// The size of message `i` of client `c`: mostly small, some around a datagram, a few fragmented
+/// up to 8 KiB.
+pub fn message_size(c: usize, i: usize) -> usize {
+    let x = (c * 7919 + i * 104_729) % 1000;
+    match x {
+        0..=899 => 1 + x % 200,
+        900..=989 => 200 + (x * 37) % 1300,
+        _ => 1500 + (x * 613) % (8192 - 1500 + 1),
+    }
+}
+
+/// Message `i` of client `c`: its index, then a pattern; every 17th starts with 0x00 so the
+/// zero-escape is exercised.
+pub fn message(c: usize, i: usize) -> Bytes {
+    let size = message_size(c, i).max(8);
+    let mut data = Vec::with_capacity(size);
+    data.extend_from_slice(&(i as u32).to_be_bytes());
+    data.extend_from_slice(&(c as u32).to_be_bytes());
+    data.extend((8..size).map(|k| (k * 31 + c + i) as u8));
+    if i % 17 == 0 {
+        data[0] = 0;
+    }
+    Bytes::from(data)
+}
+
+/// `clients` sessions each echo `messages` messages through one server; every reply is checked
+/// byte for byte, in order.
+pub async fn echo_many<R: Runtime + Default>(clients: usize, messages: usize, rc4: bool) {
+    let server = echo_server::<R>(server_config(rc4));
+    let server_addr = server.local_addr();
+    let verified = Arc::new(AtomicUsize::new(0));
+    let mut tasks: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
+    for c in 0..clients {
+        let verified = verified.clone();
+        tasks.push(Box::pin(async move {
+            let endpoint = Endpoint::<R>::bind(loopback(), client_config(rc4)).unwrap();
+            let conn = endpoint.connect(server_addr).await.unwrap();
+            let sender = async {
+                for i in 0..messages {
+                    conn.send(message(c, i)).await.unwrap();
+                }
+            };
+            let receiver = async {
+                for i in 0..messages {
+                    let got = conn.recv().await.expect("connection closed early");
+                    assert_eq!(got, message(c, i), "client {c} message {i} differs");
+                    verified.fetch_add(1, Ordering::Relaxed);
+                }
+            };
+            future::zip(sender, receiver).await;
+            conn.close(DisconnectReason::Application);
+            endpoint.close(DisconnectReason::Application);
+            endpoint.wait_idle().await;
+        }));
+    }
+    within::<R, _>(Duration::from_secs(40), "echo", join_all(tasks)).await;
+    assert_eq!(verified.load(Ordering::Relaxed), clients * messages);
+    server.close(DisconnectReason::ManagerDeleted);
+    within::<R, _>(
+        Duration::from_secs(5),
+        "server wait_idle",
+        server.wait_idle(),
+    )
+    .await;
+}
+
+async fn connected_pair<R: Runtime + Default>() -> (Endpoint<R>, Connection, Endpoint<R>, Connection)
+{
+    let server = Endpoint::<R>::bind(loopback(), server_config(false)).unwrap();
+    let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+    let (accepted, connected) =
+        future::zip(server.accept(), client.connect(server.local_addr())).await;
+    (server, accepted.unwrap(), client, connected.unwrap())
+}
+
+/// A close from either side reaches the other with the reason sent, marked as the peer's.
+pub async fn close_from_either_side<R: Runtime + Default>() {
+    within::<R, _>(Duration::from_secs(10), "close", async {
+        // Client closes.
+        let (server, on_server, client, on_client) = connected_pair::<R>().await;
+        on_client
+            .send(Bytes::from_static(b"last words"))
+            .await
+            .unwrap();
+        assert_eq!(on_server.recv().await.unwrap(), &b"last words"[..]);
+        on_client.close(DisconnectReason::Application);
+        let seen = on_server.closed().await;
+        assert_eq!(seen.reason, DisconnectReason::Application);
+        assert!(seen.by_peer, "server should see the client's close: {seen}");
+        assert_eq!(on_server.recv().await, None);
+        let own = on_client.closed().await;
+        assert!(!own.by_peer);
+        assert!(on_client.send(Bytes::from_static(b"x")).await.is_err());
+        drop((on_server, on_client));
+        client.close(DisconnectReason::Application);
+        client.wait_idle().await;
+
+        // Server closes, with another reason.
+        let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+        let (accepted, connected) =
+            future::zip(server.accept(), client.connect(server.local_addr())).await;
+        let (on_server, on_client) = (accepted.unwrap(), connected.unwrap());
+        on_server.close(DisconnectReason::ConnectionRefused);
+        let seen: CloseReason = on_client.closed().await;
+        assert_eq!(seen.reason, DisconnectReason::ConnectionRefused);
+        assert!(seen.by_peer, "client should see the server's close: {seen}");
+        assert_eq!(on_client.recv().await, None);
+
+        // Dropping the last handle closes too.
+        let client2 = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+        let (accepted, connected) =
+            future::zip(server.accept(), client2.connect(server.local_addr())).await;
+        let on_server2 = accepted.unwrap();
+        drop(connected.unwrap());
+        let seen = on_server2.closed().await;
+        assert_eq!(seen.reason, DisconnectReason::Application);
+        assert!(seen.by_peer);
+
+        server.close(DisconnectReason::ManagerDeleted);
+        server.wait_idle().await;
+        assert!(server.accept().await.is_none());
+    })
+    .await;
+}
+
+/// Connecting to a port nobody serves fails with `TimedOut` within the connect timeout.
+pub async fn connect_to_nobody_times_out<R: Runtime + Default>() {
+    let dead = {
+        let socket = UdpSocket::bind(loopback()).unwrap();
+        socket.local_addr().unwrap()
+    }; // dropped: nobody serves this port now
+    let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+    let started = Instant::now();
+    let result = within::<R, _>(
+        Duration::from_secs(6),
+        "connect to nobody",
+        client.connect(dead),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    match result {
+        Err(ConnectError::TimedOut { timeout }) => assert_eq!(timeout, Duration::from_secs(2)),
+        other => panic!("expected TimedOut, got {other:?}"),
+    }
+    assert!(
+        elapsed >= Duration::from_millis(1500) && elapsed < Duration::from_secs(4),
+        "failed after {elapsed:?}, the connect timeout is 2 s"
+    );
+    let message = result.unwrap_err().to_string();
+    assert!(message.contains("connect timeout"), "{message}");
+}
+
+/// A tiny xorshift generator: the garbage must be varied, not secure.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Garbage datagram number `n`: random bytes, packets with a valid opcode and a wrong CRC,
+/// malformed SessionRequests, truncations, empty and oversized ones.
+fn garbage(rng: &mut XorShift, n: usize) -> Vec<u8> {
+    let len = (rng.next() % 600) as usize;
+    let mut data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+    match n % 8 {
+        0 => {}                // random
+        1 => data = vec![],    // empty
+        2 => data.truncate(1), // one byte
+        3 => {
+            // SessionRequest with a bogus body.
+            data.insert(0, 0x01);
+            data.insert(0, 0x00);
+        }
+        4 => {
+            // Reliable data with a wrong CRC.
+            data.splice(0..0, [0x00, 0x09, 0x00, 0x00]);
+        }
+        5 => {
+            // MultiPacket with lying lengths.
+            data.splice(0..0, [0x00, 0x03, 0xff, 0xff, 0xff, 0xff, 0xff]);
+        }
+        6 => {
+            // Disconnect, RemapConnection and fragments with random bodies.
+            let op = [0x05u8, 0x1e, 0x0d, 0x15, 0x06][(rng.next() % 5) as usize];
+            data.splice(0..0, [0x00, op]);
+        }
+        _ => data.resize(3000, 0xAB), // larger than udp_length
+    }
+    data
+}
+
+/// A server keeps serving its good clients while another socket floods it with garbage.
+pub async fn survives_garbage<R: Runtime + Default>() {
+    let server = echo_server::<R>(server_config(true));
+    let server_addr = server.local_addr();
+    within::<R, _>(Duration::from_secs(20), "garbage", async {
+        let client = Endpoint::<R>::bind(loopback(), client_config(true)).unwrap();
+        let conn = client.connect(server_addr).await.unwrap();
+
+        let attacker = UdpSocket::bind(loopback()).unwrap();
+        attacker.set_nonblocking(true).unwrap();
+        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        for round in 0..20 {
+            for n in 0..100 {
+                let _ = attacker.send_to(&garbage(&mut rng, round * 100 + n), server_addr);
+            }
+            for i in 0..10 {
+                let m = message(round, i);
+                conn.send(m.clone()).await.unwrap();
+                assert_eq!(conn.recv().await.unwrap(), m);
+            }
+            sleep::<R>(Duration::from_millis(5)).await;
+        }
+        // A new client still gets in, and the old one still works.
+        let late = Endpoint::<R>::bind(loopback(), client_config(true)).unwrap();
+        let late_conn = late.connect(server_addr).await.unwrap();
+        late_conn
+            .send(Bytes::from_static(b"still there?"))
+            .await
+            .unwrap();
+        assert_eq!(late_conn.recv().await.unwrap(), &b"still there?"[..]);
+        assert!(conn.close_reason().is_none());
+        assert!(conn.stats().unwrap().reliable_messages_received >= 200);
+    })
+    .await;
+    server.close(DisconnectReason::ManagerDeleted);
+    within::<R, _>(Duration::from_secs(5), "idle", server.wait_idle()).await;
+}
+
+/// One task routes every session of a stream-mode server.
+pub async fn stream_mode_routes_everything<R: Runtime + Default>() {
+    let server = Endpoint::<R>::bind(
+        loopback(),
+        Config::from(server_config(false)).with_event_mode(EventMode::Stream),
+    )
+    .unwrap();
+    let server_addr = server.local_addr();
+    let router = server.clone();
+    R::default().spawn(Box::pin(async move {
+        let mut conns = std::collections::HashMap::new();
+        while let Some(event) = router.next_event().await {
+            match event {
+                EndpointEvent::Accepted(conn) => {
+                    conns.insert(conn.id(), conn);
+                }
+                EndpointEvent::Message {
+                    connection, data, ..
+                } => {
+                    if let Some(conn) = conns.get(&connection) {
+                        let _ = conn.try_send(data);
+                    }
+                }
+                EndpointEvent::Closed { connection, .. } => {
+                    conns.remove(&connection);
+                }
+                _ => {}
+            }
+        }
+    }));
+    within::<R, _>(Duration::from_secs(10), "stream mode", async {
+        let mut tasks: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
+        for c in 0..5 {
+            tasks.push(Box::pin(async move {
+                let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+                let conn = client.connect(server_addr).await.unwrap();
+                for i in 0..50 {
+                    conn.send(message(c, i)).await.unwrap();
+                }
+                for i in 0..50 {
+                    assert_eq!(conn.recv().await.unwrap(), message(c, i));
+                }
+                client.close(DisconnectReason::Application);
+                client.wait_idle().await;
+            }));
+        }
+        join_all(tasks).await;
+    })
+    .await;
+    server.close(DisconnectReason::ManagerDeleted);
+    within::<R, _>(Duration::from_secs(5), "idle", server.wait_idle()).await;
+}

@@ -1,0 +1,47 @@
+//! The shared loopback scenarios on tokio (real UDP on 127.0.0.1).
+#![allow(missing_docs)]
+
+#[path = "../../soe-runtime/tests/support/scenarios.rs"]
+mod scenarios;
+
+use soe_tokio::TokioRuntime as R;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_sessions_echo_a_thousand_messages_each() {
+    scenarios::echo_many::<R>(50, 1000, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_sessions_echo_a_thousand_rc4_messages_each() {
+    scenarios::echo_many::<R>(50, 1000, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_from_either_side_is_seen_by_the_other() {
+    scenarios::close_from_either_side::<R>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_to_a_port_nobody_serves_times_out() {
+    scenarios::connect_to_nobody_times_out::<R>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_keeps_serving_through_garbage() {
+    scenarios::survives_garbage::<R>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_mode_routes_every_session_through_one_task() {
+    scenarios::stream_mode_routes_everything::<R>().await;
+}
+
+#[test]
+fn bind_outside_a_runtime_is_an_error_not_a_panic() {
+    let err = soe_tokio::Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        scenarios::client_config(false),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("tokio"), "{err}");
+}
