@@ -395,7 +395,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     }
 
     fn route(&mut self, now: Instant, key: usize, remote: A, datagram: &[u8]) {
-        let entry = &self.sessions[key];
+        let Some(entry) = self.sessions.get(key) else {
+            debug_assert!(false, "address map points at a free slot");
+            return;
+        };
         let session = &entry.session;
         if let [0, 0x01, ..] = datagram {
             if session.side() != Side::Server {
@@ -409,7 +412,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 if !self.allow_request(now, remote) {
                     return;
                 }
-                self.sessions[key].session.replace();
+                if let Some(e) = self.sessions.get_mut(key) {
+                    e.session.replace();
+                }
                 self.by_addr.remove(&remote);
                 self.touched(key);
                 self.on_request_allowed(now, remote, &r);
@@ -423,13 +428,15 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             && datagram.first() == Some(&0)
             && self.established() >= self.config.max_sessions()
         {
-            self.sessions[key]
-                .session
-                .refuse(DisconnectReason::ConnectionRefused);
+            if let Some(e) = self.sessions.get_mut(key) {
+                e.session.refuse(DisconnectReason::ConnectionRefused);
+            }
             self.touched(key);
             return;
         }
-        self.sessions[key].session.handle_datagram(now, datagram);
+        if let Some(e) = self.sessions.get_mut(key) {
+            e.session.handle_datagram(now, datagram);
+        }
         self.touched(key);
     }
 

@@ -29,6 +29,39 @@
 //! and `poll_transmit` only sessions that were touched, so the cost of a wake-up does not grow
 //! with the number of idle sessions.
 //!
+//! A client and a server [`Session`] talking directly (an [`Endpoint`] adds the routing):
+//!
+//! ```
+//! use std::{sync::Arc, time::Instant};
+//! use bytes::Bytes;
+//! use soe_session::{Channel, Event, Session, SessionConfig, SplitMix64};
+//! use soe_wire::Packet;
+//!
+//! let config = Arc::new(SessionConfig::new("MyGame_1"));
+//! let now = Instant::now();
+//! let mut client = Session::client(now, config.clone(), &mut SplitMix64::new(1));
+//! client.send(Channel::ZERO, Bytes::from_static(b"hello")).unwrap(); // sent once connected
+//!
+//! // The first datagram is the SessionRequest; a server endpoint would route it by address.
+//! let mut buf = Vec::new();
+//! let len = client.poll_transmit(now, &mut buf).unwrap();
+//! let Ok(Packet::SessionRequest(request)) = Packet::decode(&buf[..len]) else { panic!() };
+//! let mut server = Session::server(now, config, &request, 0x1234_5678).unwrap();
+//!
+//! for _ in 0..3 {
+//!     while let Some(n) = server.poll_transmit(now, &mut buf) {
+//!         client.handle_datagram(now, &buf[..n]);
+//!     }
+//!     while let Some(n) = client.poll_transmit(now, &mut buf) {
+//!         server.handle_datagram(now, &buf[..n]);
+//!     }
+//! }
+//! assert_eq!(client.poll_event(), Some(Event::Connected));
+//! assert_eq!(server.poll_event(), Some(Event::Accepted));
+//! assert!(matches!(server.poll_event(), Some(Event::Message { data, .. }) if data == "hello"));
+//! assert_eq!(client.crc_seed(), 0x1234_5678);
+//! ```
+//!
 //! # Handshake and refusal on the wire
 //!
 //! The client sends SessionRequest (protocol version 3, a random session id, its udp_length and

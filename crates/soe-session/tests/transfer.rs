@@ -407,3 +407,73 @@ fn unreliable_sends_are_checked() {
         .unwrap_err();
     assert_eq!(err.into_message(), Some(Bytes::from_static(b"back")));
 }
+
+#[test]
+fn rc4_hides_reliable_data_on_the_wire_and_plaintext_does_not() {
+    let secret = Bytes::from_static(b"a very recognisable plaintext message");
+    for encrypted in [false, true] {
+        let (server, client) = if encrypted {
+            let key = Bytes::from_static(b"k3y");
+            (
+                server_config().with_encryption_key(key.clone()).unwrap(),
+                client_config().with_encryption_key(key).unwrap(),
+            )
+        } else {
+            (server_config(), client_config())
+        };
+        let mut p = Pair::new(common::seed(40), server, client, NetConfig::default());
+        p.log_datagrams = true;
+        let (c, s) = p.connect();
+        p.client.send(c, Channel::ZERO, secret.clone()).unwrap();
+        p.server.send(s, Channel::ZERO, secret.clone()).unwrap();
+        p.run_for(Duration::from_millis(300));
+        assert_eq!(Pair::take_messages(&mut p.server_events, s)[0].1, secret);
+        assert_eq!(Pair::take_messages(&mut p.client_events, c)[0].1, secret);
+        let seen = |log: &[Vec<u8>]| {
+            log.iter()
+                .any(|d| d.windows(secret.len()).any(|w| w == secret))
+        };
+        assert_eq!(seen(&p.to_server_log), !encrypted, "client to server");
+        assert_eq!(seen(&p.from_server_log), !encrypted, "server to client");
+    }
+}
+
+#[test]
+fn messages_sent_while_connecting_go_out_once_connected() {
+    let mut p = Pair::new(
+        common::seed(41),
+        server_config(),
+        client_config(),
+        NetConfig::hostile(0.2),
+    );
+    let c = p.client.connect(p.now, common::SERVER).unwrap();
+    for i in 0..20u8 {
+        p.client
+            .send(c, Channel::ZERO, Bytes::from(vec![i + 1; 700]))
+            .unwrap();
+    }
+    p.client
+        .send_ordered(c, Bytes::from_static(b"ordered"))
+        .unwrap();
+    assert!(p.run_until(Duration::from_secs(30), |p| {
+        p.server_events
+            .iter()
+            .filter(|(_, e)| {
+                matches!(
+                    e,
+                    soe_session::Event::Message {
+                        kind: Delivery::Reliable,
+                        ..
+                    }
+                )
+            })
+            .count()
+            == 20
+    }));
+    let s = p.server.handle_of(common::CLIENT).unwrap();
+    let got = Pair::take_messages(&mut p.server_events, s);
+    let reliable: Vec<_> = got.iter().filter(|m| m.2 == Delivery::Reliable).collect();
+    for (i, m) in reliable.iter().enumerate() {
+        assert_eq!(m.1, Bytes::from(vec![i as u8 + 1; 700]));
+    }
+}
