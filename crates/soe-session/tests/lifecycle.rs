@@ -581,3 +581,31 @@ fn closing_while_connecting_ends_at_once() {
         Err(soe_session::SendError::UnknownSession)
     );
 }
+
+#[test]
+fn periodic_net_status_and_server_heartbeats_when_configured() {
+    let mut p = Pair::new(
+        common::seed(36),
+        server_config()
+            .with_server_heartbeats(true)
+            .with_heartbeat_interval(Some(Duration::from_secs(4))),
+        client_config()
+            .with_heartbeat_interval(None)
+            .with_net_status_interval(Some(Duration::from_secs(5))),
+        NetConfig::default(),
+    );
+    let (c, s) = p.connect();
+    p.run_for(Duration::from_secs(60));
+    let cs = p.client.stats(c).unwrap();
+    let ss = p.server.stats(s).unwrap();
+    // The client answers each (the last may still be in flight), and never more.
+    assert!(
+        cs.heartbeats_sent <= ss.heartbeats_sent && cs.heartbeats_sent + 1 >= ss.heartbeats_sent,
+        "{cs:?} {ss:?}"
+    );
+    assert!(ss.heartbeats_sent >= 5, "{ss:?}");
+    // Probe plus one request every 5 s: about 13 round trips measured.
+    assert!(ss.datagrams_received >= 12 + ss.heartbeats_sent, "{ss:?}");
+    assert_eq!(cs.rtt, Some(Duration::from_millis(40)));
+    assert!(Pair::closed(&p.client_events, c).is_none());
+}

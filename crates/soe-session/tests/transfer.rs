@@ -477,3 +477,21 @@ fn messages_sent_while_connecting_go_out_once_connected() {
         assert_eq!(m.1, Bytes::from(vec![i as u8 + 1; 700]));
     }
 }
+
+#[test]
+fn a_peer_that_acks_late_and_rarely_still_gets_everything() {
+    // Like h1z1-server: cumulative acks about every 24 ms, many packets per ack.
+    let lazy = std::sync::Arc::new(
+        soe_session::ReliableConfig::default()
+            .with_ack_delay(Duration::from_millis(24))
+            .with_ack_every(64),
+    );
+    let mut p = Pair::new(
+        common::seed(42),
+        server_config().with_reliable(lazy).unwrap(),
+        client_config(),
+        NetConfig::hostile(0.05),
+    );
+    let (c, s) = p.connect();
+    bulk(&mut p, c, s, 150, &[0]);
+}
