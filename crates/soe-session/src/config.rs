@@ -72,8 +72,12 @@ impl Default for SessionConfig {
     }
 }
 
+/// The longest duration a setter keeps (one year): deadlines are `now + duration`, which must not
+/// overflow.
+const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 fn clamp_duration(d: Duration, min: Duration) -> Duration {
-    d.max(min)
+    d.clamp(min, MAX_DURATION)
 }
 
 impl SessionConfig {
@@ -197,10 +201,11 @@ impl SessionConfig {
     }
 
     /// How long a graceful close waits for queued reliable data to be acknowledged before it
-    /// sends the Disconnect anyway. Default 5 s.
+    /// sends the Disconnect anyway. Default 5 s. Every duration setter caps its value at one
+    /// year.
     #[must_use]
     pub fn with_close_timeout(mut self, timeout: Duration) -> Self {
-        self.close_timeout = timeout;
+        self.close_timeout = clamp_duration(timeout, Duration::ZERO);
         self
     }
 
@@ -491,6 +496,11 @@ mod tests {
         assert_eq!(c.udp_length(), MIN_UDP_LENGTH);
         assert_eq!(c.disconnect_repeats(), 1);
         assert_eq!(c.retry_interval(), Duration::from_millis(1));
+        let long = SessionConfig::default()
+            .with_idle_timeout(Some(Duration::MAX))
+            .with_close_timeout(Duration::MAX);
+        assert_eq!(long.idle_timeout(), Some(MAX_DURATION));
+        assert_eq!(long.close_timeout(), MAX_DURATION);
         assert_eq!(
             SessionConfig::default()
                 .with_udp_length(1 << 20)

@@ -106,8 +106,8 @@ struct Counters {
     unreliable_sent: u64,
     unreliable_received: u64,
     unreliable_dropped: u64,
-    heartbeats_sent: u32,
-    heartbeats_received: u32,
+    heartbeats_sent: u64,
+    heartbeats_received: u64,
 }
 
 /// A NetStatusRequest to answer: the requester's tick and packet counts.
@@ -419,8 +419,8 @@ impl Session {
             unreliable_sent: c.unreliable_sent,
             unreliable_received: c.unreliable_received,
             unreliable_dropped: c.unreliable_dropped,
-            heartbeats_sent: c.heartbeats_sent.into(),
-            heartbeats_received: c.heartbeats_received.into(),
+            heartbeats_sent: c.heartbeats_sent,
+            heartbeats_received: c.heartbeats_received,
             ..SessionStats::default()
         };
         let mut channel_rtt = None;
