@@ -1,6 +1,6 @@
 //! An echo server on async-std.
 //!
-//! `cargo run -p soe-async-std --example echo_server -- 127.0.0.1:20270`
+//! `cargo run -p soe-async-std --example async_std_echo_server -- 127.0.0.1:20270`
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -43,3 +43,18 @@ fn stream_mode_routes_every_session_through_one_task() {
 fn runs_under_a_foreign_executor() {
     futures_lite::future::block_on(scenarios::close_from_either_side::<R>());
 }
+
+#[test]
+fn a_connection_nobody_reads_is_closed_with_reliable_overflow() {
+    block_on(scenarios::unread_queue_overflows::<R>());
+}
+
+#[test]
+fn a_refused_connect_names_the_servers_reason() {
+    block_on(scenarios::refused_connect_names_the_reason::<R>());
+}
+
+#[test]
+fn send_waits_for_room_in_a_full_queue() {
+    block_on(scenarios::send_waits_for_room::<R>());
+}

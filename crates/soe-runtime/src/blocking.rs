@@ -228,11 +228,11 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
         match socket.recv_from(&mut buf) {
             Ok((0, _)) => {} // a wake-up
             Ok((len, from)) => {
-                if let Some(datagram) = buf.get(..len) {
-                    shared
-                        .lock()
-                        .proto
-                        .handle_datagram(Instant::now(), from, datagram);
+                let mut state = shared.lock();
+                // Once the endpoint is closing, strangers cannot open sessions any more.
+                let stranger = state.closing.is_some() && state.proto.handle_of(from).is_none();
+                if let (Some(datagram), false) = (buf.get(..len), stranger) {
+                    state.proto.handle_datagram(Instant::now(), from, datagram);
                 }
             }
             Err(e)

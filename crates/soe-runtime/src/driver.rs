@@ -116,6 +116,10 @@ impl Driver {
                 } else {
                     meta.stride
                 };
+                // Once the endpoint is closing, strangers cannot open sessions any more.
+                if state.closing.is_some() && state.proto.handle_of(meta.addr).is_none() {
+                    continue;
+                }
                 for datagram in buf.chunks(stride) {
                     state.proto.handle_datagram(now, meta.addr, datagram);
                     received += 1;

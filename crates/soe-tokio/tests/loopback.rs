@@ -45,3 +45,18 @@ fn bind_outside_a_runtime_is_an_error_not_a_panic() {
     .unwrap_err();
     assert!(err.to_string().contains("tokio"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_nobody_reads_is_closed_with_reliable_overflow() {
+    scenarios::unread_queue_overflows::<R>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connect_names_the_servers_reason() {
+    scenarios::refused_connect_names_the_reason::<R>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_waits_for_room_in_a_full_queue() {
+    scenarios::send_waits_for_room::<R>().await;
+}

@@ -408,3 +408,118 @@ pub async fn stream_mode_routes_everything<R: Runtime + Default>() {
     server.close(DisconnectReason::ManagerDeleted);
     within::<R, _>(Duration::from_secs(5), "idle", server.wait_idle()).await;
 }
+
+/// A connection whose application stops reading is closed with `ReliableOverflow` once its
+/// receive queue passes the bound; the endpoint goes on serving others.
+pub async fn unread_queue_overflows<R: Runtime + Default>() {
+    let server = Endpoint::<R>::bind(
+        loopback(),
+        Config::from(server_config(false)).with_receive_queue_bytes(64 * 1024),
+    )
+    .unwrap();
+    let server_addr = server.local_addr();
+    within::<R, _>(Duration::from_secs(15), "overflow", async {
+        let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+        let (accepted, connected) = future::zip(server.accept(), client.connect(server_addr)).await;
+        let (lazy, conn) = (accepted.unwrap(), connected.unwrap());
+        // 100 KiB towards a reader that never reads.
+        for i in 0..100 {
+            if conn.send(Bytes::from(vec![i as u8; 1024])).await.is_err() {
+                break;
+            }
+        }
+        let seen = lazy.closed().await;
+        assert_eq!(seen.reason, DisconnectReason::ReliableOverflow);
+        assert!(!seen.by_peer);
+        let peer_saw = conn.closed().await;
+        assert_eq!(peer_saw.reason, DisconnectReason::ReliableOverflow);
+        assert!(peer_saw.by_peer);
+        // What was queued before the close can still be read (at most the bound).
+        let mut read = 0;
+        while let Some(m) = lazy.recv().await {
+            read += m.len();
+        }
+        assert!(read > 0 && read <= 64 * 1024, "read {read} bytes");
+
+        // The endpoint still serves a new session.
+        let other = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+        let (accepted, connected) = future::zip(server.accept(), other.connect(server_addr)).await;
+        let (on_server, on_client) = (accepted.unwrap(), connected.unwrap());
+        on_client.send(Bytes::from_static(b"hi")).await.unwrap();
+        assert_eq!(on_server.recv().await.unwrap(), &b"hi"[..]);
+    })
+    .await;
+}
+
+/// A server that refuses the session (here: another application protocol) makes `connect` fail
+/// at once with `Refused` and the server's reason.
+pub async fn refused_connect_names_the_reason<R: Runtime + Default>() {
+    let server = Endpoint::<R>::bind(loopback(), server_config(false)).unwrap();
+    let other_game = EndpointConfig::client(Arc::new(
+        SessionConfig::new("AnotherGame").with_connect_timeout(Duration::from_secs(2)),
+    ));
+    let client = Endpoint::<R>::bind(loopback(), other_game).unwrap();
+    let started = Instant::now();
+    let result = within::<R, _>(
+        Duration::from_secs(6),
+        "refused connect",
+        client.connect(server.local_addr()),
+    )
+    .await;
+    match result {
+        Err(ConnectError::Refused { reason }) => {
+            assert_eq!(reason, DisconnectReason::ProtocolMismatch);
+        }
+        other => panic!("expected Refused, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refusal took {:?}",
+        started.elapsed()
+    );
+    let message = result.unwrap_err().to_string();
+    assert!(message.contains("ProtocolMismatch"), "{message}");
+}
+
+/// With a small send queue, `try_send` reports `Full` and hands the message back, and `send`
+/// waits for room and resumes once acknowledgements free it; nothing is lost or reordered.
+pub async fn send_waits_for_room<R: Runtime + Default>() {
+    let server = echo_server::<R>(server_config(false));
+    let mut reliable = soe_runtime::soe_session::ReliableConfig::default();
+    reliable.max_queued_messages = 16;
+    let session = session_config(false)
+        .with_reliable(Arc::new(reliable))
+        .unwrap();
+    let client =
+        Endpoint::<R>::bind(loopback(), EndpointConfig::client(Arc::new(session))).unwrap();
+    within::<R, _>(Duration::from_secs(15), "backpressure", async {
+        let conn = client.connect(server.local_addr()).await.unwrap();
+        let mut queued = 0;
+        let returned = loop {
+            match conn.try_send(message(1, queued)) {
+                Ok(()) => queued += 1,
+                Err(soe_runtime::TrySendError::Full(back)) => break back,
+                Err(e) => panic!("unexpected {e}"),
+            }
+            assert!(queued <= 1000, "the send queue never filled");
+        };
+        assert_eq!(
+            returned,
+            message(1, queued),
+            "Full must hand the message back"
+        );
+        let total = queued + 300;
+        let receiver = async {
+            for i in 0..total {
+                assert_eq!(conn.recv().await.unwrap(), message(1, i), "message {i}");
+            }
+        };
+        let sender = async {
+            for i in queued..total {
+                conn.send(message(1, i)).await.unwrap();
+            }
+        };
+        future::zip(sender, receiver).await;
+    })
+    .await;
+}
