@@ -58,3 +58,9 @@ fn a_refused_connect_names_the_servers_reason() {
 fn send_waits_for_room_in_a_full_queue() {
     block_on(scenarios::send_waits_for_room::<R>());
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn reuse_port_shards_share_one_port() {
+    block_on(scenarios::reuse_port_shards_share_a_port::<R>());
+}

@@ -60,3 +60,9 @@ async fn a_refused_connect_names_the_servers_reason() {
 async fn send_waits_for_room_in_a_full_queue() {
     scenarios::send_waits_for_room::<R>().await;
 }
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reuse_port_shards_share_one_port() {
+    scenarios::reuse_port_shards_share_a_port::<R>().await;
+}

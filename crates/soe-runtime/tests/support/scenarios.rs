@@ -104,22 +104,10 @@ pub fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
-/// Starts an echo server: every message is sent back on the same connection.
+/// Starts an echo server on an ephemeral loopback port: every message is sent back on the same
+/// connection.
 pub fn echo_server<R: Runtime + Default>(config: impl Into<Config>) -> Endpoint<R> {
-    let server = Endpoint::<R>::bind(loopback(), config).unwrap();
-    let acceptor = server.clone();
-    R::default().spawn(Box::pin(async move {
-        while let Some(conn) = acceptor.accept().await {
-            R::default().spawn(Box::pin(async move {
-                while let Some(message) = conn.recv().await {
-                    if conn.send(message).await.is_err() {
-                        break;
-                    }
-                }
-            }));
-        }
-    }));
-    server
+    echo_server_at::<R>(loopback(), config.into())
 }
 
 /// The size of message `i` of client `c`: mostly small, some around a datagram, a few fragmented
@@ -522,4 +510,57 @@ pub async fn send_waits_for_room<R: Runtime + Default>() {
         future::zip(sender, receiver).await;
     })
     .await;
+}
+
+/// Two server endpoints ("shards") share one port with `SO_REUSEPORT`; the kernel spreads the
+/// clients over them and every session works end to end.
+#[cfg(target_os = "linux")]
+pub async fn reuse_port_shards_share_a_port<R: Runtime + Default>() {
+    let shard_config = || {
+        Config::from(server_config(false))
+            .with_socket(soe_runtime::SocketConfig::default().with_reuse_port(true))
+    };
+    let first = echo_server::<R>(shard_config());
+    let addr = first.local_addr();
+    let second = echo_server_at::<R>(addr, shard_config());
+    assert_eq!(second.local_addr(), addr);
+    within::<R, _>(Duration::from_secs(15), "shards", async {
+        let mut tasks: Vec<Task<'_, ()>> = Vec::new();
+        for c in 0..16 {
+            tasks.push(Box::pin(async move {
+                let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+                let conn = client.connect(addr).await.unwrap();
+                for i in 0..20 {
+                    conn.send(message(c, i)).await.unwrap();
+                    assert_eq!(conn.recv().await.unwrap(), message(c, i));
+                }
+                client.close(DisconnectReason::Application);
+                client.wait_idle().await;
+            }));
+        }
+        join_all(tasks).await;
+    })
+    .await;
+    for shard in [first, second] {
+        shard.close(DisconnectReason::ManagerDeleted);
+        shard.wait_idle().await;
+    }
+}
+
+/// Like [`echo_server`], at a given address.
+pub fn echo_server_at<R: Runtime + Default>(addr: SocketAddr, config: Config) -> Endpoint<R> {
+    let server = Endpoint::<R>::bind(addr, config).unwrap();
+    let acceptor = server.clone();
+    R::default().spawn(Box::pin(async move {
+        while let Some(conn) = acceptor.accept().await {
+            R::default().spawn(Box::pin(async move {
+                while let Some(message) = conn.recv().await {
+                    if conn.send(message).await.is_err() {
+                        break;
+                    }
+                }
+            }));
+        }
+    }));
+    server
 }
