@@ -155,6 +155,29 @@ impl Connection {
             .try_send(self.inner.id, channel, data)
     }
 
+    /// Sends `data` unreliably: one bare datagram, at most once, in any order. Its first byte
+    /// must not be zero and it must fit one datagram; fails rather than waits when the session's
+    /// unreliable queue is full.
+    pub fn send_unreliable(&self, data: Bytes) -> Result<(), TrySendError> {
+        self.inner
+            .shared
+            .lock()
+            .try_send_as(self.inner.id, data, |proto, handle, data| {
+                proto.send_unreliable(handle, data)
+            })
+    }
+
+    /// Sends `data` as ordered unreliable data: at most once, and never delivered after a newer
+    /// one (stale ones are dropped). Same limits as [`send_unreliable`](Self::send_unreliable).
+    pub fn send_ordered(&self, data: Bytes) -> Result<(), TrySendError> {
+        self.inner
+            .shared
+            .lock()
+            .try_send_as(self.inner.id, data, |proto, handle, data| {
+                proto.send_ordered(handle, data)
+            })
+    }
+
     /// The next message, in order; `None` once the connection is closed and its queue is empty.
     pub async fn recv(&self) -> Option<Bytes> {
         self.recv_with_channel().await.map(|(_, data)| data)

@@ -233,6 +233,23 @@ impl State {
         channel: Channel,
         data: Bytes,
     ) -> Result<(), TrySendError> {
+        self.try_send_as(id, data, |proto, handle, data| {
+            proto.send(handle, channel, data)
+        })
+    }
+
+    /// Like [`try_send`](Self::try_send), with the session call chosen by the caller (reliable,
+    /// unreliable or ordered).
+    pub(crate) fn try_send_as(
+        &mut self,
+        id: ConnectionId,
+        data: Bytes,
+        send: impl FnOnce(
+            &mut soe_session::Endpoint,
+            SessionHandle,
+            Bytes,
+        ) -> Result<(), soe_session::SendError>,
+    ) -> Result<(), TrySendError> {
         let gone = CloseReason::new(DisconnectReason::Application, false);
         let Some(conn) = self.conns.get(&id) else {
             return Err(TrySendError::Closed(gone));
@@ -241,7 +258,7 @@ impl State {
             return Err(TrySendError::Closed(reason));
         }
         let handle = conn.handle;
-        match self.proto.send(handle, channel, data) {
+        match send(&mut self.proto, handle, data) {
             Ok(()) => {
                 self.wake_driver();
                 Ok(())

@@ -190,6 +190,15 @@ pub async fn close_from_either_side<R: Runtime + Default>() {
     within::<R, _>(Duration::from_secs(10), "close", async {
         // Client closes.
         let (server, on_server, client, on_client) = connected_pair::<R>().await;
+        // Unreliable data (loopback does not lose it) and its first-byte rule.
+        on_client
+            .send_unreliable(Bytes::from_static(b"\x01quick"))
+            .unwrap();
+        assert_eq!(on_server.recv().await.unwrap(), &b"\x01quick"[..]);
+        assert!(matches!(
+            on_client.send_unreliable(Bytes::from_static(b"\x00no")),
+            Err(soe_runtime::TrySendError::Session(_))
+        ));
         on_client
             .send(Bytes::from_static(b"last words"))
             .await
