@@ -198,7 +198,6 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
             state.proto.handle_timeout(now);
         }
         state.route_events(now);
-        state.blocked_senders.wake_all();
         while let Some(t) = state.proto.poll_transmit(now, &mut tx) {
             let datagram = tx.get(..t.len).unwrap_or(&tx);
             if let Err(e) = socket.send_to(datagram, t.destination) {
@@ -206,6 +205,7 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
             }
         }
         state.route_events(now);
+        state.wake_senders_with_room();
         if state.may_stop() {
             state.driver_stopped();
             state.driver_waker = None;

@@ -132,7 +132,7 @@ impl Connection {
                 Ok(()) => Poll::Ready(Ok(())),
                 Err(TrySendError::Full(message)) => {
                     data = Some(message);
-                    state.blocked_senders.register(cx.waker());
+                    state.block_sender(self.inner.id, channel, cx.waker());
                     Poll::Pending
                 }
                 Err(TrySendError::Closed(reason)) => Poll::Ready(Err(SendError::Closed(reason))),

@@ -190,19 +190,15 @@ impl Future for Driver {
         let now = this.runtime.now();
         let shared = this.shared.clone();
         let mut state = shared.lock();
-        let mut timed_out = false;
         if state.proto.poll_timeout().is_some_and(|t| t <= now) {
             state.proto.handle_timeout(now);
-            timed_out = true;
         }
         state.route_events(now);
-        if received > 0 || timed_out {
-            // Acknowledgements may have freed room in the send queues.
-            state.blocked_senders.wake_all();
-        }
         again |= this.transmit(cx, &mut state, now);
         // Sending can finish a close (its last Disconnect went out).
         state.route_events(now);
+        // Acknowledgements (and sending) may have freed room in full send queues.
+        state.wake_senders_with_room();
         state.tx_pending = this.pending.is_some();
 
         if state.may_stop() && this.pending.is_none() {

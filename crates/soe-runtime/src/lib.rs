@@ -30,7 +30,9 @@
 //! # Bounds
 //!
 //! * Sending: the session's reliable queue is bounded (`max_queued_messages`); `send` waits for
-//!   room (woken after input that may carry acknowledgements), `try_send` hands the message back.
+//!   room, `try_send` hands the message back. A waiting sender is woken only when its session
+//!   has room again on its channel (checked once per driver wake-up, for blocked connections
+//!   only).
 //! * Receiving: the reliable layer delivers at most its window ahead, but it acknowledges what it
 //!   delivered, so a peer can keep sending while the application does not read. Each connection
 //!   therefore holds at most [`Config::receive_queue_bytes`] unread bytes (8 MiB by default); a

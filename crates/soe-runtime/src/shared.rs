@@ -37,7 +37,7 @@ impl Shared {
                 accept_wakers: Wakers::default(),
                 events: VecDeque::new(),
                 event_wakers: Wakers::default(),
-                blocked_senders: Wakers::default(),
+                blocked: Vec::new(),
                 idle_wakers: Wakers::default(),
                 driver_waker: None,
                 closing: None,
@@ -102,6 +102,10 @@ pub(crate) struct ConnState {
     pub(crate) queued_bytes: usize,
     /// Tasks waiting for a message, the handshake or the close.
     pub(crate) wakers: Wakers,
+    /// Senders waiting for room in a full send queue.
+    pub(crate) send_wakers: Wakers,
+    /// The channels those senders wait on, one bit per channel.
+    pub(crate) blocked_channels: u8,
     /// Live `Connection` handles plus undelivered accept-queue or event entries naming it.
     pub(crate) refs: usize,
     /// The last statistics seen, kept for after the close.
@@ -137,8 +141,8 @@ pub(crate) struct State {
     pub(crate) accept_wakers: Wakers,
     pub(crate) events: VecDeque<RawEvent>,
     pub(crate) event_wakers: Wakers,
-    /// Senders that found their session's queue full; woken after input that may have freed room.
-    pub(crate) blocked_senders: Wakers,
+    /// Connections with a sender waiting for room (see [`State::wake_senders_with_room`]).
+    pub(crate) blocked: Vec<ConnectionId>,
     pub(crate) idle_wakers: Wakers,
     pub(crate) driver_waker: Option<Waker>,
     /// Set by `Endpoint::close`: no new sessions, and the driver ends once idle.
@@ -182,6 +186,8 @@ impl State {
                 recv: VecDeque::new(),
                 queued_bytes: 0,
                 wakers: Wakers::default(),
+                send_wakers: Wakers::default(),
+                blocked_channels: 0,
                 refs,
                 last_stats: None,
             },
@@ -405,14 +411,13 @@ impl State {
             conn.last_stats = stats;
         }
         conn.wakers.wake_all();
+        conn.send_wakers.wake_all();
         if conn.refs == 0 {
             self.conns.remove(&id);
         } else if mode == EventMode::Stream && !was_connecting {
             self.events.push_back(RawEvent::Closed { id, reason });
             self.event_wakers.wake_all();
         }
-        // Senders blocked on this session must see the close.
-        self.blocked_senders.wake_all();
         self.idle_wakers.wake_all();
     }
 
@@ -432,6 +437,41 @@ impl State {
         }
     }
 
+    /// Registers a sender of `id` waiting for room on `channel`.
+    pub(crate) fn block_sender(&mut self, id: ConnectionId, channel: Channel, waker: &Waker) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        conn.send_wakers.register(waker);
+        if conn.blocked_channels == 0 {
+            self.blocked.push(id);
+        }
+        conn.blocked_channels |= 1 << channel.index();
+    }
+
+    /// Wakes the senders whose session has room again on a channel they wait on (or ended).
+    /// Called after input, which is what frees room (acknowledgements); costs one check per
+    /// blocked connection, not per connection.
+    pub(crate) fn wake_senders_with_room(&mut self) {
+        let conns = &mut self.conns;
+        let proto = &self.proto;
+        self.blocked.retain(|id| {
+            let Some(conn) = conns.get_mut(id) else {
+                return false;
+            };
+            let room = matches!(conn.phase, Phase::Closed(_))
+                || Channel::ALL.iter().any(|channel| {
+                    conn.blocked_channels & (1 << channel.index()) != 0
+                        && proto.send_capacity(conn.handle, *channel) > 0
+                });
+            if room {
+                conn.blocked_channels = 0;
+                conn.send_wakers.wake_all();
+            }
+            !room
+        });
+    }
+
     /// Marks the driver stopped and wakes everyone so nothing waits forever.
     pub(crate) fn driver_stopped(&mut self) {
         self.driver_done = true;
@@ -441,11 +481,12 @@ impl State {
                     Phase::Closed(CloseReason::new(DisconnectReason::ManagerDeleted, false));
             }
             conn.wakers.wake_all();
+            conn.send_wakers.wake_all();
         }
         self.by_handle.clear();
+        self.blocked.clear();
         self.accept_wakers.wake_all();
         self.event_wakers.wake_all();
-        self.blocked_senders.wake_all();
         self.idle_wakers.wake_all();
     }
 }
