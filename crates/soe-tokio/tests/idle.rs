@@ -74,7 +74,7 @@ async fn an_idle_session_does_not_wake_the_driver() {
     let (accepted, connected) = tokio::join!(server.accept(), client.connect(server.local_addr()));
     let (on_server, on_client) = (accepted.unwrap(), connected.unwrap());
     on_client
-        .send(soe_tokio::bytes::Bytes::from_static(b"hello"))
+        .send(bytes::Bytes::from_static(b"hello"))
         .await
         .unwrap();
     assert_eq!(on_server.recv().await.unwrap(), &b"hello"[..]);
