@@ -129,9 +129,15 @@ impl<R: Runtime> Endpoint<R> {
         }
     }
 
-    /// How many sessions the endpoint holds (including ones closing or not yet accepted).
+    /// How many sessions the protocol endpoint holds: established, half-open, and closing ones
+    /// still sending their Disconnects.
     pub fn session_count(&self) -> usize {
-        self.core.shared().lock().conns.len()
+        self.core.shared().lock().proto.len()
+    }
+
+    /// The endpoint-wide counters (datagrams, refusals, rate limiting, timer wake-ups).
+    pub fn stats(&self) -> soe_session::EndpointStats {
+        self.core.shared().lock().proto.endpoint_stats().clone()
     }
 }
 

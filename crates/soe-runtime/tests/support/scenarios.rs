@@ -349,6 +349,13 @@ pub async fn survives_garbage<R: Runtime + Default>() {
         assert!(conn.stats().unwrap().reliable_messages_received >= 200);
     })
     .await;
+    // The garbage really reached the protocol endpoint (all but the empty datagrams).
+    let stats = server.stats();
+    assert!(
+        stats.datagrams_received >= 1750,
+        "only {} datagrams reached the endpoint",
+        stats.datagrams_received
+    );
     server.close(DisconnectReason::ManagerDeleted);
     within::<R, _>(Duration::from_secs(5), "idle", server.wait_idle()).await;
 }
