@@ -64,3 +64,8 @@ fn send_waits_for_room_in_a_full_queue() {
 fn reuse_port_shards_share_one_port() {
     block_on(scenarios::reuse_port_shards_share_a_port::<R>());
 }
+
+#[test]
+fn the_driver_stops_and_releases_the_port() {
+    block_on(scenarios::driver_stops_and_releases_the_port::<R>());
+}

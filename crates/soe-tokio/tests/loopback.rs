@@ -66,3 +66,8 @@ async fn send_waits_for_room_in_a_full_queue() {
 async fn reuse_port_shards_share_one_port() {
     scenarios::reuse_port_shards_share_a_port::<R>().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_stops_and_releases_the_port() {
+    scenarios::driver_stops_and_releases_the_port::<R>().await;
+}

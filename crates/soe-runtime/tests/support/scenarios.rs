@@ -580,3 +580,32 @@ pub fn echo_server_at<R: Runtime + Default>(addr: SocketAddr, config: Config) ->
     }));
     server
 }
+
+/// Dropping every handle of an endpoint with no session stops its driver, which releases the
+/// port; a closed endpoint stops too once its sessions are gone.
+pub async fn driver_stops_and_releases_the_port<R: Runtime + Default>() {
+    for close_first in [false, true] {
+        let endpoint = Endpoint::<R>::bind(loopback(), server_config(false)).unwrap();
+        let addr = endpoint.local_addr();
+        if close_first {
+            let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+            let (accepted, connected) = future::zip(endpoint.accept(), client.connect(addr)).await;
+            let (on_server, on_client) = (accepted.unwrap(), connected.unwrap());
+            endpoint.close(DisconnectReason::ManagerDeleted);
+            within::<R, _>(Duration::from_secs(5), "idle", endpoint.wait_idle()).await;
+            let seen = within::<R, _>(Duration::from_secs(5), "close", on_client.closed()).await;
+            assert_eq!(seen.reason, DisconnectReason::ManagerDeleted);
+            assert!(on_server.close_reason().is_some());
+        }
+        drop(endpoint);
+        let mut freed = false;
+        for _ in 0..200 {
+            if UdpSocket::bind(addr).is_ok() {
+                freed = true;
+                break;
+            }
+            sleep::<R>(Duration::from_millis(10)).await;
+        }
+        assert!(freed, "port {addr} still taken: the driver did not stop");
+    }
+}
