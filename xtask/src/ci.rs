@@ -17,6 +17,8 @@ pub(crate) enum Step {
     Clippy,
     /// `cargo test --workspace`: unit, integration and doc tests.
     Test,
+    /// `cargo run --example demo`: the README's main job, over real loopback UDP.
+    Demo,
     /// `cargo doc --workspace --no-deps` with warnings denied.
     Doc,
     /// `cargo deny check licenses bans sources`, when cargo-deny is installed.
@@ -25,7 +27,14 @@ pub(crate) enum Step {
 
 impl Step {
     /// Every step, in running order.
-    const ALL: [Self; 5] = [Self::Fmt, Self::Clippy, Self::Test, Self::Doc, Self::Deny];
+    const ALL: [Self; 6] = [
+        Self::Fmt,
+        Self::Clippy,
+        Self::Test,
+        Self::Demo,
+        Self::Doc,
+        Self::Deny,
+    ];
 
     /// The name used in output and by `--skip`.
     const fn name(self) -> &'static str {
@@ -33,6 +42,7 @@ impl Step {
             Self::Fmt => "fmt",
             Self::Clippy => "clippy",
             Self::Test => "test",
+            Self::Demo => "demo",
             Self::Doc => "doc",
             Self::Deny => "deny",
         }
@@ -52,6 +62,7 @@ impl Step {
                 "warnings",
             ]),
             Self::Test => cmd.args(["test", "--workspace"]),
+            Self::Demo => cmd.args(["run", "--quiet", "--example", "demo"]),
             Self::Doc => cmd
                 .args(["doc", "--workspace", "--no-deps"])
                 .env("RUSTDOCFLAGS", "-D warnings"),
@@ -102,7 +113,7 @@ impl FromStr for Step {
             .find(|step| step.name() == s)
             .ok_or_else(|| {
                 Error::usage(format!(
-                    "unknown ci step `{s}`; the steps are fmt, clippy, test, doc and deny"
+                    "unknown ci step `{s}`; the steps are fmt, clippy, test, demo, doc and deny"
                 ))
             })
     }
@@ -221,6 +232,7 @@ mod tests {
                 "cargo fmt --all -- --check",
                 "cargo clippy --workspace --all-targets -- -D warnings",
                 "cargo test --workspace",
+                "cargo run --quiet --example demo",
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
                 "cargo deny check licenses bans sources",
             ]

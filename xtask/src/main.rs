@@ -1,7 +1,7 @@
 //! Project automation for the SOE workspace, in the [xtask] style: plain Rust, no dependencies,
 //! invoked as `cargo xtask <command>` through the alias in `.cargo/config.toml`.
 //!
-//! * `ci`: formatting, lints, tests, docs and (when installed) `cargo deny`, in that order,
+//! * `ci`: formatting, lints, tests, the demo, docs and (when installed) `cargo deny`, in that order,
 //!   stopping at the first failure. `.ci/run` calls it.
 //! * `test`: the test suite alone.
 //! * `bench`: the criterion benchmarks, summarised in `target/bench-report.md`.
@@ -32,6 +32,7 @@ COMMANDS:
                             fmt     cargo fmt --all -- --check
                             clippy  cargo clippy --workspace --all-targets -- -D warnings
                             test    cargo test --workspace
+                            demo    cargo run --example demo (the README's main job, loopback UDP)
                             doc     cargo doc --workspace --no-deps (RUSTDOCFLAGS=\"-D warnings\")
                             deny    cargo deny check licenses bans sources
                                     (skipped when cargo-deny is not installed)
@@ -91,7 +92,7 @@ impl Command {
                         "--skip" => {
                             let step = rest.next().ok_or_else(|| {
                                 Error::usage(
-                                    "`--skip` needs a step name (fmt, clippy, test, doc or deny)",
+                                    "`--skip` needs a step name (fmt, clippy, test, demo, doc or deny)",
                                 )
                             })?;
                             skip.push(step.parse()?);

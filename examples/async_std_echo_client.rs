@@ -1,6 +1,6 @@
 //! An echo client on async-std: sends messages, checks the echoes, prints round-trip times.
 //!
-//! `cargo run -p soe-async-std --example async_std_echo_client -- 127.0.0.1:20270 [count]`
+//! `cargo run --example async_std_echo_client -- 127.0.0.1:20270 [count]`
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! An actor-style server: one task owns every session and routes every event, with no task per
 //! connection. Here it runs a tiny chat: each message is relayed to every other session.
 //!
-//! `cargo run -p soe-tokio --example actor_server -- 127.0.0.1:20261`
+//! `cargo run --example actor_server -- 127.0.0.1:20261`
 //! (then run a few `echo_client`s against it: with no other client they get nothing back, with
 //! two they see each other's messages).
 

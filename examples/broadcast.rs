@@ -4,7 +4,7 @@
 //! buffer (RC4 sessions excepted: encryption needs its own copy per session, made inside the
 //! session at send time).
 //!
-//! `cargo run -p soe-tokio --example broadcast`
+//! `cargo run --example broadcast`
 
 use std::sync::Arc;
 use std::time::Instant;

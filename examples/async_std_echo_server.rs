@@ -1,18 +1,17 @@
-//! An echo server: every message a client sends comes back to it.
+//! An echo server on async-std.
 //!
-//! `cargo run -p soe-tokio --example echo_server -- 127.0.0.1:20260`
-//! then `cargo run -p soe-tokio --example echo_client -- 127.0.0.1:20260`.
+//! `cargo run --example async_std_echo_server -- 127.0.0.1:20270`
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use soe_tokio::{Endpoint, EndpointConfig, SessionConfig};
+use soe_async_std::{Endpoint, EndpointConfig, SessionConfig};
 
-#[tokio::main]
+#[async_std::main]
 async fn main() -> std::io::Result<()> {
     let addr: SocketAddr = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:20260".into())
+        .unwrap_or_else(|| "127.0.0.1:20270".into())
         .parse()
         .map_err(std::io::Error::other)?;
     let session = Arc::new(SessionConfig::new("SoeEcho"));
@@ -20,7 +19,7 @@ async fn main() -> std::io::Result<()> {
     println!("echo server on {}", server.local_addr());
     while let Some(conn) = server.accept().await {
         println!("{} connected from {}", conn.id(), conn.remote_addr());
-        tokio::spawn(async move {
+        async_std::task::spawn(async move {
             let mut echoed = 0u64;
             while let Some(message) = conn.recv().await {
                 if conn.send(message).await.is_err() {

@@ -1,7 +1,7 @@
 //! The SOE demo: two servers (one plain, one RC4-encrypted) and a few clients on 127.0.0.1
 //! exchange small and fragmented messages, then everybody closes cleanly.
 //!
-//! `cargo run --release -p soe-tokio --example demo`
+//! `cargo run --release --example demo`
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! An echo client: sends messages, checks the echoes, prints round-trip times.
 //!
-//! `cargo run -p soe-tokio --example echo_client -- 127.0.0.1:20260 [count]`
+//! `cargo run --example echo_client -- 127.0.0.1:20260 [count]`
 
 use std::net::SocketAddr;
 use std::sync::Arc;
