@@ -276,7 +276,7 @@ impl Relay {
 
     /// A relay to `server` that drops the datagrams `filter` picks.
     pub(crate) async fn with_filter(server: SocketAddr, filter: Filter) -> Self {
-        let socket = Arc::new(UdpSocket::bind(localhost()).await.expect("bind the relay"));
+        let socket = Arc::new(relay_socket().expect("bind the relay"));
         let addr = socket.local_addr().expect("relay address");
         let state = Arc::new(Mutex::new(RelayState {
             log: Vec::new(),
@@ -369,6 +369,18 @@ impl Relay {
             .await
             .expect("relay injection");
     }
+}
+
+/// The relay's socket, with 4 MiB kernel buffers so that the relay is never where datagrams
+/// are lost (the peer sends bursts of up to 196 datagrams).
+fn relay_socket() -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_recv_buffer_size(4 << 20)?;
+    socket.set_send_buffer_size(4 << 20)?;
+    socket.bind(&localhost().into())?;
+    socket.set_nonblocking(true)?;
+    UdpSocket::from_std(socket.into())
 }
 
 impl Drop for Relay {
