@@ -39,7 +39,7 @@ async fn our_side(conn: Connection) -> Connection {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_each_way_our_client_with_the_peer_server() {
-    let _serial = serial();
+    let _serial = serial().await;
     let start = Instant::now();
     let mut server = Peer::default().server().await;
     let handle = server.handle();
@@ -84,7 +84,7 @@ async fn ten_thousand_each_way_our_client_with_the_peer_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_each_way_the_peer_client_with_our_server() {
-    let _serial = serial();
+    let _serial = serial().await;
     let start = Instant::now();
     let ours = our_server(our_session());
     let mut client = Peer::default().client(ours.local_addr()).await;

@@ -67,7 +67,7 @@ fn check_flags(ours: &[Record], theirs: &[Record]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_compressing_server_with_the_peer_client() {
-    let _serial = serial();
+    let _serial = serial().await;
     let ours = our_server(our_session().with_compression(true));
     let relay = Relay::new(ours.local_addr()).await;
     let mut client = Peer::default().client(relay.addr).await;
@@ -121,7 +121,7 @@ async fn our_compressing_server_with_the_peer_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_client_compresses_for_a_compressing_peer_server() {
-    let _serial = serial();
+    let _serial = serial().await;
     let mut server = Peer {
         compression: true,
         ..Peer::default()

@@ -82,7 +82,7 @@ async fn our_side(conn: Connection) -> Connection {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rc4_our_client_with_the_peer_server() {
-    let _serial = serial();
+    let _serial = serial().await;
     let key = h1z1_key();
     let mut server = Peer::default().with_key(&key).server().await;
     let handle = server.handle();
@@ -161,7 +161,7 @@ async fn rc4_our_client_with_the_peer_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rc4_the_peer_client_with_our_server() {
-    let _serial = serial();
+    let _serial = serial().await;
     let key = h1z1_key();
     let ours = our_server(with_key(our_session(), &key));
     let relay = Relay::new(ours.local_addr()).await;

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -34,10 +34,10 @@ pub(crate) fn h1z1_key() -> Vec<u8> {
 }
 
 /// Tests that measure timing or push much data take this lock so they do not share the two
-/// cores with each other.
-pub(crate) fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// cores with each other (an async lock: it is held across awaits).
+pub(crate) async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
 }
 
 pub(crate) fn localhost() -> SocketAddr {
