@@ -1,12 +1,12 @@
-//! Allocation counts on the hot paths, measured with a counting global allocator: small messages
-//! cost a fraction of an allocation each (arena chunks and ring buffers amortize), and processing
-//! an ack costs none.
-#![allow(unsafe_code)]
+//! Allocation counts on the hot paths, measured with `stats_alloc`'s instrumented system
+//! allocator: small messages cost a fraction of an allocation each (arena chunks and ring buffers
+//! amortize), and processing an ack costs none. The allocator counts every thread of the process,
+//! so the measurements run one after another inside a single test: parallel tests would count
+//! each other's allocations.
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use std::alloc::System;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,47 +14,15 @@ use bytes::Bytes;
 use common::dispatch;
 use soe_reliable::{ReliableChannel, ReliableConfig};
 use soe_wire::Channel;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Counts allocations (and reallocations) made by the current thread, so tests running in
-/// parallel do not disturb each other.
-struct Counting;
-
-// SAFETY: every call is forwarded unchanged to `System`; the counter is a thread-local `Cell`
-// with a const initializer, which never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
+/// Allocations and reallocations made since `region` began.
+fn allocations(region: &Region<'_, System>) -> usize {
+    let change = region.change();
+    change.allocations + change.reallocations
 }
 
 struct Loop {
@@ -107,9 +75,9 @@ fn per_message(key: Option<&[u8]>, size: usize) -> f64 {
     let mut l = Loop::new(key, size);
     l.run(20_000); // warm up: rings and windows reach their working size
     let count = 200_000;
-    let before = allocations();
+    let region = Region::new(GLOBAL);
     l.run(count);
-    let per = (allocations() - before) as f64 / count as f64;
+    let per = allocations(&region) as f64 / count as f64;
     println!(
         "{size}-byte messages, RC4 {}: {per:.4} allocations per message",
         key.is_some()
@@ -118,6 +86,11 @@ fn per_message(key: Option<&[u8]>, size: usize) -> f64 {
 }
 
 #[test]
+fn hot_paths_allocate_little() {
+    small_messages_cost_well_under_one_allocation();
+    processing_acks_allocates_nothing();
+}
+
 fn small_messages_cost_well_under_one_allocation() {
     let plain = per_message(None, 64);
     assert!(plain <= 0.1, "{plain} allocations per 64-byte message");
@@ -128,7 +101,6 @@ fn small_messages_cost_well_under_one_allocation() {
     assert!(large <= 1.1, "{large} allocations per 4 KiB message");
 }
 
-#[test]
 fn processing_acks_allocates_nothing() {
     let t0 = Instant::now();
     let config = ReliableConfig::default()
@@ -151,7 +123,7 @@ fn processing_acks_allocates_nothing() {
         // Everything was acknowledged last round, so a whole window goes out.
         assert_eq!(u32::from(sent), tx.congestion_window(), "round {round}");
         let later = now + Duration::from_millis(5);
-        let before = allocations();
+        let region = Region::new(GLOBAL);
         // Selective acks out of order, stale and unsent ones, then the cumulative ack.
         for i in (0..sent).rev().step_by(3) {
             tx.handle_ack(later, next_ack.wrapping_add(i));
@@ -161,7 +133,7 @@ fn processing_acks_allocates_nothing() {
             tx.handle_ack(later, next_ack.wrapping_add(sent + 100));
         }
         tx.handle_ack_all(later, next_ack.wrapping_add(sent - 1));
-        let spent = allocations() - before;
+        let spent = allocations(&region);
         acks += u64::from(sent / 3 + 1) + 101;
         if round >= 10 {
             ack_allocations += spent;

@@ -1,56 +1,27 @@
-//! Endpoint benchmarks: memory per idle session (counting allocator) and the cost of one timer
+//! Endpoint benchmarks: memory per idle session (`stats_alloc`'s instrumented allocator) and the cost of one timer
 //! wake-up with a single session due, among 1,000 and 100,000 idle sessions (it should not
 //! grow with the number of sessions).
-//!
-//! The counting allocator is why this file allows `unsafe` (implementing `GlobalAlloc`).
-#![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::System;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
 use soe_session::{Endpoint, EndpointConfig, SessionConfig};
 use soe_wire::{CrcLength, FrameConfig, Framer, Packet, SessionRequest};
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call forwards to the system allocator unchanged; the counter is bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-        }
-        p
-    }
-}
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Heap bytes allocated and not freed since `region` began. A reallocation counts too:
+/// `stats_alloc` adds its growth to `bytes_allocated` and its shrinkage to `bytes_deallocated`
+/// (`bytes_reallocated` is the same figure again, so it is not added).
+fn live(region: &Region<'_, System>) -> isize {
+    let change = region.change();
+    change.bytes_allocated as isize - change.bytes_deallocated as isize
+}
 
 const PROTO: &[u8] = b"BenchProto_1";
 
@@ -109,9 +80,9 @@ fn report_memory() {
         let mut ep = server(n as usize);
         // One session first, so the endpoint's fixed tables are not charged per session.
         let now = populate(&mut ep, 1, 1, t0);
-        let base = LIVE.load(Ordering::Relaxed);
+        let region = Region::new(GLOBAL);
         populate(&mut ep, 1000, n, now);
-        let used = LIVE.load(Ordering::Relaxed) - base;
+        let used = live(&region);
         println!(
             "endpoint/memory_per_idle_session/{n}: {:.0} bytes per session ({:.2} MB for {n})",
             used as f64 / f64::from(n),

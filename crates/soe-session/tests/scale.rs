@@ -2,13 +2,10 @@
 //! memory per idle session), and a flood of 1,000,000 spoofed SessionRequests with bounded
 //! memory while real clients still connect.
 //!
-//! Memory is measured with a counting global allocator, the one reason this file allows
-//! `unsafe` (implementing `GlobalAlloc` requires it). The tests of this binary run one at a time
-//! (a lock) so their counts do not mix.
-#![allow(unsafe_code)]
+//! Memory is measured with `stats_alloc`'s instrumented system allocator, which counts the whole
+//! process. The tests of this binary run one at a time (a lock) so their counts do not mix.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::alloc::System;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,50 +13,19 @@ use soe_session::{
     Endpoint, EndpointConfig, Event, RandomSource, SessionConfig, SplitMix64, State,
 };
 use soe_wire::{CrcLength, FrameConfig, Framer, Packet, SessionRequest};
-
-/// Counts live heap bytes.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call forwards to the system allocator with the same layout and pointer; the
-// counter is only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-        }
-        p
-    }
-}
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+/// Heap bytes allocated and not freed since `region` began. A reallocation counts too:
+/// `stats_alloc` adds its growth to `bytes_allocated` and its shrinkage to `bytes_deallocated`
+/// (`bytes_reallocated` is the same figure again, so it is not added).
+fn live(region: &Region<'_, System>) -> isize {
+    let change = region.change();
+    change.bytes_allocated as isize - change.bytes_deallocated as isize
 }
 
 const PROTO: &[u8] = b"ScaleProto_1";
@@ -195,13 +161,13 @@ fn an_idle_session_costs_at_most_one_kibibyte() {
     let mut ep = server(200_000);
     // Warm the endpoint's fixed tables with one session, so they are not charged per session.
     let now = populate(&mut ep, 1, 1, t0);
-    let base = live();
+    let region = Region::new(GLOBAL);
     populate(&mut ep, 1_000_000, N, now);
-    let per_session = (live() - base) as f64 / f64::from(N);
+    let per_session = live(&region) as f64 / f64::from(N);
     println!(
         "memory per idle session: {per_session:.0} bytes ({} sessions, {:.1} MB)",
         ep.len(),
-        (live() - base) as f64 / 1e6
+        live(&region) as f64 / 1e6
     );
     assert_eq!(ep.len(), N as usize + 1);
     assert!(
@@ -223,7 +189,7 @@ fn a_million_spoofed_requests_use_bounded_memory_and_real_clients_still_connect(
     let mut server = server(max_sessions);
     let mut buf = Vec::with_capacity(512);
     // Warm up: the fixed-size tables fill during the first seconds of the flood.
-    let base = live();
+    let region = Region::new(GLOBAL);
     let mut peak = 0isize;
 
     // Two real clients. The fast one's handshake completes while its half-open entry is still
@@ -290,7 +256,7 @@ fn a_million_spoofed_requests_use_bounded_memory_and_real_clients_still_connect(
         if i % 4096 == 0 {
             assert!(server.half_open() <= max_half_open);
             assert!(server.len() <= max_sessions + max_half_open);
-            peak = peak.max(live() - base);
+            peak = peak.max(live(&region));
         }
     }
     // Let the real clients finish (their probes and any remap), then look at the events.

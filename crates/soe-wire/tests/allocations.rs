@@ -1,56 +1,18 @@
 //! Once warm, the hot paths allocate nothing: decode borrows, encode and seal write into reused
-//! buffers, open reuses the framer's buffers (inflate included). Measured with a counting global
-//! allocator, per thread so parallel tests do not disturb each other.
-#![allow(unsafe_code)]
+//! buffers, open reuses the framer's buffers (inflate included). Measured with `stats_alloc`'s
+//! instrumented system allocator. It counts every thread of the process, so the cases run one
+//! after another inside a single test: parallel tests would count each other's allocations.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use std::alloc::System;
 
 use soe_wire::{
     Ack, Channel, CrcLength, FrameConfig, Framer, GroupWriter, MultiPacketWriter, Packet,
     ReliableData, ReliablePayload,
 };
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Forwards to [`System`], counting allocations and reallocations of the current thread.
-struct Counting;
-
-// SAFETY: every call is forwarded unchanged to `System`; the counter is a thread-local `Cell`
-// with a const initializer, which never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// One round of a session's work: bundle two messages into a Group, an ack and the data into a
 /// MultiPacket, seal it, open it, and walk everything that came out.
@@ -113,27 +75,33 @@ impl Round {
     }
 }
 
-fn measure(compression: bool, messages: [&[u8]; 2]) -> u64 {
+/// Allocations and reallocations made by 1,000 rounds once warm.
+fn measure(compression: bool, messages: [&[u8]; 2]) -> usize {
     let mut round = Round::new(compression);
     // warm: buffers grow to their working size, zlib state is made
     for seq in 0..4 {
         assert_eq!(round.run(seq, messages), 2);
     }
-    let before = allocations();
+    let region = Region::new(GLOBAL);
     for seq in 4..1004 {
         assert_eq!(round.run(seq, messages), 2);
     }
-    allocations() - before
+    let change = region.change();
+    change.allocations + change.reallocations
 }
 
 #[test]
+fn rounds_allocate_nothing_once_warm() {
+    uncompressed_round_allocates_nothing_once_warm();
+    compressed_round_allocates_nothing_once_warm();
+}
+
 fn uncompressed_round_allocates_nothing_once_warm() {
     let a = [0x5Au8; 120];
     let b = [0xA5u8; 90];
     assert_eq!(measure(false, [&a, &b]), 0);
 }
 
-#[test]
 fn compressed_round_allocates_nothing_once_warm() {
     // repetitive messages, so seal deflates and open inflates on every round
     let a = *b"position update position update position update position update....";
