@@ -1,6 +1,5 @@
 //! Many sessions behind one socket: routing by address, timers ordered by deadline, limits.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
@@ -836,14 +835,12 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     }
 
     /// The CRC seed for a client: a keyed hash of the epoch, its address and its session id
-    /// under the endpoint's 128-bit secret.
+    /// under the endpoint's 128-bit secret (SipHash-1-3 keyed with it).
     fn cookie(&self, epoch: u64, remote: &A, session_id: u32) -> u32 {
-        let mut h = DefaultHasher::new();
-        h.write_u64(self.secret[0]);
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.secret[0], self.secret[1]);
         h.write_u64(epoch);
         remote.hash(&mut h);
         h.write_u32(session_id);
-        h.write_u64(self.secret[1]);
         let x = h.finish();
         (x ^ (x >> 32)) as u32
     }
