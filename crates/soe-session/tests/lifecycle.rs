@@ -357,6 +357,26 @@ fn crcless_heartbeat_and_ack_are_accepted_as_real_servers_send_them() {
 }
 
 #[test]
+fn crcless_ack_is_accepted_with_compression_on() {
+    let mut p = Pair::new(
+        common::seed(30),
+        server_config().with_compression(true),
+        client_config(),
+        NetConfig::default(),
+    );
+    let (c, _s) = p.connect();
+    // With compression negotiated, a CRC-less selective ack carries the zero flag byte between
+    // opcode and sequence, and a heartbeat ends with it.
+    p.client
+        .handle_datagram(p.now, SERVER, &[0x00, 0x11, 0x00, 0x00, 0x00]);
+    p.client.handle_datagram(p.now, SERVER, &[0x00, 0x06, 0x00]);
+    p.flush();
+    let st = p.client.stats(c).unwrap();
+    assert_eq!((st.crcless_accepted, st.crc_rejects), (2, 0));
+    assert_eq!(p.client.state(c), Some(State::Connected));
+}
+
+#[test]
 fn crcless_quirks_can_be_turned_off() {
     let mut p = Pair::new(
         common::seed(28),
