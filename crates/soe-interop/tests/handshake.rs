@@ -187,3 +187,53 @@ async fn mismatch_the_peer_client_with_our_server_is_refused() {
     assert!(ours_accepted.is_err(), "nothing is accepted");
     client.abort();
 }
+
+/// The peer server's SessionResponse is lost. Our client repeats its SessionRequest; the peer
+/// takes a second request for a running session as an error and ends that session with
+/// Disconnect(ConnectError), which our client, still without a CRC seed, ignores; the third
+/// request finds no session at the peer and opens a fresh one. So we connect, one retry
+/// interval later than with a server that answers a repeated request again (as ours does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_session_response_costs_our_client_two_retries() {
+    let mut server = Peer::default().server().await;
+    let mut dropped = false;
+    let relay = Relay::with_filter(
+        server.local_addr(),
+        Box::new(move |dir, bytes| {
+            let hit = !dropped && dir == Dir::ToClient && op(bytes) == Some(OP_RESPONSE);
+            dropped |= hit;
+            hit
+        }),
+    )
+    .await;
+    let ours = our_client(our_session().with_retry_interval(Duration::from_millis(100)));
+    let conn = within(PATIENCE, "our connect", ours.connect(relay.addr))
+        .await
+        .expect("connect despite the lost response");
+    conn.send(Bytes::from_static(b"made it")).await.unwrap();
+    loop {
+        match server_event(&mut server).await {
+            SocketEvent::SessionClosed { reason, .. } => {
+                assert_eq!(reason, soe_protocol::DisconnectReason::ConnectError);
+            }
+            SocketEvent::SessionOpened { .. } => {}
+            SocketEvent::DataReceived { data, .. } => {
+                assert_eq!(&data[..], b"made it");
+                break;
+            }
+        }
+    }
+    let log = relay.log();
+    let requests = log.iter().filter(|r| r.op() == Some(OP_REQUEST)).count();
+    let responses = log.iter().filter(|r| r.op() == Some(OP_RESPONSE)).count();
+    let refusal = log
+        .iter()
+        .find(|r| r.dir == Dir::ToClient && r.op() == Some(OP_DISCONNECT))
+        .expect("the peer's Disconnect after our second request");
+    // `00 05 | session id | reason 11 | CRC`: framed with the seed our client never got.
+    assert_eq!(refusal.bytes.len(), 10);
+    assert_eq!(&refusal.bytes[6..8], &11u16.to_be_bytes());
+    assert_eq!((requests, responses), (3, 2));
+    assert!(conn.close_reason().is_none());
+    server.abort();
+}
