@@ -7,10 +7,10 @@
 //!
 //! * what we send reaches its application with our escape byte still in front;
 //! * what its application sends starting `00 19` we read as a Group, `00 00` as escaped, exactly
-//!   as the peer reads its own traffic; a 2-byte `00 19` is an empty Group (no message).
-//! * a plaintext `00 19 …` that is not a well-formed Group ends our session with CorruptPacket
-//!   (the peer drops the malformed tail instead). That is a bug on our side: see the ignored
-//!   tests at the bottom, which state what should happen.
+//!   as the peer reads its own traffic;
+//! * a plaintext `00 19 …` that is not a well-formed, non-empty Group (a bare `00 19` included)
+//!   is delivered whole as one message, and the session goes on (it used to end with
+//!   CorruptPacket; the tests at the bottom hold the fix).
 //!
 //! With RC4 all of these round-trip exactly (see `rc4.rs`).
 
@@ -74,8 +74,8 @@ const FROM_THE_PEER: [(&[u8], Option<&[u8]>); 7] = [
     (b"\x00\x00\x41", Some(b"\x00\x41")),
     (b"\x00", Some(b"\x00")),
     (b"\x00\x05\x01", Some(b"\x00\x05\x01")),
-    // An empty Group: no message at all (the peer itself would deliver it as is).
-    (b"\x00\x19", None),
+    // No well-formed Group (empty): delivered whole, as the peer itself would deliver it.
+    (b"\x00\x19", Some(b"\x00\x19")),
     // A Group of one item, a lone zero byte.
     (b"\x00\x19\x01\x00", Some(b"\x00")),
     (b"after", Some(b"after")),
@@ -126,12 +126,10 @@ const NOT_GROUPS: [&[u8]; 5] = [
     b"\x00\x19\xff",
 ];
 
-/// BUG (soe-reliable): each of these ends our session with CorruptPacket, so any peer
-/// application message that happens to start `00 19` kills the session. Our side should survive
-/// it (deliver the payload as one message, as it would any other unescaped `00 xx` message, or
-/// drop it) and go on. Run with `--ignored` to see it fail.
+/// Each of these once ended our session with CorruptPacket, so any peer application message
+/// that happened to start `00 19` killed the session. Now a plaintext channel delivers the payload
+/// whole as one message and goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug in soe-reliable: a plaintext `00 19` payload that is not a well-formed Group ends the session (CorruptPacket)"]
 async fn malformed_group_from_the_peer_must_not_end_our_session() {
     let mut failures = Vec::new();
     for m in NOT_GROUPS {
@@ -157,11 +155,10 @@ async fn malformed_group_from_the_peer_must_not_end_our_session() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// The same bug at the reliable layer, without sockets: one ReliableData packet whose payload is
-/// `00 19 05 41`. `ReliableChannel::handle_data` fails with a wire error (which the session maps
-/// to CorruptPacket) instead of delivering or dropping the message.
+/// The same at the reliable layer, without sockets: one ReliableData packet whose payload is
+/// `00 19 05 41` is delivered as a message, not failed with a wire error (which the session
+/// would map to CorruptPacket).
 #[test]
-#[ignore = "bug in soe-reliable: recv.rs message_ranges fails the channel on a malformed Group"]
 fn minimal_malformed_group_payload_is_not_fatal_to_the_channel() {
     let config = Arc::new(soe_reliable::ReliableConfig::default());
     let mut rx = soe_reliable::ReliableChannel::new(soe_wire::Channel::ZERO, config, 496, None)

@@ -281,7 +281,7 @@ impl Receiver {
         stats: &mut ChannelStats,
     ) -> Result<(), ReliableError> {
         self.ranges.clear();
-        message_ranges(payload.as_slice(), &mut self.ranges)?;
+        message_ranges(payload.as_slice(), self.cipher.is_none(), &mut self.ranges)?;
         let bytes = match (payload, self.cipher.as_mut()) {
             (Payload::Shared(b), None) => b,
             (Payload::Owned(v), None) => Bytes::from(v),
@@ -349,12 +349,32 @@ impl Receiver {
 
 /// Finds each message of a reassembled payload as a range of it: a Group's items unescaped, or
 /// the payload unescaped. An empty payload is one empty message.
-fn message_ranges(payload: &[u8], ranges: &mut Vec<(usize, usize)>) -> Result<(), WireError> {
+///
+/// `plaintext`: on a channel without encryption, a payload that starts `00 19` but is no
+/// well-formed, non-empty Group is delivered whole as one message instead of failing. Peers that
+/// do not escape plaintext (soe-protocol 2.3.0) send application messages that start `00 19`;
+/// ending the session over one of them would let any such message kill it. With RC4 every peer
+/// escapes the ciphertext, so there a malformed Group stays an error.
+fn message_ranges(
+    payload: &[u8],
+    plaintext: bool,
+    ranges: &mut Vec<(usize, usize)>,
+) -> Result<(), WireError> {
     match ReliablePayload::decode(payload)? {
         ReliablePayload::Message(message) => ranges.push(range_of(payload, message)?),
         ReliablePayload::Group(group) => {
-            for item in group.iter() {
+            let items = group.iter().try_for_each(|item| {
                 ranges.push(range_of(payload, unescape(item?)?)?);
+                Ok(())
+            });
+            match items {
+                Ok(()) if !ranges.is_empty() => {}
+                _ if plaintext => {
+                    ranges.clear();
+                    ranges.push((0, payload.len()));
+                }
+                Ok(()) => {}
+                Err(e) => return Err(e),
             }
         }
     }

@@ -123,22 +123,42 @@ fn fragment_data_past_the_announced_total_is_an_error() {
 }
 
 #[test]
-fn garbage_payloads_are_corrupt() {
+fn garbage_groups_are_corrupt_when_encrypted_and_one_message_when_plain() {
     let now = Instant::now();
-    let cases: [&[u8]; 4] = [
+    let cases: [&[u8]; 5] = [
         b"\x00\x19\xff\x01",      // Group length marker cut short
         b"\x00\x19\x05ab",        // item longer than the Group
         b"\x00\x19\x03\x00\x19x", // Group nested in a Group
         b"\x00\x19\x00",          // zero-length item
+        b"\x00\x19",              // empty Group
     ];
     for (i, payload) in cases.into_iter().enumerate() {
-        let mut rx = channel(ReliableConfig::default());
+        // With RC4 every peer escapes its ciphertext: a malformed Group is corruption.
+        let mut rx = ReliableChannel::new(
+            Channel::ZERO,
+            Arc::new(ReliableConfig::default()),
+            496,
+            Some(b"key"),
+        )
+        .unwrap();
         let result = rx.handle_data(now, 0, payload);
-        assert!(
-            matches!(result, Err(ReliableError::Corrupt(_))),
-            "case {i}: {result:?}"
-        );
+        if i < 4 {
+            assert!(
+                matches!(result, Err(ReliableError::Corrupt(_))),
+                "case {i}: {result:?}"
+            );
+        } else {
+            assert!(result.is_ok(), "case {i}: {result:?}");
+        }
         assert_eq!(rx.poll_message(), None, "case {i}: nothing delivered");
+        // In plaintext a peer that does not escape (soe-protocol 2.3.0) sends messages that
+        // start `00 19`: such a payload is delivered whole, once, and the channel goes on.
+        let mut rx = channel(ReliableConfig::default());
+        assert_eq!(rx.handle_data(now, 0, payload), Ok(()), "case {i}");
+        assert_eq!(rx.poll_message().as_deref(), Some(payload), "case {i}");
+        assert_eq!(rx.poll_message(), None, "case {i}: delivered once");
+        rx.handle_data(now, 1, b"next").unwrap();
+        assert_eq!(rx.poll_message().as_deref(), Some(&b"next"[..]), "case {i}");
     }
     // Random bytes never panic; each is delivered as a message, or is an error.
     let mut rng = Rng::new(99);
