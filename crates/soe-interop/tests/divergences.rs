@@ -451,18 +451,35 @@ async fn a_lost_ack_from_the_peer_is_never_repaired_without_new_data() {
     }
 }
 
-/// Our server keeps a session half-open until the client's first packet with a valid CRC, and
-/// drops it silently after its connect timeout (10 s by default, 200 ms here). The peer's client
-/// sends nothing after the handshake until it has data (or 25 s of silence have passed), so a
-/// peer client idle for longer than that after connecting finds its session gone: our server
-/// answers its first message with UnknownSender and it ends with UnreachableConnection.
+/// Our server keeps a session half-open until the client's first packet with a valid CRC. The
+/// peer's client sends nothing after the handshake until it has data (or 25 s of silence have
+/// passed), so our server keeps a half-open session for the longer of its connect timeout and
+/// its idle timeout: a peer client idle past the connect timeout (200 ms here) is still served.
+/// Only one idle past the idle timeout too finds its session gone: our server answers its first
+/// message with UnknownSender and the peer ends with UnreachableConnection (it never remaps).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_client_idle_after_connecting_outlives_our_half_open_timeout() {
+async fn a_peer_client_idle_after_connecting_keeps_its_half_open_session_until_the_idle_timeout() {
+    // Idle past the connect timeout, within the idle timeout (30 s by default): served.
     let ours = our_server(our_session().with_connect_timeout(Duration::from_millis(200)));
+    let mut client = Peer::default().client(ours.local_addr()).await;
+    peer_connected(&mut client).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    client.handle().enqueue_data(&b"late hello"[..]);
+    let conn = within(PATIENCE, "accept", ours.accept()).await.unwrap();
+    let got = within(PATIENCE, "late hello", conn.recv()).await;
+    assert_eq!(got.as_deref(), Some(&b"late hello"[..]));
+    client.abort();
+
+    // Idle past both: the half-open session is gone.
+    let ours = our_server(
+        our_session()
+            .with_connect_timeout(Duration::from_millis(200))
+            .with_idle_timeout(Some(Duration::from_millis(300))),
+    );
     let relay = Relay::new(ours.local_addr()).await;
     let mut client = Peer::default().client(relay.addr).await;
     peer_connected(&mut client).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     client.handle().enqueue_data(&b"late hello"[..]);
     match client_event(&mut client).await {
         ClientEvent::Disconnected { reason } => {

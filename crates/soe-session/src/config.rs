@@ -148,7 +148,8 @@ impl SessionConfig {
     /// How long a client tries to connect before giving up with
     /// [`DisconnectReason::ConnectFail`](soe_wire::DisconnectReason::ConnectFail); on a server,
     /// how long an answered SessionRequest waits for the client's first packet (a half-open
-    /// session). Default 10 s; at least 1 ms.
+    /// session), though never less than the idle timeout, since some clients stay silent until
+    /// their first heartbeat. Default 10 s; at least 1 ms.
     #[must_use]
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = clamp_duration(timeout, Duration::from_millis(1));

@@ -86,7 +86,8 @@
 //! A SessionRequest costs the server a *half-open* session until the client's first valid
 //! packet arrives. Spoofed requests never complete, so:
 //!
-//! * Half-open sessions are capped (`max_half_open`, 1024) and expire after `connect_timeout`;
+//! * Half-open sessions are capped (`max_half_open`, 1024) and expire after the longer of
+//!   `connect_timeout` and `idle_timeout` (30 s);
 //!   when the cap is reached the oldest is dropped for the new one. They surface no event.
 //! * Established sessions are capped (`max_sessions`, 10,000); past it requests are refused.
 //! * Requests per source address are rate limited (30 per minute, a bounded table of 4096

@@ -227,8 +227,15 @@ impl Session {
             .with_max_inflated(s.max_inflated());
         s.framer = Some(Framer::new(frame));
         s.pending = P_RESPONSE;
-        s.timers
-            .set(Timer::ConnectTimeout, now + s.config.connect_timeout());
+        // A client may stay silent after the handshake until its first heartbeat (soe-protocol
+        // 2.3.0 sends nothing until it has data): keep the half-open session at least as long as
+        // an idle established one. Floods are bounded by the half-open cap, not by this time.
+        let connect = s.config.connect_timeout();
+        let half_open = s
+            .config
+            .idle_timeout()
+            .map_or(connect, |idle| idle.max(connect));
+        s.timers.set(Timer::ConnectTimeout, now + half_open);
         Ok(s)
     }
 
