@@ -51,9 +51,22 @@ pub(crate) fn run(seconds: u64) -> Result<()> {
 
     let started = Instant::now();
     for (index, target) in targets.iter().enumerate() {
+        // libFuzzer writes new inputs into the first corpus directory: keep them under target/
+        // so a run never litters the committed seed corpus in fuzz/corpus/.
+        let scratch = cmd::workspace_root()
+            .join("target")
+            .join("fuzz-corpus")
+            .join(target);
+        std::fs::create_dir_all(&scratch)
+            .map_err(|err| Error::new(format!("cannot create {}: {err}", scratch.display())))?;
+        let seeds = fuzz_dir.join("corpus").join(target);
         let mut command = nightly();
+        command.args(["fuzz", "run", target]).arg(&scratch);
+        if seeds.is_dir() {
+            command.arg(&seeds);
+        }
         command
-            .args(["fuzz", "run", target, "--"])
+            .arg("--")
             .arg(format!("-max_total_time={seconds}"))
             .current_dir(&fuzz_dir);
         println!(
