@@ -195,19 +195,23 @@ impl ReliableChannel {
     /// Appends one encoded packet (`opcode | body`, no framing, at most `max_packet_len` bytes) to
     /// `out` and returns its length, or `None` when nothing is to be sent now. Order: a due
     /// AcknowledgeAll, selective Acknowledges, retransmissions, then new data within the
-    /// congestion window.
+    /// congestion window. Once data has gone out, a delayed AcknowledgeAll is due at once, so
+    /// the next call returns it to travel in the same datagram (piggybacked).
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
         if let Some(len) = self.rx.poll_ack(now, out, &self.ops, &mut self.stats) {
             return Some(len);
         }
-        self.tx.poll_transmit(
+        let len = self.tx.poll_transmit(
             now,
             out,
             self.max_packet_len,
             &self.config,
             &self.ops,
             &mut self.stats,
-        )
+        )?;
+        // A delayed ack goes out with this data (the next call returns it) rather than alone later.
+        self.rx.hasten_ack(now);
+        Some(len)
     }
 
     /// The earliest timer: delayed cumulative ack, retransmission, or the unacknowledged limit.

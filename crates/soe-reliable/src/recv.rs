@@ -319,6 +319,15 @@ impl Receiver {
         self.delivered.push_back(message);
     }
 
+    /// Makes a delayed cumulative ack due at once: data is leaving anyway, so the ack rides in the
+    /// same datagram instead of waiting for its timer (and a peer whose window is smaller than
+    /// `ack_every` is not left stalled for `ack_delay`).
+    pub(crate) fn hasten_ack(&mut self, now: Instant) {
+        if let Some(due) = self.ack_all_due.as_mut() {
+            *due = (*due).min(now);
+        }
+    }
+
     /// Writes a due cumulative ack, or a selective one.
     pub(crate) fn poll_ack(
         &mut self,

@@ -304,6 +304,28 @@ fn ack_every_and_ack_delay() {
 }
 
 #[test]
+fn a_delayed_ack_rides_with_outgoing_data() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default()
+        .with_ack_every(16)
+        .with_ack_delay(5 * MS);
+    let mut ch = channel_with(config, 496);
+    ch.handle_data(t0, 0, b"ping").unwrap();
+    // Nothing to send: the ack waits for its delay.
+    assert!(drain(&mut ch, t0 + MS).is_empty());
+    assert_eq!(ch.poll_timeout(), Some(t0 + 5 * MS));
+    // The reply leaves at once, and the ack with it, not 4 ms later.
+    ch.send(Bytes::from_static(b"pong")).unwrap();
+    let out = drain(&mut ch, t0 + MS);
+    assert_eq!(out.len(), 2, "{out:02x?}");
+    assert_eq!(&out[0][..2], &[0, 0x09], "data first: {out:02x?}");
+    assert_eq!(out[1], vec![0, 0x15, 0, 0], "then the cumulative ack");
+    assert_eq!(ch.stats().acks_sent, 1);
+    // Nothing left for the timer to do but the retransmission of the reply.
+    assert!(drain(&mut ch, t0 + 5 * MS).is_empty());
+}
+
+#[test]
 fn receive_backpressure_leaves_packets_unacknowledged() {
     let t0 = Instant::now();
     let config = ReliableConfig::default()
