@@ -1,6 +1,7 @@
 //! Loopback figures a user cares about: the round trip of one small message through an echo
 //! server (time per iteration = one RTT), and how many 64-byte messages per second one
-//! connection delivers to the server (criterion's elements/s).
+//! connection delivers to the server (criterion's elements/s). For scale, the same round trip
+//! over bare tokio UDP sockets (no protocol at all) runs in the same process and runtime.
 //!
 //! `cargo bench -p soe-tokio --bench loopback -- --warm-up-time 1 --measurement-time 2`
 #![allow(missing_docs)]
@@ -73,6 +74,37 @@ fn loopback(c: &mut Criterion) {
             })
         })
     });
+
+    // The floor: the same echo with bare UDP sockets on the same runtime (kernel + tokio only).
+    let (raw_client, raw_server) = rt.block_on(async {
+        let server = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        client.connect(server.local_addr().unwrap()).await.unwrap();
+        (client, server)
+    });
+    let echo = rt.spawn(async move {
+        let mut buf = [0u8; 64];
+        while let Ok((n, from)) = raw_server.recv_from(&mut buf).await {
+            if raw_server.send_to(&buf[..n], from).await.is_err() {
+                break;
+            }
+        }
+    });
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("raw_udp_echo_round_trip_4_bytes", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut buf = [0u8; 64];
+                let start = Instant::now();
+                for _ in 0..iters {
+                    raw_client.send(b"ping").await.unwrap();
+                    raw_client.recv(&mut buf).await.unwrap();
+                }
+                start.elapsed()
+            })
+        })
+    });
+    echo.abort();
 
     let payload = Bytes::from(vec![0x5a; 64]);
     group.throughput(Throughput::Elements(BATCH));
