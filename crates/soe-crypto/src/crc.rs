@@ -83,10 +83,13 @@ impl CrcLength {
     }
 
     /// Writes the truncated `crc` big endian into the start of `out` and returns the number of
-    /// bytes written. `out` must hold at least [`CrcLength::get`] bytes.
-    pub fn write(self, crc: u32, out: &mut [u8]) -> usize {
+    /// bytes written ([`CrcLength::get`]); the trailer is `out[..n]`.
+    pub fn write(self, crc: u32, out: &mut [u8; 4]) -> usize {
         let n = self.get();
-        out[..n].copy_from_slice(&crc.to_be_bytes()[4 - n..]);
+        let be = crc.to_be_bytes();
+        for (dst, src) in out.iter_mut().zip(be.iter().skip(4 - n)) {
+            *dst = *src;
+        }
         n
     }
 
