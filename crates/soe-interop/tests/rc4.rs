@@ -51,14 +51,27 @@ fn encrypt_first(plain: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The data of the first reliable packet in `records`: after opcode and sequence, before the
-/// 2-byte CRC (no compression).
+/// The data of the first reliable packet in `records`, standing alone or inside a MultiPacket
+/// (our side sends a delayed ack in the same datagram as data): after opcode and sequence, the
+/// 2-byte CRC stripped (no compression).
 fn first_data(records: &[Record]) -> Vec<u8> {
-    let r = records
-        .iter()
-        .find(|r| r.op() == Some(OP_DATA))
-        .expect("a ReliableData datagram");
-    r.bytes[4..r.bytes.len() - 2].to_vec()
+    for r in records {
+        let Some(packet) = r.bytes.get(..r.bytes.len().saturating_sub(2)) else {
+            continue;
+        };
+        match soe_wire::Packet::decode(packet) {
+            Ok(soe_wire::Packet::ReliableData(d)) => return d.data.to_vec(),
+            Ok(soe_wire::Packet::MultiPacket(m)) => {
+                for p in m.packets() {
+                    if let Ok(soe_wire::Packet::ReliableData(d)) = p {
+                        return d.data.to_vec();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("no ReliableData datagram among {} records", records.len());
 }
 
 async fn our_side(conn: Connection) -> Connection {
