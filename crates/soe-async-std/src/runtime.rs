@@ -9,7 +9,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use async_io::{Async, Timer};
-use soe_runtime::udp::{RecvMeta, Transmit, UdpSocketState};
+use soe_runtime::udp::{RecvMeta, UdpSocketState};
 use soe_runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
 
 /// Runs the driver task on async-std's executor, with async-io timers and sockets.
@@ -73,13 +73,7 @@ impl AsyncUdpSocket for Socket {
     }
 
     fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
-        let transmit = Transmit {
-            destination,
-            ecn: None,
-            contents: datagram,
-            segment_size: None,
-            src_ip: None,
-        };
+        let transmit = soe_runtime::socket::datagram_transmit(destination, datagram);
         self.state.try_send(self.io.get_ref().into(), &transmit)
     }
 

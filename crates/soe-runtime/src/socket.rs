@@ -108,6 +108,19 @@ fn set_reuse_port(_socket: &Socket) -> io::Result<()> {
     ))
 }
 
+/// The quinn-udp [`Transmit`](quinn_udp::Transmit) for one SOE datagram: no ECN, no segmentation
+/// offload (SOE datagrams vary in size), the OS's choice of source address. Runtime adapters
+/// hand it to [`UdpSocketState::try_send`](quinn_udp::UdpSocketState::try_send).
+pub fn datagram_transmit(destination: SocketAddr, datagram: &[u8]) -> quinn_udp::Transmit<'_> {
+    quinn_udp::Transmit {
+        destination,
+        ecn: None,
+        contents: datagram,
+        segment_size: None,
+        src_ip: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

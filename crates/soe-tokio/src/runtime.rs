@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
-use soe_runtime::udp::{RecvMeta, Transmit, UdpSocketState};
+use soe_runtime::udp::{RecvMeta, UdpSocketState};
 use soe_runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
 use tokio::io::Interest;
 
@@ -100,13 +100,7 @@ impl AsyncUdpSocket for Socket {
     }
 
     fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
-        let transmit = Transmit {
-            destination,
-            ecn: None,
-            contents: datagram,
-            segment_size: None,
-            src_ip: None,
-        };
+        let transmit = soe_runtime::socket::datagram_transmit(destination, datagram);
         self.io.try_io(Interest::WRITABLE, || {
             self.state.try_send((&self.io).into(), &transmit)
         })
