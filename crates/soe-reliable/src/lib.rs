@@ -18,7 +18,8 @@
 //! Receiving: in-order packets are delivered at once; packets up to `receive_window` ahead are
 //! stored and selectively acknowledged; duplicates are dropped and re-acknowledged; fragments are
 //! reassembled into a buffer that grows only as data arrives, capped by `max_message_size`.
-//! Cumulative acks go out after `ack_delay` or every `ack_every` packets. Messages come out of
+//! Cumulative acks go out after `ack_delay` or every `ack_every` packets, or at once with outgoing
+//! data when the channel has some to send (piggybacked). Messages come out of
 //! [`poll_message`] in order, exactly once, as [`bytes::Bytes`].
 //!
 //! Driving order, after any `handle_*` call: call [`poll_transmit`] until it returns `None`, then
