@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::dispatch;
+use common::MemoryLink;
 use soe_reliable::{ReliableChannel, ReliableConfig};
 use soe_wire::Channel;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -25,54 +25,8 @@ fn allocations(region: &Region<'_, System>) -> usize {
     change.allocations + change.reallocations
 }
 
-struct Loop {
-    tx: ReliableChannel,
-    rx: ReliableChannel,
-    now: Instant,
-    buf: Vec<u8>,
-    message: Bytes,
-}
-
-impl Loop {
-    fn new(key: Option<&[u8]>, size: usize) -> Self {
-        let config = Arc::new(ReliableConfig::default());
-        let make = || ReliableChannel::new(Channel::ZERO, config.clone(), 496, key).unwrap();
-        Self {
-            tx: make(),
-            rx: make(),
-            now: Instant::now(),
-            buf: Vec::with_capacity(2048),
-            message: Bytes::from(vec![0x5Au8; size]),
-        }
-    }
-
-    /// Sends `count` messages through a lossless in-memory link and takes them all out.
-    fn run(&mut self, count: usize) {
-        let mut sent = 0;
-        let mut received = 0;
-        while received < count {
-            while sent < count && self.tx.send(self.message.clone()).is_ok() {
-                sent += 1;
-            }
-            while self.tx.poll_transmit(self.now, &mut self.buf).is_some() {
-                dispatch(&mut self.rx, self.now, &self.buf).unwrap();
-                self.buf.clear();
-            }
-            while let Some(m) = self.rx.poll_message() {
-                assert_eq!(m.len(), self.message.len());
-                received += 1;
-            }
-            self.now += Duration::from_millis(1);
-            while self.rx.poll_transmit(self.now, &mut self.buf).is_some() {
-                dispatch(&mut self.tx, self.now, &self.buf).unwrap();
-                self.buf.clear();
-            }
-        }
-    }
-}
-
 fn per_message(key: Option<&[u8]>, size: usize) -> f64 {
-    let mut l = Loop::new(key, size);
+    let mut l = MemoryLink::new(key, size);
     l.run(20_000); // warm up: rings and windows reach their working size
     let count = 200_000;
     let region = Region::new(GLOBAL);

@@ -9,8 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use soe_reliable::{ReliableChannel, ReliableConfig, ReliableError, SendError};
-use soe_wire::{Channel, Packet};
+use soe_reliable::{ReliableChannel, ReliableConfig, SendError};
+use soe_wire::Channel;
+
+mod memory_link;
+// Not every test binary uses both.
+#[allow(unused_imports)]
+pub use memory_link::{MemoryLink, dispatch};
 
 /// SplitMix64: a tiny seedable generator, good enough for a network emulator.
 #[derive(Debug, Clone)]
@@ -148,27 +153,6 @@ impl Link {
         } else {
             None
         }
-    }
-}
-
-/// Hands a decoded packet to the channel, as a session would.
-pub fn dispatch(
-    channel: &mut ReliableChannel,
-    now: Instant,
-    datagram: &[u8],
-) -> Result<(), ReliableError> {
-    match Packet::decode(datagram).expect("the channel emits valid packets") {
-        Packet::ReliableData(d) => channel.handle_data(now, d.sequence, d.data),
-        Packet::ReliableDataFragment(d) => channel.handle_fragment(now, d.sequence, d.data),
-        Packet::Acknowledge(a) => {
-            channel.handle_ack(now, a.sequence);
-            Ok(())
-        }
-        Packet::AcknowledgeAll(a) => {
-            channel.handle_ack_all(now, a.sequence);
-            Ok(())
-        }
-        other => panic!("unexpected packet {other:?}"),
     }
 }
 
