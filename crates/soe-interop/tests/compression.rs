@@ -101,11 +101,7 @@ async fn our_compressing_server_with_the_peer_client() {
     }
     echo.await.unwrap();
 
-    let response = relay
-        .sent(Dir::ToClient)
-        .into_iter()
-        .find(|r| r.op() == Some(OP_RESPONSE))
-        .unwrap();
+    let response = first_with_op(&relay.sent(Dir::ToClient), OP_RESPONSE, "SessionResponse");
     assert_eq!(response.bytes[11], 1, "compression announced");
     check_flags(&relay.sent(Dir::ToClient), &relay.sent(Dir::ToServer));
 
@@ -174,11 +170,7 @@ async fn our_client_compresses_for_a_compressing_peer_server() {
     assert_eq!(received, COUNT);
     assert_eq!(reason, soe_protocol::DisconnectReason::Application);
 
-    let response = relay
-        .sent(Dir::ToClient)
-        .into_iter()
-        .find(|r| r.op() == Some(OP_RESPONSE))
-        .unwrap();
+    let response = first_with_op(&relay.sent(Dir::ToClient), OP_RESPONSE, "SessionResponse");
     assert_eq!(response.bytes[11], 1, "compression announced");
     check_flags(&relay.sent(Dir::ToServer), &relay.sent(Dir::ToClient));
     server.abort();

@@ -70,11 +70,7 @@ async fn the_peer_fragments_against_its_own_udp_length_and_we_accept_it() {
     let client = Peer::default().client(relay.addr).await;
     let client = echo_through_our_server(&ours, client, 100).await;
 
-    let response = relay
-        .sent(Dir::ToClient)
-        .into_iter()
-        .find(|r| r.op() == Some(OP_RESPONSE))
-        .unwrap();
+    let response = first_with_op(&relay.sent(Dir::ToClient), OP_RESPONSE, "SessionResponse");
     assert_eq!(&response.bytes[13..17], &400u32.to_be_bytes());
     let theirs = longest_data(&relay.sent(Dir::ToServer));
     let ours_max = longest_data(&relay.sent(Dir::ToClient));
@@ -341,11 +337,7 @@ async fn the_peer_does_not_re_ack_duplicates_and_we_do() {
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     // Our data packet, again, 100 ms later: no answer from the peer.
-    let our_data = relay
-        .sent(Dir::ToServer)
-        .into_iter()
-        .find(|r| r.op() == Some(OP_DATA))
-        .expect("our data datagram");
+    let our_data = first_with_op(&relay.sent(Dir::ToServer), OP_DATA, "our data datagram");
     let before = relay.sent(Dir::ToClient).len();
     relay.inject(Dir::ToServer, &our_data.bytes).await;
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -353,11 +345,11 @@ async fn the_peer_does_not_re_ack_duplicates_and_we_do() {
     assert!(answers.is_empty(), "the peer answered: {answers:?}");
 
     // The peer's data packet, again: we acknowledge it again.
-    let their_data = relay
-        .sent(Dir::ToClient)
-        .into_iter()
-        .find(|r| r.op() == Some(OP_DATA))
-        .expect("the peer's data datagram");
+    let their_data = first_with_op(
+        &relay.sent(Dir::ToClient),
+        OP_DATA,
+        "the peer's data datagram",
+    );
     let at = relay.now();
     relay.inject(Dir::ToClient, &their_data.bytes).await;
     tokio::time::sleep(Duration::from_millis(100)).await;

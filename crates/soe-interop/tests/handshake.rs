@@ -43,16 +43,8 @@ async fn our_client_connects_to_the_peer_server() {
     // On the wire: our request carries our udp_length and the name; its response echoes our
     // session id, and announces CRC length 2, no compression, udp_length 512, version 3.
     let log = relay.log();
-    let request = &log
-        .iter()
-        .find(|r| r.op() == Some(OP_REQUEST))
-        .unwrap()
-        .bytes;
-    let response = &log
-        .iter()
-        .find(|r| r.op() == Some(OP_RESPONSE))
-        .unwrap()
-        .bytes;
+    let request = &first_with_op(&log, OP_REQUEST, "SessionRequest").bytes;
+    let response = &first_with_op(&log, OP_RESPONSE, "SessionResponse").bytes;
     assert_eq!(&request[2..6], &3u32.to_be_bytes(), "protocol version");
     assert_eq!(&request[10..14], &512u32.to_be_bytes(), "our udp_length");
     assert_eq!(&request[14..], b"InteropProto\0");
@@ -92,16 +84,8 @@ async fn the_peer_client_connects_to_our_server() {
     }
 
     let log = relay.log();
-    let request = &log
-        .iter()
-        .find(|r| r.op() == Some(OP_REQUEST))
-        .unwrap()
-        .bytes;
-    let response = &log
-        .iter()
-        .find(|r| r.op() == Some(OP_RESPONSE))
-        .unwrap()
-        .bytes;
+    let request = &first_with_op(&log, OP_REQUEST, "SessionRequest").bytes;
+    let response = &first_with_op(&log, OP_RESPONSE, "SessionResponse").bytes;
     assert_eq!(&request[10..14], &512u32.to_be_bytes(), "peer udp_length");
     assert_eq!(&request[14..], b"InteropProto\0");
     assert_eq!(&response[2..6], &request[6..10], "session id echoed");

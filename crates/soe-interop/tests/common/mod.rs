@@ -239,6 +239,15 @@ impl Record {
     }
 }
 
+/// A copy of the first record with opcode `op`; panics naming `what` if there is none.
+pub(crate) fn first_with_op(records: &[Record], op: u16, what: &str) -> Record {
+    records
+        .iter()
+        .find(|r| r.op() == Some(op))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {what} (opcode {op:#06x}) among the relayed datagrams"))
+}
+
 /// The opcode of a datagram.
 pub(crate) fn op(bytes: &[u8]) -> Option<u16> {
     match bytes {
