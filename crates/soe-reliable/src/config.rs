@@ -60,6 +60,11 @@ pub struct ReliableConfig {
     /// Whether small messages are packed into one packet as a Group (`00 19` + items). Some peers
     /// read Groups but never send them; all known peers read them. Default true.
     pub bundle_messages: bool,
+    /// Whether a duplicate of an already-delivered packet makes this side acknowledge again
+    /// (default true, as the original library and Sanctuary do). Some peers (h1z1-server,
+    /// soe-protocol 2.3.0) never re-acknowledge a duplicate; `false` imitates them, for tests and
+    /// emulation of those peers.
+    pub reack_duplicates: bool,
 }
 
 impl Default for ReliableConfig {
@@ -77,6 +82,7 @@ impl Default for ReliableConfig {
             max_rto: Duration::from_secs(3),
             unacknowledged_timeout: Duration::from_secs(30),
             bundle_messages: true,
+            reack_duplicates: true,
         }
     }
 }
@@ -140,6 +146,10 @@ impl ReliableConfig {
     setter!(
         /// Sets [`ReliableConfig::bundle_messages`].
         with_bundle_messages, bundle_messages: bool
+    );
+    setter!(
+        /// Sets [`ReliableConfig::reack_duplicates`].
+        with_reack_duplicates, reack_duplicates: bool
     );
 
     /// Checks every field against its documented range.

@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use soe_crypto::Rc4;
 use soe_wire::WireError;
-use soe_wire::reliable::{ReliablePayload, split_first_fragment, unescape};
+use soe_wire::reliable::{GROUP_PREFIX, ReliablePayload, split_first_fragment, unescape};
 
 use crate::arena::{copy_to_arena, reserve};
 use crate::channel::{Opcodes, put_header};
@@ -128,7 +128,9 @@ impl Receiver {
         let Some(sequence) = expand(self.expected, sequence).filter(|&s| s >= self.expected) else {
             // Already delivered: the ack was lost, so say it again.
             stats.duplicates += 1;
-            self.ack_now(now);
+            if config.reack_duplicates {
+                self.ack_now(now);
+            }
             return Ok(());
         };
         let offset = sequence - self.expected;
@@ -357,7 +359,8 @@ impl Receiver {
 }
 
 /// Finds each message of a reassembled payload as a range of it: a Group's items unescaped, or
-/// the payload unescaped. An empty payload is one empty message.
+/// the payload unescaped. An empty payload is one empty message; an empty Group (`00 19` and
+/// nothing else) is no message at all: senders use it to elicit an ack without application data.
 ///
 /// `plaintext`: on a channel without encryption, a payload that starts `00 19` but is no
 /// well-formed, non-empty Group is delivered whole as one message instead of failing. Peers that
@@ -369,6 +372,9 @@ fn message_ranges(
     plaintext: bool,
     ranges: &mut Vec<(usize, usize)>,
 ) -> Result<(), WireError> {
+    if payload == GROUP_PREFIX {
+        return Ok(());
+    }
     match ReliablePayload::decode(payload)? {
         ReliablePayload::Message(message) => ranges.push(range_of(payload, message)?),
         ReliablePayload::Group(group) => {
