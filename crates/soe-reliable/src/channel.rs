@@ -182,7 +182,7 @@ impl ReliableChannel {
     /// Handles a selective Acknowledge. Acks for sequences never sent, or already acknowledged,
     /// are ignored.
     pub fn handle_ack(&mut self, now: Instant, sequence: u16) {
-        self.tx.on_ack(now, sequence, &self.config, &mut self.stats);
+        self.tx.on_ack(now, sequence, &mut self.stats);
     }
 
     /// Handles an AcknowledgeAll: everything up to and including `sequence`. Stale acks and acks
@@ -214,11 +214,12 @@ impl ReliableChannel {
         Some(len)
     }
 
-    /// The earliest timer: delayed cumulative ack, retransmission, or the unacknowledged limit.
+    /// The earliest timer: delayed cumulative ack, loss detection (a loss candidate's time
+    /// threshold, or the probe timeout), or the unacknowledged limit.
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
             self.rx.ack_deadline(),
-            self.tx.rto_deadline(),
+            self.tx.loss_deadline(&self.config),
             self.tx.give_up_deadline(&self.config),
         ]
         .into_iter()

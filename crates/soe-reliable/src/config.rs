@@ -48,11 +48,15 @@ pub struct ReliableConfig {
     /// A cumulative ack goes out at once when this many in-order packets are unacknowledged.
     /// Default 16; at least 1.
     pub ack_every: u16,
-    /// The retransmission timeout before the first round-trip sample. Default 500 ms.
+    /// The probe timeout before the first round-trip sample. Default 500 ms.
     pub initial_rto: Duration,
-    /// The floor of the retransmission timeout. Default 100 ms.
+    /// The floor of the probe timeout (max(2 SRTT, SRTT + 4 RTTVAR) plus the peer's observed ack
+    /// delay). It only guards against timer and scheduling jitter on very short paths: losses
+    /// followed by acknowledged packets are repaired without waiting for any timer. Default
+    /// 10 ms.
     pub min_rto: Duration,
-    /// The ceiling of the retransmission timeout, backoff included. Default 3 s.
+    /// The ceiling of the probe timeout, backoff included; also caps the observed ack delay.
+    /// Default 3 s.
     pub max_rto: Duration,
     /// A packet still unacknowledged this long after its first transmission ends the session
     /// ([`ReliableError::UnacknowledgedTimeout`]). Default 30 s.
@@ -65,6 +69,12 @@ pub struct ReliableConfig {
     /// soe-protocol 2.3.0) never re-acknowledge a duplicate; `false` imitates them, for tests and
     /// emulation of those peers.
     pub reack_duplicates: bool,
+    /// Whether, after a retransmission timeout with no new data to send, this side sends an
+    /// empty Group (`00 19`) in the next sequence to elicit an ack. A peer that never
+    /// re-acknowledges a duplicate (h1z1-server, soe-protocol 2.3.0) would otherwise leave a
+    /// packet whose ack was lost unacknowledged until `unacknowledged_timeout` ends the session.
+    /// Every known peer takes an empty Group as no message (see docs/interop.md). Default true.
+    pub elicit_acks: bool,
 }
 
 impl Default for ReliableConfig {
@@ -78,11 +88,12 @@ impl Default for ReliableConfig {
             ack_delay: Duration::from_millis(2),
             ack_every: 16,
             initial_rto: Duration::from_millis(500),
-            min_rto: Duration::from_millis(100),
+            min_rto: Duration::from_millis(10),
             max_rto: Duration::from_secs(3),
             unacknowledged_timeout: Duration::from_secs(30),
             bundle_messages: true,
             reack_duplicates: true,
+            elicit_acks: true,
         }
     }
 }
@@ -150,6 +161,10 @@ impl ReliableConfig {
     setter!(
         /// Sets [`ReliableConfig::reack_duplicates`].
         with_reack_duplicates, reack_duplicates: bool
+    );
+    setter!(
+        /// Sets [`ReliableConfig::elicit_acks`].
+        with_elicit_acks, elicit_acks: bool
     );
 
     /// Checks every field against its documented range.
@@ -258,7 +273,7 @@ mod tests {
         );
         assert!(
             ReliableConfig::default()
-                .with_max_rto(Duration::from_millis(10))
+                .with_max_rto(Duration::from_millis(5))
                 .validate()
                 .is_err()
         );

@@ -1,7 +1,17 @@
-//! A packet-counting congestion window: slow start, then additive increase; halved on loss, at
-//! most once per round trip.
+//! A packet-counting congestion window for game traffic.
+//!
+//! Slow start, then one packet more per window acknowledged (additive increase). A loss starts a
+//! recovery episode that covers every packet sequenced before it was detected; an episode
+//! reduces the window at most once (RFC 6582), and only when the path shows a standing queue
+//! (the recent round trips all exceed the shortest one): random loss on an uncongested link is
+//! repaired without slowing the sender. The reduction is to 7/10 of the window (the
+//! multiplicative decrease of RFC 9438), never below the floor. Repeated probe timeouts with no
+//! ack at all (persistent congestion) drop the window to the floor whatever the round trips say.
+//! A reduction found spurious (the lost packet's original was acknowledged) is undone.
 
-use std::time::{Duration, Instant};
+/// The window after a reduction, as a fraction of the window before it.
+const BETA_NUM: u32 = 7;
+const BETA_DEN: u32 = 10;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Congestion {
@@ -11,7 +21,12 @@ pub(crate) struct Congestion {
     credit: u32,
     floor: u32,
     cap: u32,
-    last_reduction: Option<Instant>,
+    /// The current recovery episode: losses of packets sequenced before this belong to it.
+    recovery_end: Option<u64>,
+    /// Whether the current episode reduced the window (growth waits until it ends).
+    reduced: bool,
+    /// Window and threshold before the episode's reduction, to undo a spurious one.
+    undo: Option<(u32, u32)>,
 }
 
 impl Congestion {
@@ -24,7 +39,9 @@ impl Congestion {
             credit: 0,
             floor: (window / 2).max(2).min(window),
             cap,
-            last_reduction: None,
+            recovery_end: None,
+            reduced: false,
+            undo: None,
         }
     }
 
@@ -33,8 +50,20 @@ impl Congestion {
         self.window
     }
 
-    /// `acked` packets were newly acknowledged.
-    pub(crate) fn on_ack(&mut self, acked: u32) {
+    /// `acked` packets were newly acknowledged, the highest being `largest`. An ack of a packet
+    /// sequenced after the episode began ends the episode.
+    pub(crate) fn on_ack(&mut self, acked: u32, largest: u64) {
+        if self.recovery_end.is_some_and(|end| largest >= end) {
+            self.recovery_end = None;
+            self.undo = None;
+            if std::mem::take(&mut self.reduced) {
+                // The packets of a reducing episode do not count toward growth.
+                return;
+            }
+        }
+        if self.reduced {
+            return;
+        }
         if self.window < self.ssthresh {
             self.window = self.window.saturating_add(acked).min(self.cap);
         } else {
@@ -49,18 +78,54 @@ impl Congestion {
         }
     }
 
-    /// A loss was detected. Halves the window unless it was already halved within `rtt`.
-    /// Returns whether it did.
-    pub(crate) fn on_loss(&mut self, now: Instant, rtt: Duration) -> bool {
-        if let Some(last) = self.last_reduction {
-            if now.saturating_duration_since(last) < rtt {
-                return false;
-            }
+    /// Packet `lost` was declared lost while `next` was the next sequence to assign. Starts an
+    /// episode unless one covers `lost`; reduces the window when a new episode starts and the
+    /// path is `queueing`. Returns whether it reduced.
+    pub(crate) fn on_loss(&mut self, lost: u64, next: u64, queueing: bool) -> bool {
+        if self.recovery_end.is_some_and(|end| lost < end) {
+            return false;
         }
-        self.window = (self.window / 2).max(self.floor);
+        self.recovery_end = Some(next);
+        self.reduced = false;
+        self.undo = None;
+        if !queueing {
+            return false;
+        }
+        self.reduce();
+        true
+    }
+
+    fn reduce(&mut self) {
+        self.undo = Some((self.window, self.ssthresh));
+        self.window = (self.window * BETA_NUM / BETA_DEN).max(self.floor);
         self.ssthresh = self.window;
         self.credit = 0;
-        self.last_reduction = Some(now);
+        self.reduced = true;
+    }
+
+    /// Probe timeouts in a row without an ack: the window drops to the floor.
+    pub(crate) fn on_persistent_congestion(&mut self, next: u64) {
+        self.recovery_end = Some(next);
+        self.undo = None;
+        // Slow start brings it back to where a single reduction would have left it.
+        self.ssthresh = (self.window * BETA_NUM / BETA_DEN).max(self.floor);
+        self.window = self.floor;
+        self.credit = 0;
+        self.reduced = true;
+    }
+
+    /// Packet `sequence`, resent as lost, turned out not to be: undoes the current episode's
+    /// reduction when the packet belongs to it. Returns whether it did.
+    pub(crate) fn on_spurious(&mut self, sequence: u64) -> bool {
+        if self.recovery_end.is_none_or(|end| sequence >= end) {
+            return false;
+        }
+        let Some((window, ssthresh)) = self.undo.take() else {
+            return false;
+        };
+        self.window = window;
+        self.ssthresh = ssthresh;
+        self.reduced = false;
         true
     }
 }
@@ -70,48 +135,85 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slow_start_then_additive_then_halving() {
-        let t0 = Instant::now();
-        let rtt = Duration::from_millis(50);
+    fn slow_start_then_additive_increase() {
         let mut c = Congestion::new(8, 196);
         assert_eq!(c.window(), 8);
-        c.on_ack(8);
+        c.on_ack(8, 7);
         assert_eq!(c.window(), 16, "slow start doubles per window");
-        c.on_ack(16);
+        c.on_ack(16, 23);
         assert_eq!(c.window(), 32);
-        assert!(c.on_loss(t0, rtt));
-        assert_eq!(c.window(), 16);
-        assert!(!c.on_loss(t0 + rtt / 2, rtt), "once per round trip");
-        assert_eq!(c.window(), 16);
-        // Congestion avoidance: one packet per window of acks.
-        c.on_ack(15);
-        assert_eq!(c.window(), 16);
-        c.on_ack(1);
-        assert_eq!(c.window(), 17);
-        c.on_ack(17);
-        assert_eq!(c.window(), 18);
-        assert!(c.on_loss(t0 + rtt, rtt));
-        assert_eq!(c.window(), 9);
-        for i in 1..10 {
-            assert!(c.on_loss(t0 + rtt * (1 + i), rtt));
+        assert!(c.on_loss(20, 40, true));
+        assert_eq!(c.window(), 22, "7/10");
+        // No growth until the episode ends with an ack of a packet sent after it began.
+        c.on_ack(10, 39);
+        assert_eq!(c.window(), 22);
+        c.on_ack(21, 40);
+        assert_eq!(
+            c.window(),
+            22,
+            "the ack that ends a reducing episode does not grow it"
+        );
+        c.on_ack(21, 60);
+        assert_eq!(c.window(), 22);
+        c.on_ack(1, 61);
+        assert_eq!(
+            c.window(),
+            23,
+            "congestion avoidance: one per window acknowledged"
+        );
+    }
+
+    #[test]
+    fn one_reduction_per_episode_and_random_loss_keeps_the_window() {
+        let mut c = Congestion::new(8, 196);
+        c.on_ack(100, 99);
+        let w = c.window();
+        assert!(!c.on_loss(50, 120, false), "no queue: random loss");
+        assert_eq!(c.window(), w);
+        c.on_ack(4, 100);
+        assert!(
+            c.window() > w,
+            "growth goes on through a non-reducing episode"
+        );
+        let w = c.window();
+        assert!(!c.on_loss(110, 130, true), "same episode (110 < 120)");
+        assert_eq!(c.window(), w);
+        assert!(c.on_loss(121, 140, true), "a new episode");
+        assert_eq!(c.window(), w * 7 / 10);
+        assert!(!c.on_loss(139, 150, true));
+        for round in 0..20u64 {
+            c.on_ack(1, 200 + round * 100);
+            c.on_loss(201 + round * 100, 300 + round * 100, true);
         }
         assert_eq!(c.window(), 4, "floor: half the initial window");
-        let mut c = Congestion::new(2, 196);
-        c.on_loss(t0, rtt);
-        assert_eq!(c.window(), 2, "floor: at least 2");
+    }
+
+    #[test]
+    fn spurious_reduction_is_undone_and_persistent_congestion_floors() {
+        let mut c = Congestion::new(8, 196);
+        c.on_ack(24, 23);
+        assert_eq!(c.window(), 32);
+        assert!(c.on_loss(10, 40, true));
+        assert!(!c.on_spurious(45), "not in the episode");
+        assert!(c.on_spurious(10));
+        assert_eq!(c.window(), 32);
+        assert!(!c.on_spurious(11), "undone once");
+        c.on_persistent_congestion(50);
+        assert_eq!(c.window(), 4);
+        assert!(!c.on_spurious(20), "persistent congestion is not undone");
     }
 
     #[test]
     fn capped_by_max_send_window() {
         let mut c = Congestion::new(8, 20);
-        for _ in 0..100 {
-            c.on_ack(50);
+        for i in 0..100 {
+            c.on_ack(50, i * 50);
         }
         assert_eq!(c.window(), 20);
         let c = Congestion::new(500, 20);
         assert_eq!(c.window(), 20, "initial above the cap");
         let mut c = Congestion::new(1, 1);
-        c.on_loss(Instant::now(), Duration::ZERO);
+        c.on_loss(0, 1, true);
         assert_eq!(c.window(), 1);
     }
 }

@@ -1,4 +1,5 @@
-//! Round-trip estimation and the retransmission timeout (RFC 6298 with Karn's rule).
+//! Round-trip estimation (RFC 6298 smoothing with Karn's rule), the peer's observed ack delay,
+//! and the probe timeout derived from them.
 
 use std::time::Duration;
 
@@ -14,25 +15,34 @@ pub struct RttEstimate {
     pub min: Duration,
     /// The latest sample.
     pub latest: Duration,
+    /// How long the peer holds an ack back, as observed: the wait of the oldest packet a
+    /// cumulative ack covers, beyond the shortest round trip. A peer that acks at once shows a
+    /// few milliseconds at most; one that acks on a 24 ms timer shows about 24 ms.
+    pub ack_delay: Duration,
 }
 
-/// RFC 6298 estimator with exponential backoff; the caller applies Karn's rule by sampling only
-/// packets that were transmitted once.
+/// RFC 6298 estimator; the caller applies Karn's rule by sampling only packets that were
+/// transmitted once.
 #[derive(Debug, Clone)]
 pub(crate) struct RttEstimator {
     estimate: Option<RttEstimate>,
-    /// Doublings since the last fresh sample.
-    backoff: u32,
+    /// The shortest of the latest [`RECENT`] samples, and those samples (a ring).
+    recent: [Duration; RECENT],
+    recent_next: usize,
 }
 
 /// The clock granularity term of RFC 6298: RTTVAR contributes at least this much.
-const GRANULARITY: Duration = Duration::from_millis(1);
+pub(crate) const GRANULARITY: Duration = Duration::from_millis(1);
+
+/// Samples over which the recent minimum is taken (the queueing signal).
+const RECENT: usize = 8;
 
 impl RttEstimator {
     pub(crate) fn new() -> Self {
         Self {
             estimate: None,
-            backoff: 0,
+            recent: [Duration::MAX; RECENT],
+            recent_next: 0,
         }
     }
 
@@ -40,15 +50,19 @@ impl RttEstimator {
         self.estimate
     }
 
-    /// Takes one sample (from a packet transmitted exactly once) and ends any backoff.
+    /// Takes one sample (from a packet transmitted exactly once).
     pub(crate) fn on_sample(&mut self, sample: Duration) {
-        self.backoff = 0;
+        if let Some(slot) = self.recent.get_mut(self.recent_next) {
+            *slot = sample;
+        }
+        self.recent_next = (self.recent_next + 1) % RECENT;
         self.estimate = Some(match self.estimate {
             None => RttEstimate {
                 smoothed: sample,
                 variance: sample / 2,
                 min: sample,
                 latest: sample,
+                ack_delay: Duration::ZERO,
             },
             Some(e) => {
                 let deviation = e.smoothed.abs_diff(sample);
@@ -57,39 +71,62 @@ impl RttEstimator {
                     smoothed: (e.smoothed * 7 + sample) / 8,
                     min: e.min.min(sample),
                     latest: sample,
+                    ack_delay: e.ack_delay,
                 }
             }
         });
     }
 
-    /// Ends the backoff without a sample: an ack of new data (even of a retransmitted packet,
-    /// which gives no sample under Karn's rule) shows the path works again. Without this a lossy
-    /// path where most acked packets were resent keeps the timeout at its ceiling.
-    pub(crate) fn on_progress(&mut self) {
-        self.backoff = 0;
+    /// The oldest packet a cumulative ack newly covered (sent once) waited `waited` for it. The
+    /// excess over the shortest round trip is the peer's ack delay; the estimate follows a rise
+    /// at once and decays by 1/16 per ack, capped at `cap`.
+    pub(crate) fn on_ack_wait(&mut self, waited: Duration, cap: Duration) {
+        if let Some(e) = self.estimate.as_mut() {
+            let delay = waited.saturating_sub(e.min).min(cap);
+            e.ack_delay = delay.max(e.ack_delay - e.ack_delay / 16);
+        }
     }
 
-    /// Doubles the timeout after a retransmission timer expiry (until the next fresh sample).
-    pub(crate) fn on_timeout(&mut self) {
-        self.backoff = self.backoff.saturating_add(1).min(16);
+    /// Whether the recent round trips show a standing queue on the path: even the shortest of
+    /// the latest samples exceeds the shortest ever by a quarter of it (and by 2 ms). Random loss
+    /// without such a queue is not taken as congestion.
+    pub(crate) fn queueing(&self) -> bool {
+        let Some(e) = self.estimate else {
+            return false;
+        };
+        let recent_min = self.recent.iter().copied().min().unwrap_or(Duration::MAX);
+        recent_min != Duration::MAX && recent_min > e.min + (e.min / 4).max(2 * GRANULARITY)
     }
 
-    /// The retransmission timeout: SRTT + max(4 RTTVAR, 1 ms), or `initial` before any sample,
-    /// clamped to `[min, max]`, then doubled per backoff step and clamped to `max` again.
-    pub(crate) fn rto(&self, initial: Duration, min: Duration, max: Duration) -> Duration {
+    /// The time after which an unacknowledged packet sent before one that was acknowledged is
+    /// taken as lost: 9/8 of the larger of SRTT and the latest sample (RFC 9002), plus
+    /// `reorder` (grown when such a decision proved spurious), at least the granularity.
+    pub(crate) fn loss_delay(&self, reorder: Duration) -> Option<Duration> {
+        let e = self.estimate?;
+        let rtt = e.smoothed.max(e.latest);
+        Some((rtt + rtt / 8 + reorder).max(GRANULARITY))
+    }
+
+    /// The probe timeout: max(2 SRTT, SRTT + max(4 RTTVAR, 1 ms)) plus the peer's observed ack
+    /// delay, or `initial` before any sample; clamped to `[min, max]`.
+    pub(crate) fn pto(&self, initial: Duration, min: Duration, max: Duration) -> Duration {
         let base = match self.estimate {
             None => initial,
-            Some(e) => e.smoothed + (e.variance * 4).max(GRANULARITY),
+            Some(e) => {
+                (e.smoothed * 2).max(e.smoothed + (e.variance * 4).max(GRANULARITY)) + e.ack_delay
+            }
         };
-        let base = base.clamp(min, max);
-        base.checked_mul(1u32 << self.backoff.min(16))
-            .unwrap_or(max)
-            .min(max)
+        base.clamp(min, max)
     }
 
     /// The smoothed round trip, if measured.
     pub(crate) fn smoothed(&self) -> Option<Duration> {
         self.estimate.map(|e| e.smoothed)
+    }
+
+    /// The shortest round trip seen, if measured.
+    pub(crate) fn min(&self) -> Option<Duration> {
+        self.estimate.map(|e| e.min)
     }
 }
 
@@ -99,22 +136,24 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn rto(r: &RttEstimator) -> Duration {
-        r.rto(500 * MS, 100 * MS, 3000 * MS)
+    fn pto(r: &RttEstimator) -> Duration {
+        r.pto(500 * MS, 5 * MS, 3000 * MS)
     }
 
     #[test]
     fn initial_then_first_sample() {
         let mut r = RttEstimator::new();
         assert_eq!(r.estimate(), None);
-        assert_eq!(rto(&r), 500 * MS);
+        assert_eq!(pto(&r), 500 * MS);
+        assert_eq!(r.loss_delay(Duration::ZERO), None);
         r.on_sample(200 * MS);
         let e = r.estimate().unwrap();
         assert_eq!(
             (e.smoothed, e.variance, e.min),
             (200 * MS, 100 * MS, 200 * MS)
         );
-        assert_eq!(rto(&r), 600 * MS);
+        assert_eq!(pto(&r), 600 * MS);
+        assert_eq!(r.loss_delay(Duration::ZERO), Some(225 * MS));
     }
 
     #[test]
@@ -128,44 +167,65 @@ mod tests {
         assert_eq!(e.variance, Duration::from_micros(57_500));
         assert_eq!(e.min, 100 * MS);
         assert_eq!(e.latest, 180 * MS);
-        assert_eq!(rto(&r), 340 * MS);
+        assert_eq!(pto(&r), 340 * MS);
+        // The larger of SRTT and the latest sample, times 9/8.
+        assert_eq!(r.loss_delay(Duration::ZERO), Some(202_500 * MS / 1000));
     }
 
     #[test]
-    fn clamps_to_min_and_max() {
+    fn stable_path_probes_at_twice_the_round_trip_with_a_small_floor() {
         let mut r = RttEstimator::new();
-        r.on_sample(2 * MS);
         for _ in 0..50 {
-            r.on_sample(2 * MS);
+            r.on_sample(40 * MS);
         }
-        assert_eq!(rto(&r), 100 * MS, "floor");
+        assert_eq!(pto(&r), 80 * MS, "2 SRTT once RTTVAR has settled");
+        let mut r = RttEstimator::new();
+        for _ in 0..50 {
+            r.on_sample(MS / 10);
+        }
+        assert_eq!(pto(&r), 5 * MS, "floor");
         let mut r = RttEstimator::new();
         r.on_sample(5000 * MS);
-        assert_eq!(rto(&r), 3000 * MS, "ceiling");
+        assert_eq!(pto(&r), 3000 * MS, "ceiling");
     }
 
     #[test]
-    fn backoff_doubles_until_a_fresh_sample() {
+    fn ack_delay_rises_at_once_and_decays_slowly() {
         let mut r = RttEstimator::new();
-        r.on_sample(200 * MS); // RTO 600
-        r.on_timeout();
-        assert_eq!(rto(&r), 1200 * MS);
-        r.on_timeout();
-        assert_eq!(rto(&r), 2400 * MS);
-        r.on_timeout();
-        assert_eq!(rto(&r), 3000 * MS, "capped");
-        for _ in 0..100 {
-            r.on_timeout();
+        r.on_ack_wait(30 * MS, 1000 * MS);
+        assert_eq!(r.estimate(), None, "nothing to measure against yet");
+        for _ in 0..20 {
+            r.on_sample(10 * MS);
         }
-        assert_eq!(rto(&r), 3000 * MS, "no overflow");
-        r.on_sample(200 * MS);
-        let base = rto(&r);
-        assert_eq!(base, 500 * MS, "a fresh sample ends the backoff");
-        r.on_timeout();
-        r.on_timeout();
-        assert_eq!(rto(&r), 2000 * MS);
-        r.on_progress();
-        assert_eq!(rto(&r), base, "progress ends it too");
-        assert_eq!(r.estimate().unwrap().latest, 200 * MS);
+        let before = pto(&r);
+        r.on_ack_wait(34 * MS, 1000 * MS);
+        assert_eq!(r.estimate().unwrap().ack_delay, 24 * MS);
+        assert_eq!(
+            pto(&r),
+            before + 24 * MS,
+            "the probe waits for a slow acker"
+        );
+        r.on_ack_wait(10 * MS, 1000 * MS);
+        assert_eq!(r.estimate().unwrap().ack_delay, 24 * MS - 24 * MS / 16);
+        r.on_ack_wait(10_000 * MS, 100 * MS);
+        assert_eq!(r.estimate().unwrap().ack_delay, 100 * MS, "capped");
+    }
+
+    #[test]
+    fn queueing_needs_every_recent_sample_above_the_minimum() {
+        let mut r = RttEstimator::new();
+        for _ in 0..8 {
+            r.on_sample(30 * MS);
+        }
+        assert!(!r.queueing());
+        // Random delays: one short sample among the recent ones says there is no standing queue.
+        for i in 0..8 {
+            r.on_sample(if i == 5 { 31 * MS } else { 60 * MS });
+        }
+        assert!(!r.queueing());
+        for _ in 0..8 {
+            r.on_sample(45 * MS);
+        }
+        assert!(r.queueing(), "a standing 15 ms queue");
     }
 }

@@ -37,11 +37,20 @@ struct InFlight {
     transmissions: u32,
     /// In the resend queue.
     resend_queued: bool,
-    /// Queued for resend because an ack showed a gap (counted when sent).
+    /// Queued as a probe: a copy goes out, but the packet was never taken out of flight.
+    probe: bool,
+    /// Declared lost because a packet sent after it was acknowledged (counted when resent, and
+    /// used to widen the reordering allowance if the resend proves spurious).
     fast: bool,
 }
 
 impl InFlight {
+    /// Whether the packet counts toward the congestion window: sent and neither acknowledged
+    /// nor declared lost (a probe copy leaves it counted).
+    fn counted(&self) -> bool {
+        !self.resend_queued || self.probe
+    }
+
     fn encoded_len(&self) -> usize {
         DATA_HEADER_LEN
             + match self.header {
@@ -97,12 +106,34 @@ pub(crate) struct Sender {
     /// never `None`.
     in_flight: VecDeque<Option<InFlight>>,
     resend: VecDeque<u64>,
-    highest_acked: Option<u64>,
+    /// Packets counted toward the congestion window ([`InFlight::counted`]).
+    flight: u32,
+    /// The highest sequence acknowledged so far.
+    largest_acked: Option<u64>,
+    /// The latest send time of a packet known delivered (RACK): an unacknowledged packet sent
+    /// before it is a loss candidate.
+    rack_sent: Option<Instant>,
+    /// When the earliest loss candidate passes the time threshold.
+    loss_time: Option<Instant>,
+    /// The latest (re)transmission of a data packet: the probe timer runs from it.
+    last_send: Option<Instant>,
+    /// Probe timeouts in a row without an ack (the backoff exponent).
+    pto_count: u32,
+    /// New-data packets allowed past the congestion window (a probe's).
+    probe_budget: u8,
+    /// An empty Group is due in the next sequence, to elicit an ack.
+    elicit: bool,
+    /// Extra wait before a packet is declared lost, grown when such a declaration was spurious.
+    reorder_extra: Duration,
     rtt: RttEstimator,
     congestion: Congestion,
-    /// The earliest retransmission deadline among packets not already queued for resend.
-    rto_deadline: Option<Instant>,
 }
+
+/// A packet with this many later sequences acknowledged is lost (RFC 9002's kPacketThreshold).
+const PACKET_THRESHOLD: u64 = 3;
+
+/// Probe timeouts in a row, without any ack, that count as persistent congestion.
+const PERSISTENT_CONGESTION: u32 = 3;
 
 impl Sender {
     pub(crate) fn new(config: &ReliableConfig, cipher: Option<Rc4>) -> Self {
@@ -119,10 +150,17 @@ impl Sender {
             base: 0,
             in_flight: VecDeque::new(),
             resend: VecDeque::new(),
-            highest_acked: None,
+            flight: 0,
+            largest_acked: None,
+            rack_sent: None,
+            loss_time: None,
+            last_send: None,
+            pto_count: 0,
+            probe_budget: 0,
+            elicit: false,
+            reorder_extra: Duration::ZERO,
             rtt: RttEstimator::new(),
             congestion: Congestion::new(config.initial_send_window, config.max_send_window),
-            rto_deadline: None,
         }
     }
 
@@ -172,9 +210,15 @@ impl Sender {
         self.congestion.window()
     }
 
-    fn rto(&self, config: &ReliableConfig) -> Duration {
-        self.rtt
-            .rto(config.initial_rto, config.min_rto, config.max_rto)
+    /// The probe timeout for the current backoff: the measured one doubled per timeout in a row,
+    /// at most `max_rto`.
+    fn pto(&self, config: &ReliableConfig) -> Duration {
+        let base = self
+            .rtt
+            .pto(config.initial_rto, config.min_rto, config.max_rto);
+        base.checked_mul(1u32 << self.pto_count.min(16))
+            .unwrap_or(config.max_rto)
+            .min(config.max_rto)
     }
 
     /// When the oldest unacknowledged packet reaches the unacknowledged limit.
@@ -183,8 +227,27 @@ impl Sender {
         oldest.first_sent.checked_add(config.unacknowledged_timeout)
     }
 
-    pub(crate) fn rto_deadline(&self) -> Option<Instant> {
-        self.rto_deadline
+    /// The loss-detection timer: the time threshold of a loss candidate if there is one, else
+    /// the probe timeout while packets are in flight.
+    pub(crate) fn loss_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
+        if self.loss_time.is_some() {
+            return self.loss_time;
+        }
+        if self.flight == 0 {
+            return None;
+        }
+        self.last_send?.checked_add(self.pto(config))
+    }
+
+    /// Whether the peer's receive window (counted from the oldest unacknowledged sequence) has
+    /// room for a new sequence.
+    fn span_open(&self, config: &ReliableConfig) -> bool {
+        self.next - self.base < u64::from(config.max_send_window)
+    }
+
+    /// Whether a message, or part of one, waits for a sequence.
+    fn has_new_data(&self) -> bool {
+        !self.queue.is_empty() || self.fragmenting.is_some()
     }
 
     /// Writes one retransmission or one new data packet.
@@ -197,7 +260,6 @@ impl Sender {
         ops: &Opcodes,
         stats: &mut ChannelStats,
     ) -> Option<usize> {
-        let rto = self.rto(config);
         while let Some(sequence) = self.resend.pop_front() {
             let Some(index) = sequence.checked_sub(self.base) else {
                 continue;
@@ -211,24 +273,41 @@ impl Sender {
             if !packet.resend_queued {
                 continue;
             }
+            if !packet.probe {
+                self.flight += 1;
+            }
             packet.resend_queued = false;
+            packet.probe = false;
             packet.last_sent = now;
             packet.transmissions = packet.transmissions.saturating_add(1);
             stats.packets_resent += 1;
             if packet.fast {
                 stats.fast_resends += 1;
-                packet.fast = false;
             }
-            let len = packet.encode(sequence, ops, out);
-            self.arm(now + rto);
-            return Some(len);
+            self.last_send = Some(now);
+            return Some(packet.encode(sequence, ops, out));
         }
 
-        let window = u64::from(self.congestion.window());
-        if self.next - self.base >= window {
+        if !self.span_open(config) {
             return None;
         }
-        let (header, escape, data) = self.next_packet(max_packet_len, config.bundle_messages)?;
+        let (header, escape, data) = if self.elicit {
+            // An empty Group: new to the peer, so even a peer that never re-acknowledges a
+            // duplicate acknowledges it, and everything before it.
+            self.elicit = false;
+            stats.ack_elicitors += 1;
+            (Header::Whole, false, Bytes::from_static(&GROUP_PREFIX))
+        } else {
+            let within = self.flight < self.congestion.window();
+            if !within && self.probe_budget == 0 {
+                return None;
+            }
+            let next = self.next_packet(max_packet_len, config.bundle_messages)?;
+            if !within {
+                self.probe_budget -= 1;
+            }
+            next
+        };
         let packet = InFlight {
             header,
             escape,
@@ -237,6 +316,7 @@ impl Sender {
             last_sent: now,
             transmissions: 1,
             resend_queued: false,
+            probe: false,
             fast: false,
         };
         let sequence = self.next;
@@ -245,12 +325,9 @@ impl Sender {
         let len = packet.encode(sequence, ops, out);
         debug_assert!(len <= max_packet_len, "{len} > {max_packet_len}");
         self.in_flight.push_back(Some(packet));
-        self.arm(now + rto);
+        self.flight += 1;
+        self.last_send = Some(now);
         Some(len)
-    }
-
-    fn arm(&mut self, deadline: Instant) {
-        self.rto_deadline = Some(self.rto_deadline.map_or(deadline, |d| d.min(deadline)));
     }
 
     /// Cuts the next packet's data from the queue: the next fragment of a large message, a Group
@@ -346,28 +423,29 @@ impl Sender {
             return;
         };
         let mut acked = 0;
+        // Karn's rule: only a packet sent once gives an unambiguous sample. The newest such
+        // packet gives the round trip; the oldest, how long the peer held the ack back.
         let mut sample = None;
-        for _ in self.base..=last {
+        let mut oldest_wait = None;
+        for sequence in self.base..=last {
             if let Some(Some(packet)) = self.in_flight.pop_front() {
                 acked += 1;
-                // Karn's rule: only a packet sent once gives an unambiguous sample.
                 if packet.transmissions == 1 {
                     sample = Some(packet.last_sent);
+                    oldest_wait.get_or_insert(now.saturating_duration_since(packet.last_sent));
                 }
+                self.on_delivered(now, sequence, &packet, stats);
             }
         }
         self.base = last + 1;
-        self.after_ack(now, last, acked, sample, config);
+        self.after_ack(now, last, acked, sample, stats);
+        if let Some(waited) = oldest_wait {
+            self.rtt.on_ack_wait(waited, config.max_rto);
+        }
     }
 
     /// Handles a selective Acknowledge.
-    pub(crate) fn on_ack(
-        &mut self,
-        now: Instant,
-        sequence: u16,
-        config: &ReliableConfig,
-        stats: &mut ChannelStats,
-    ) {
+    pub(crate) fn on_ack(&mut self, now: Instant, sequence: u16, stats: &mut ChannelStats) {
         stats.acks_received += 1;
         let packet = expand(self.base, sequence)
             .filter(|s| (self.base..self.next).contains(s))
@@ -381,18 +459,55 @@ impl Sender {
             stats.acks_ignored += 1;
             return;
         };
+        self.on_delivered(now, sequence, &packet, stats);
         let sample = (packet.transmissions == 1).then_some(packet.last_sent);
-        self.after_ack(now, sequence, 1, sample, config);
+        self.after_ack(now, sequence, 1, sample, stats);
     }
 
-    /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged.
+    /// Bookkeeping for one newly acknowledged packet: the window count, the RACK send time, and
+    /// the spurious-resend check (an ack sooner after the resend than any round trip seen is
+    /// for the original).
+    fn on_delivered(
+        &mut self,
+        now: Instant,
+        sequence: u64,
+        packet: &InFlight,
+        stats: &mut ChannelStats,
+    ) {
+        if packet.counted() {
+            self.flight = self.flight.saturating_sub(1);
+        }
+        let spurious = packet.transmissions > 1
+            && self
+                .rtt
+                .min()
+                .is_some_and(|min| now.saturating_duration_since(packet.last_sent) < min);
+        if spurious {
+            stats.spurious_resends += 1;
+            self.congestion.on_spurious(sequence);
+            if packet.fast {
+                // Reordering, not loss: wait longer before the next such call.
+                let min = self.rtt.min().unwrap_or_default();
+                let cap = self.rtt.smoothed().unwrap_or_default();
+                self.reorder_extra = (self.reorder_extra + min / 4).min(cap);
+            }
+        } else {
+            self.rack_sent = Some(
+                self.rack_sent
+                    .map_or(packet.last_sent, |t| t.max(packet.last_sent)),
+            );
+        }
+    }
+
+    /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged: the round
+    /// trip, the window, and loss detection.
     fn after_ack(
         &mut self,
         now: Instant,
         highest: u64,
         acked: u32,
         sample: Option<Instant>,
-        config: &ReliableConfig,
+        stats: &mut ChannelStats,
     ) {
         while let Some(None) = self.in_flight.front() {
             self.in_flight.pop_front();
@@ -401,44 +516,60 @@ impl Sender {
         if acked == 0 {
             return;
         }
-        self.congestion.on_ack(acked);
-        match sample {
-            Some(sent) => self.rtt.on_sample(now.saturating_duration_since(sent)),
-            None => self.rtt.on_progress(),
+        // Progress: the probe timer starts over, and a pending ack elicitor is not needed.
+        self.pto_count = 0;
+        self.probe_budget = 0;
+        self.elicit = false;
+        if let Some(sent) = sample {
+            self.rtt.on_sample(now.saturating_duration_since(sent));
         }
-        let highest = self.highest_acked.map_or(highest, |h| h.max(highest));
-        self.highest_acked = Some(highest);
+        let highest = self.largest_acked.map_or(highest, |h| h.max(highest));
+        self.largest_acked = Some(highest);
+        self.congestion.on_ack(acked, highest);
+        self.detect_losses(now, stats);
+    }
 
-        // Packets sent before the highest acknowledged one and out for over a round trip are
-        // taken as lost: resend them now (at most once per round trip each).
-        let rto = self.rto(config);
-        let srtt = self.rtt.smoothed().unwrap_or(rto);
-        let threshold = srtt + (srtt / 8).max(Duration::from_millis(1));
-        let mut lost = false;
-        let mut deadline: Option<Instant> = None;
+    /// Declares lost every unacknowledged packet sent before a delivered one that is either
+    /// [`PACKET_THRESHOLD`] sequences behind the highest acknowledged, or out longer than the
+    /// time threshold; arms the loss timer for the rest of the candidates.
+    fn detect_losses(&mut self, now: Instant, stats: &mut ChannelStats) {
+        self.loss_time = None;
+        let (Some(rack), Some(delay)) = (self.rack_sent, self.rtt.loss_delay(self.reorder_extra))
+        else {
+            return;
+        };
+        let largest = self.largest_acked.unwrap_or(0);
+        let mut first_lost = None;
         for (index, slot) in self.in_flight.iter_mut().enumerate() {
             let Some(packet) = slot else { continue };
-            if packet.resend_queued {
+            let sequence = self.base + index as u64;
+            let sent_before = packet.last_sent < rack
+                || (packet.last_sent == rack && packet.transmissions == 1 && sequence < largest);
+            if packet.resend_queued || !sent_before {
                 continue;
             }
-            let sequence = self.base + index as u64;
-            if sequence < highest && now.saturating_duration_since(packet.last_sent) >= threshold {
+            let by_count = packet.transmissions == 1 && sequence + PACKET_THRESHOLD <= largest;
+            let lost_at = packet.last_sent + delay;
+            if by_count || lost_at <= now {
                 packet.resend_queued = true;
                 packet.fast = true;
+                self.flight = self.flight.saturating_sub(1);
                 self.resend.push_back(sequence);
-                lost = true;
+                first_lost.get_or_insert(sequence);
             } else {
-                let due = packet.last_sent + rto;
-                deadline = Some(deadline.map_or(due, |d| d.min(due)));
+                self.loss_time = Some(self.loss_time.map_or(lost_at, |t| t.min(lost_at)));
             }
         }
-        self.rto_deadline = deadline;
-        if lost {
-            self.congestion.on_loss(now, srtt);
+        if let Some(sequence) = first_lost {
+            stats.window_reductions += u64::from(self.congestion.on_loss(
+                sequence,
+                self.next,
+                self.rtt.queueing(),
+            ));
         }
     }
 
-    /// Runs the retransmission timer and the unacknowledged limit.
+    /// Runs the loss timer, the probe timer and the unacknowledged limit.
     pub(crate) fn on_timeout(
         &mut self,
         now: Instant,
@@ -454,35 +585,86 @@ impl Sender {
                 });
             }
         }
-        if self.rto_deadline.is_none_or(|d| d > now) {
+        if let Some(at) = self.loss_time {
+            if at <= now {
+                self.detect_losses(now, stats);
+            }
             return Ok(());
         }
-        let rto = self.rto(config);
-        let mut expired = false;
-        for (index, slot) in self.in_flight.iter_mut().enumerate() {
-            if let Some(packet) = slot {
-                if !packet.resend_queued && packet.last_sent + rto <= now {
+        if self.loss_deadline(config).is_none_or(|d| d > now) {
+            return Ok(());
+        }
+        self.on_probe_timeout(now, config, stats);
+        Ok(())
+    }
+
+    /// The probe timer expired with no ack since the last transmission. The first expiry sends
+    /// one probe: new data when some is queued (past the congestion window if need be), else
+    /// the newest unacknowledged packet again (a tail-loss probe). A second one in a row is a
+    /// retransmission timeout: the oldest unacknowledged packet is lost (once it is acknowledged,
+    /// the time threshold finds the rest), and when no new data can carry an ack request, an
+    /// empty Group in the next sequence asks for one: a peer that never re-acknowledges a
+    /// duplicate still acknowledges a new packet, and everything before it.
+    fn on_probe_timeout(
+        &mut self,
+        now: Instant,
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) {
+        let base_pto = self
+            .rtt
+            .pto(config.initial_rto, config.min_rto, config.max_rto);
+        self.pto_count = self.pto_count.saturating_add(1);
+        stats.probes += 1;
+        let new_data = self.has_new_data() && self.span_open(config);
+        if self.pto_count >= 2 {
+            let base = self.base;
+            if let Some(Some(oldest)) = self.in_flight.front_mut() {
+                if oldest.counted() && now.saturating_duration_since(oldest.last_sent) >= base_pto {
+                    if !oldest.probe {
+                        self.flight = self.flight.saturating_sub(1);
+                    }
+                    if !oldest.resend_queued {
+                        self.resend.push_back(base);
+                    }
+                    oldest.resend_queued = true;
+                    oldest.probe = false;
+                    oldest.fast = false;
+                    stats.timeouts += 1;
+                    if self.pto_count >= PERSISTENT_CONGESTION {
+                        self.congestion.on_persistent_congestion(self.next);
+                    } else {
+                        stats.window_reductions += u64::from(self.congestion.on_loss(
+                            base,
+                            self.next,
+                            self.rtt.queueing(),
+                        ));
+                    }
+                }
+            }
+            if !new_data && config.elicit_acks && self.span_open(config) {
+                self.elicit = true;
+            }
+        } else if !new_data {
+            // A tail-loss probe: the newest unacknowledged packet once more.
+            let newest = self
+                .in_flight
+                .iter_mut()
+                .enumerate()
+                .rev()
+                .find_map(|(i, slot)| Some((i, slot.as_mut()?)));
+            if let Some((index, packet)) = newest {
+                if !packet.resend_queued {
                     packet.resend_queued = true;
+                    packet.probe = true;
+                    packet.fast = false;
                     self.resend.push_back(self.base + index as u64);
-                    expired = true;
                 }
             }
         }
-        if expired {
-            stats.timeouts += 1;
-            self.rtt.on_timeout();
-            let srtt = self.rtt.smoothed().unwrap_or(rto);
-            self.congestion.on_loss(now, srtt);
+        if new_data {
+            self.probe_budget = 1;
         }
-        let rto = self.rto(config);
-        self.rto_deadline = self
-            .in_flight
-            .iter()
-            .flatten()
-            .filter(|p| !p.resend_queued)
-            .map(|p| p.last_sent + rto)
-            .min();
-        Ok(())
     }
 }
 

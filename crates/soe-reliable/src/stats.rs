@@ -7,12 +7,25 @@
 pub struct ChannelStats {
     /// Data packets sent for the first time (sequences used).
     pub packets_sent: u64,
-    /// Data packets sent again (timeout or gap reported by a selective ack).
+    /// Data packets sent again (declared lost, or a tail-loss probe).
     pub packets_resent: u64,
-    /// Of those, resends caused by a selective ack showing a gap.
+    /// Of those, resends of packets declared lost because packets sent after them were
+    /// acknowledged (the packet or time threshold), without waiting for a timer.
     pub fast_resends: u64,
-    /// Retransmission timer expiries that resent at least one packet.
+    /// Of those, resends found unnecessary: the ack came sooner after the resend than any round
+    /// trip seen, so it acknowledged the original.
+    pub spurious_resends: u64,
+    /// Probe timeouts: no ack for a probe timeout while data was in flight.
+    pub probes: u64,
+    /// Of those, retransmission timeouts (a second probe timeout in a row) that declared
+    /// packets lost.
     pub timeouts: u64,
+    /// Empty Groups sent in a new sequence to elicit an ack from a peer that does not
+    /// acknowledge duplicates.
+    pub ack_elicitors: u64,
+    /// Times the congestion window was reduced (at most once per recovery episode, and only
+    /// when the round trips show a queue).
+    pub window_reductions: u64,
     /// Data packets accepted (in order, or stored ahead of the window).
     pub packets_received: u64,
     /// Data packets received again (already delivered or already stored).

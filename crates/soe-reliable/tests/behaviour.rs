@@ -198,16 +198,45 @@ fn congestion_window_limits_then_grows() {
     tx.handle_ack_all(t0 + 40 * MS, 11);
     assert_eq!(tx.congestion_window(), 16);
     assert_eq!(drain(&mut tx, t0 + 40 * MS).len(), 16);
-    // A timeout halves it.
+    // The first probe timeout sends one new packet past the window (a probe that carries
+    // data); no reduction, since the round trips show no queue.
+    let deadline = tx.poll_timeout().unwrap();
+    // SRTT 20 ms, RTTVAR 7.5 ms: SRTT + 4 RTTVAR after the last send.
+    assert_eq!(deadline, t0 + 40 * MS + 50 * MS);
+    tx.handle_timeout(deadline).unwrap();
+    assert_eq!(drain(&mut tx, deadline).len(), 1, "one probe with new data");
+    assert_eq!(tx.congestion_window(), 16);
+    assert_eq!(tx.stats().probes, 1);
+    assert_eq!(tx.stats().timeouts, 0);
+    // The second, a retransmission timeout, resends the oldest packet and another probe.
     let deadline = tx.poll_timeout().unwrap();
     tx.handle_timeout(deadline).unwrap();
-    assert_eq!(tx.congestion_window(), 8);
-    assert_eq!(tx.stats().timeouts, 1);
+    let sent = drain(&mut tx, deadline);
+    assert_eq!(sent.len(), 2);
     assert_eq!(
-        drain(&mut tx, deadline).len(),
-        16,
-        "every expired packet resent"
+        sequence_of(&sent[0]),
+        12,
+        "the oldest unacknowledged packet"
     );
+    assert_eq!(sequence_of(&sent[1]), 29, "new data");
+    assert_eq!(tx.stats().timeouts, 1);
+    // The third in a row without any ack is persistent congestion: the floor.
+    let deadline = tx.poll_timeout().unwrap();
+    tx.handle_timeout(deadline).unwrap();
+    assert_eq!(tx.congestion_window(), 2);
+    // Everything acknowledged: no growth for the packets of the episode, then slow start from
+    // the floor.
+    let sent = drain(&mut tx, deadline);
+    assert_eq!(
+        sent.len(),
+        2,
+        "the oldest again, and one more probe with new data"
+    );
+    tx.handle_ack_all(deadline + 20 * MS, 30);
+    assert_eq!(tx.congestion_window(), 2);
+    assert_eq!(drain(&mut tx, deadline + 20 * MS).len(), 2);
+    tx.handle_ack_all(deadline + 40 * MS, 32);
+    assert_eq!(tx.congestion_window(), 4);
 }
 
 #[test]
@@ -238,7 +267,7 @@ fn karn_no_sample_from_a_resent_packet() {
 }
 
 #[test]
-fn selective_ack_resends_the_gap_once_per_round_trip() {
+fn losses_found_by_packet_and_time_threshold_without_a_timer() {
     let t0 = Instant::now();
     let config = ReliableConfig::default().with_bundle_messages(false);
     let mut tx = channel_with(config, 496);
@@ -250,30 +279,32 @@ fn selective_ack_resends_the_gap_once_per_round_trip() {
         tx.send(Bytes::from_static(m)).unwrap();
     }
     assert_eq!(drain(&mut tx, t1).len(), 4);
-    // Too early to call the older ones lost.
+    // p4 acknowledged: p1 is three sequences behind it (the packet threshold) and is resent at
+    // once; p2 and p3 wait for the time threshold.
     tx.handle_ack(t1 + 20 * MS, 4);
-    assert!(drain(&mut tx, t1 + 20 * MS).is_empty());
-    tx.handle_ack(t1 + 60 * MS, 3);
-    let resent: Vec<u16> = drain(&mut tx, t1 + 60 * MS)
-        .iter()
-        .map(|p| sequence_of(p))
-        .collect();
-    assert_eq!(resent, [1, 2]);
-    // p2 acknowledged 10 ms later: p1 was resent just now, so it is not resent again.
-    tx.handle_ack(t1 + 70 * MS, 2);
-    assert!(drain(&mut tx, t1 + 70 * MS).is_empty());
-    // A round trip after its resend, p1 is resent again on the next ack.
-    tx.send(Bytes::from_static(b"p5")).unwrap();
-    assert_eq!(drain(&mut tx, t1 + 70 * MS).len(), 1);
-    tx.handle_ack(t1 + 120 * MS, 5);
-    let resent: Vec<u16> = drain(&mut tx, t1 + 120 * MS)
+    let resent: Vec<u16> = drain(&mut tx, t1 + 20 * MS)
         .iter()
         .map(|p| sequence_of(p))
         .collect();
     assert_eq!(resent, [1]);
+    // 9/8 of max(SRTT 46.25 ms, latest 20 ms) after their send: long before any probe timer.
+    let deadline = tx.poll_timeout().unwrap();
+    assert_eq!(deadline, t1 + Duration::from_nanos(52_031_250));
+    tx.handle_timeout(deadline - MS).unwrap();
+    assert!(drain(&mut tx, deadline - MS).is_empty(), "not yet");
+    tx.handle_timeout(deadline).unwrap();
+    let resent: Vec<u16> = drain(&mut tx, deadline)
+        .iter()
+        .map(|p| sequence_of(p))
+        .collect();
+    assert_eq!(resent, [2, 3]);
     assert_eq!(tx.stats().fast_resends, 3);
-    tx.handle_ack_all(t1 + 150 * MS, 1);
+    assert_eq!(tx.stats().timeouts, 0, "no timer was needed");
+    // p2 and p3 were only late: their acks come 2 ms after the resends, sooner than any round
+    // trip, so the resends were spurious. p1's ack is for its resend.
+    tx.handle_ack_all(deadline + 2 * MS, 3);
     assert!(tx.is_flushed());
+    assert_eq!(tx.stats().spurious_resends, 2);
 }
 
 #[test]
@@ -362,12 +393,12 @@ fn receive_backpressure_leaves_packets_unacknowledged() {
     while let Some(m) = rx.poll_message() {
         got.push(m[0]);
     }
-    let deadline = tx.poll_timeout().unwrap();
-    tx.handle_timeout(deadline).unwrap();
-    let resent = drain(&mut tx, deadline);
+    // Later packets were acknowledged, so the refused one counts as lost and is resent without
+    // waiting for a timer.
+    let resent = drain(&mut tx, t0 + 2 * MS);
     assert_eq!(resent.len(), 1);
     for p in resent {
-        dispatch(&mut rx, deadline, &p).unwrap();
+        dispatch(&mut rx, t0 + 2 * MS, &p).unwrap();
     }
     while let Some(m) = rx.poll_message() {
         got.push(m[0]);
@@ -415,4 +446,106 @@ fn empty_and_zero_messages_round_trip() {
     }
     let got: Vec<Bytes> = std::iter::from_fn(|| rx.poll_message()).collect();
     assert_eq!(got, messages.map(Bytes::from_static));
+}
+
+/// The trace from the field: the peer never re-acknowledges a duplicate, and the cumulative ack
+/// for our last packet is lost. Without new data to carry an ack request, an empty Group in the
+/// next sequence gets one; with new data, the data does. Either way nothing is held back and the
+/// channel lives.
+#[test]
+fn lost_ack_from_a_peer_that_never_reacks_is_recovered() {
+    for new_data in [false, true] {
+        let t0 = Instant::now();
+        let mut tx = channel_with(ReliableConfig::default(), 496);
+        let mut rx = channel_with(ReliableConfig::default().with_reack_duplicates(false), 496);
+        tx.send(Bytes::from_static(b"p0")).unwrap();
+        for p in drain(&mut tx, t0) {
+            dispatch(&mut rx, t0, &p).unwrap();
+        }
+        for p in drain(&mut rx, t0 + 2 * MS) {
+            dispatch(&mut tx, t0 + 20 * MS, &p).unwrap(); // SRTT 20 ms
+        }
+        let t1 = t0 + 30 * MS;
+        tx.send(Bytes::from_static(b"p1")).unwrap();
+        for p in drain(&mut tx, t1) {
+            dispatch(&mut rx, t1, &p).unwrap();
+        }
+        let lost_ack = drain(&mut rx, t1 + 2 * MS);
+        assert_eq!(lost_ack, vec![vec![0, 0x15, 0, 1]], "dropped on the way");
+        let mut now = t1;
+        let mut delivered = 0;
+        for round in 0..6 {
+            let deadline = tx.poll_timeout().unwrap();
+            assert!(deadline < t1 + Duration::from_secs(2), "round {round}");
+            now = deadline;
+            tx.handle_timeout(now).unwrap();
+            if new_data && round == 0 {
+                tx.send(Bytes::from_static(b"p2")).unwrap();
+            }
+            for p in drain(&mut tx, now) {
+                dispatch(&mut rx, now, &p).unwrap();
+            }
+            while rx.poll_message().is_some() {
+                delivered += 1;
+            }
+            for p in drain(&mut rx, now + 2 * MS) {
+                dispatch(&mut tx, now + 20 * MS, &p).unwrap();
+            }
+            if tx.is_flushed() {
+                break;
+            }
+        }
+        assert!(tx.is_flushed(), "new data {new_data}: {:?}", tx.stats());
+        assert_eq!(
+            delivered,
+            2 + usize::from(new_data),
+            "only real messages delivered"
+        );
+        assert_eq!(
+            tx.stats().ack_elicitors,
+            u64::from(!new_data),
+            "an elicitor only without new data"
+        );
+        assert!(rx.stats().duplicates >= 1, "the peer did see the resend");
+        assert!(now < t1 + Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn tail_loss_probe_resends_the_newest_packet_before_any_timeout() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default().with_bundle_messages(false);
+    let mut tx = channel_with(config, 496);
+    tx.send(Bytes::from_static(b"p0")).unwrap();
+    drain(&mut tx, t0);
+    tx.handle_ack_all(t0 + 40 * MS, 0);
+    let t1 = t0 + 50 * MS;
+    for m in [&b"p1"[..], b"p2", b"p3"] {
+        tx.send(Bytes::from_static(m)).unwrap();
+    }
+    assert_eq!(drain(&mut tx, t1).len(), 3);
+    // All three lost. About two round trips later the newest goes again, alone.
+    let deadline = tx.poll_timeout().unwrap();
+    // One sample of 40 ms: SRTT 40, RTTVAR 20, so SRTT + 4 RTTVAR.
+    assert_eq!(deadline, t1 + 120 * MS);
+    tx.handle_timeout(deadline).unwrap();
+    let probe = drain(&mut tx, deadline);
+    assert_eq!(
+        probe.iter().map(|p| sequence_of(p)).collect::<Vec<_>>(),
+        [3]
+    );
+    assert_eq!((tx.stats().probes, tx.stats().timeouts), (1, 0));
+    // Its ack shows 1 and 2 were sent before a delivered packet: lost, resent without a timer.
+    tx.handle_ack(deadline + 40 * MS, 3);
+    let resent = drain(&mut tx, deadline + 40 * MS);
+    assert_eq!(
+        resent.iter().map(|p| sequence_of(p)).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(tx.stats().fast_resends, 2);
+    assert_eq!(
+        tx.congestion_window(),
+        8 + 2,
+        "no queue on the path: no reduction"
+    );
 }

@@ -348,7 +348,18 @@ fn unacknowledged_packet_ends_the_channel() {
             elapsed: limit
         }
     );
-    // 0.5 + 1 + 2 + 3 * n seconds of backoff (capped at max_rto) in 30 s.
-    assert!((9..=12).contains(&resends), "{resends} resends");
-    assert_eq!(tx.stats().timeouts, resends as u64);
+    // Probes at 0.5, 1.5, 3.5 s, then every 3 s (the backoff capped at max_rto): the first
+    // resends the packet as a tail-loss probe; each later one (a retransmission timeout)
+    // resends the oldest packet and adds one empty Group to elicit an ack.
+    let stats = tx.stats();
+    assert!((9..=12).contains(&stats.timeouts), "{stats:?}");
+    assert_eq!(stats.probes, stats.timeouts + 1, "{stats:?}");
+    assert_eq!(stats.packets_resent, stats.probes, "{stats:?}");
+    assert_eq!(stats.ack_elicitors, stats.timeouts, "{stats:?}");
+    assert_eq!(resends as u64, stats.packets_resent + stats.ack_elicitors);
+    assert_eq!(
+        tx.congestion_window(),
+        4,
+        "persistent congestion: the floor"
+    );
 }
