@@ -69,12 +69,55 @@ pub struct ReliableConfig {
     /// soe-protocol 2.3.0) never re-acknowledge a duplicate; `false` imitates them, for tests and
     /// emulation of those peers.
     pub reack_duplicates: bool,
-    /// Whether, after a retransmission timeout with no new data to send, this side sends an
-    /// empty Group (`00 19`) in the next sequence to elicit an ack. A peer that never
-    /// re-acknowledges a duplicate (h1z1-server, soe-protocol 2.3.0) would otherwise leave a
-    /// packet whose ack was lost unacknowledged until `unacknowledged_timeout` ends the session.
-    /// Every known peer takes an empty Group as no message (see docs/interop.md). Default true.
-    pub elicit_acks: bool,
+    /// What this side sends, after a retransmission timeout with no new data to send, in the
+    /// next sequence to elicit an ack. A peer that never re-acknowledges a duplicate
+    /// (h1z1-server, soe-protocol 2.3.0) would otherwise leave a packet whose ack was lost
+    /// unacknowledged until `unacknowledged_timeout` ends the session. Default
+    /// [`AckElicitor::EmptyGroup`]; see that type for which peers take which form.
+    pub ack_elicitor: AckElicitor,
+}
+
+/// The payload of a reliable packet sent only to elicit an ack from the peer: new to it, so
+/// even a peer that never re-acknowledges a duplicate acknowledges it (and, cumulatively,
+/// everything before it), yet read by the peer as no application message. This side delivers
+/// neither form to the application.
+///
+/// Which form a peer reads as nothing depends on its Group reader (docs/interop.md has the
+/// evidence per peer):
+///
+/// | peer | `EmptyGroup` (`00 19`) | `TruncatedGroup` (`00 19 01`) |
+/// |---|---|---|
+/// | this crate | nothing | nothing |
+/// | the original UdpLibrary (real game clients), h1z1-server | nothing (a Group loop of zero items) | not proven |
+/// | soe-protocol 2.3.0 | **a 2-byte message `00 19`; with RC4 it decrypts one byte and the cipher runs out of step** | nothing (the item's length runs past the end; the loop stops) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AckElicitor {
+    /// Never send one: a lost ack from a peer that never re-acknowledges duplicates is then
+    /// repaired only by the application's next message.
+    Off,
+    /// `00 19`, a Group of no items. The default: the form the original library's readers (the
+    /// real game clients) and h1z1-server take as nothing.
+    #[default]
+    EmptyGroup,
+    /// `00 19 01`, a Group whose only item is cut short: for soe-protocol 2.3.0 peers.
+    TruncatedGroup,
+}
+
+impl AckElicitor {
+    /// The payload sent, or `None` for [`AckElicitor::Off`].
+    pub fn payload(self) -> Option<&'static [u8]> {
+        match self {
+            Self::Off => None,
+            Self::EmptyGroup => Some(&[0x00, 0x19]),
+            Self::TruncatedGroup => Some(&[0x00, 0x19, 0x01]),
+        }
+    }
+
+    /// Whether a received reassembled payload is one of the elicitor forms (no message).
+    pub fn is_elicitor(payload: &[u8]) -> bool {
+        matches!(payload, [0x00, 0x19] | [0x00, 0x19, 0x01])
+    }
 }
 
 impl Default for ReliableConfig {
@@ -93,7 +136,7 @@ impl Default for ReliableConfig {
             unacknowledged_timeout: Duration::from_secs(30),
             bundle_messages: true,
             reack_duplicates: true,
-            elicit_acks: true,
+            ack_elicitor: AckElicitor::EmptyGroup,
         }
     }
 }
@@ -163,8 +206,8 @@ impl ReliableConfig {
         with_reack_duplicates, reack_duplicates: bool
     );
     setter!(
-        /// Sets [`ReliableConfig::elicit_acks`].
-        with_elicit_acks, elicit_acks: bool
+        /// Sets [`ReliableConfig::ack_elicitor`].
+        with_ack_elicitor, ack_elicitor: AckElicitor
     );
 
     /// Checks every field against its documented range.

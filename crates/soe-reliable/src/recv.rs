@@ -7,12 +7,12 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use soe_crypto::Rc4;
 use soe_wire::WireError;
-use soe_wire::reliable::{GROUP_PREFIX, ReliablePayload, split_first_fragment, unescape};
+use soe_wire::reliable::{ReliablePayload, split_first_fragment, unescape};
 
 use crate::arena::{copy_to_arena, reserve};
 use crate::channel::{Opcodes, put_header};
 use crate::seq::expand;
-use crate::{ChannelStats, ReliableConfig, ReliableError};
+use crate::{AckElicitor, ChannelStats, ReliableConfig, ReliableError};
 
 /// Whether a data packet is whole or a fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,8 +359,8 @@ impl Receiver {
 }
 
 /// Finds each message of a reassembled payload as a range of it: a Group's items unescaped, or
-/// the payload unescaped. An empty payload is one empty message; an empty Group (`00 19` and
-/// nothing else) is no message at all: senders use it to elicit an ack without application data.
+/// the payload unescaped. An empty payload is one empty message; an ack elicitor
+/// ([`AckElicitor`]: `00 19` or `00 19 01` and nothing else) is no message at all.
 ///
 /// `plaintext`: on a channel without encryption, a payload that starts `00 19` but is no
 /// well-formed, non-empty Group is delivered whole as one message instead of failing. Peers that
@@ -372,7 +372,7 @@ fn message_ranges(
     plaintext: bool,
     ranges: &mut Vec<(usize, usize)>,
 ) -> Result<(), WireError> {
-    if payload == GROUP_PREFIX {
+    if AckElicitor::is_elicitor(payload) {
         return Ok(());
     }
     match ReliablePayload::decode(payload)? {

@@ -14,7 +14,7 @@ use crate::channel::{Opcodes, put_header};
 use crate::congestion::Congestion;
 use crate::rtt::RttEstimator;
 use crate::seq::expand;
-use crate::{ChannelStats, ReliableConfig, ReliableError, SendError};
+use crate::{AckElicitor, ChannelStats, ReliableConfig, ReliableError, SendError};
 
 /// What the packet header says about the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,12 +291,13 @@ impl Sender {
         if !self.span_open(config) {
             return None;
         }
-        let (header, escape, data) = if self.elicit {
-            // An empty Group: new to the peer, so even a peer that never re-acknowledges a
-            // duplicate acknowledges it, and everything before it.
+        let elicitor = self.elicit.then(|| config.ack_elicitor.payload()).flatten();
+        let (header, escape, data) = if let Some(payload) = elicitor {
+            // New to the peer, so even a peer that never re-acknowledges a duplicate
+            // acknowledges it, and everything before it.
             self.elicit = false;
             stats.ack_elicitors += 1;
-            (Header::Whole, false, Bytes::from_static(&GROUP_PREFIX))
+            (Header::Whole, false, Bytes::from_static(payload))
         } else {
             let within = self.flight < self.congestion.window();
             if !within && self.probe_budget == 0 {
@@ -642,7 +643,7 @@ impl Sender {
                     }
                 }
             }
-            if !new_data && config.elicit_acks && self.span_open(config) {
+            if !new_data && config.ack_elicitor != AckElicitor::Off && self.span_open(config) {
                 self.elicit = true;
             }
         } else if !new_data {

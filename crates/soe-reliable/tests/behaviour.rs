@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::dispatch;
 use soe_crypto::Rc4;
-use soe_reliable::{MIN_PACKET_LEN, ReliableChannel, ReliableConfig, ReliableError, SendError};
+use soe_reliable::{
+    AckElicitor, MIN_PACKET_LEN, ReliableChannel, ReliableConfig, ReliableError, SendError,
+};
 use soe_wire::{Channel, Packet, ReliablePayload, reliable::unescape};
 
 const MS: Duration = Duration::from_millis(1);
@@ -454,9 +456,13 @@ fn empty_and_zero_messages_round_trip() {
 /// channel lives.
 #[test]
 fn lost_ack_from_a_peer_that_never_reacks_is_recovered() {
-    for new_data in [false, true] {
+    for (new_data, elicitor) in [
+        (false, AckElicitor::EmptyGroup),
+        (false, AckElicitor::TruncatedGroup),
+        (true, AckElicitor::EmptyGroup),
+    ] {
         let t0 = Instant::now();
-        let mut tx = channel_with(ReliableConfig::default(), 496);
+        let mut tx = channel_with(ReliableConfig::default().with_ack_elicitor(elicitor), 496);
         let mut rx = channel_with(ReliableConfig::default().with_reack_duplicates(false), 496);
         tx.send(Bytes::from_static(b"p0")).unwrap();
         for p in drain(&mut tx, t0) {
