@@ -366,21 +366,38 @@ async fn the_peer_does_not_re_ack_duplicates_and_we_do() {
 }
 
 /// The consequence of not re-acking: if the peer's one AckAll for our last packet is lost and
-/// we have nothing more to send, our resends are never acknowledged and our session ends with
-/// UnacknowledgedTimeout (30 s by default; 1 s here), although the peer got the message. Any
-/// later message of ours repairs it (the peer's next AckAll is cumulative).
+/// we have nothing more to send, resends alone are never acknowledged. With the ack elicitor off,
+/// our session ends with UnacknowledgedTimeout (30 s by default; 1 s here), although the peer got
+/// the message. With it on, a packet in the next sequence gets the ack. The elicitor must be one
+/// the peer reads as no message: with this peer `00 19 01` is (its Group loop stops at the cut
+/// item), in plaintext and with RC4, while `00 19` is not (it delivers the two bytes as a message,
+/// and with RC4 decrypts one byte of it, so the next message comes out wrong). Each variant is
+/// checked here: what the peer's application receives, and whether our session lives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_ack_from_the_peer_is_never_repaired_without_new_data() {
+async fn a_lost_ack_from_the_peer_is_repaired_by_an_ack_elicitor_the_peer_reads_as_nothing() {
     let _serial = serial().await;
-    let reliable = soe_reliable::ReliableConfig::default()
-        .with_unacknowledged_timeout(Duration::from_secs(1))
-        .with_max_rto(Duration::from_millis(200));
-    let session = our_session()
-        .with_reliable(Arc::new(reliable))
-        .expect("valid reliable config");
-
-    for repair in [false, true] {
-        let mut server = Peer::default().server().await;
+    use soe_reliable::AckElicitor;
+    let cases = [
+        (AckElicitor::Off, false),
+        (AckElicitor::TruncatedGroup, false),
+        (AckElicitor::TruncatedGroup, true),
+        (AckElicitor::EmptyGroup, false),
+        (AckElicitor::EmptyGroup, true),
+    ];
+    for (elicitor, rc4) in cases {
+        let reliable = soe_reliable::ReliableConfig::default()
+            .with_unacknowledged_timeout(Duration::from_secs(1))
+            .with_max_rto(Duration::from_millis(200))
+            .with_ack_elicitor(elicitor);
+        let mut session = our_session()
+            .with_reliable(Arc::new(reliable))
+            .expect("valid reliable config");
+        let mut peer = Peer::default();
+        if rc4 {
+            session = with_key(session, &h1z1_key());
+            peer = peer.with_key(&h1z1_key());
+        }
+        let mut server = peer.server().await;
         let drop_acks = Arc::new(AtomicBool::new(false));
         let relay = Relay::with_filter(
             server.local_addr(),
@@ -394,38 +411,36 @@ async fn a_lost_ack_from_the_peer_is_never_repaired_without_new_data() {
             }),
         )
         .await;
-        let ours = our_client(session.clone());
+        let ours = our_client(session);
         let conn = within(PATIENCE, "connect", ours.connect(relay.addr))
             .await
             .unwrap();
         drop_acks.store(true, Ordering::SeqCst);
         conn.send(Bytes::from_static(b"one")).await.unwrap();
+        let mut received: Vec<Bytes> = Vec::new();
         loop {
             if let SocketEvent::DataReceived { data, .. } = server_event(&mut server).await {
-                assert_eq!(&data[..], b"one");
+                received.push(data.clone());
                 break;
             }
         }
         // Its AckAll goes out on its next tick and is dropped; then acks pass again.
         tokio::time::sleep(Duration::from_millis(30)).await;
         drop_acks.store(false, Ordering::SeqCst);
-        if repair {
-            conn.send(Bytes::from_static(b"two")).await.unwrap();
-        }
+        let what = format!("{elicitor:?}, rc4 {rc4}");
         let outcome = tokio::time::timeout(Duration::from_millis(1800), conn.closed()).await;
-        let resends = relay
-            .sent(Dir::ToServer)
-            .iter()
-            .filter(|r| is_data(r.op()) || r.op() == Some(OP_MULTI))
-            .count();
-        if repair {
-            assert!(outcome.is_err(), "closed: {outcome:?}");
-        } else {
+        if elicitor == AckElicitor::Off {
             assert_eq!(
                 *outcome.as_ref().expect("our session should have ended"),
-                CloseReason::new(DisconnectReason::UnacknowledgedTimeout, false)
+                CloseReason::new(DisconnectReason::UnacknowledgedTimeout, false),
+                "{what}"
             );
-            assert!(resends >= 3, "we resent {resends} times");
+            let resends = relay
+                .sent(Dir::ToServer)
+                .iter()
+                .filter(|r| is_data(r.op()) || r.op() == Some(OP_MULTI))
+                .count();
+            assert!(resends >= 3, "{what}: we resent {resends} times");
             // The peer got "one" exactly once, and hears our Disconnect.
             loop {
                 match server_event(&mut server).await {
@@ -437,8 +452,48 @@ async fn a_lost_ack_from_the_peer_is_never_repaired_without_new_data() {
                     SocketEvent::SessionOpened { .. } => {}
                 }
             }
+            server.abort();
+            continue;
         }
-        eprintln!("repair={repair}: {resends} data datagrams from us, outcome {outcome:?}");
+        assert!(outcome.is_err(), "{what}: closed: {outcome:?}");
+        assert!(conn.close_reason().is_none(), "{what}");
+        let stats = conn.stats().expect("the session is open");
+        assert!(
+            stats.ack_elicitors >= 1,
+            "{what}: no elicitor was needed: {stats:?}"
+        );
+        // What the peer's application saw, up to and including our next real message.
+        conn.send(Bytes::from_static(b"two")).await.unwrap();
+        while received.len() < 8 {
+            match server_event(&mut server).await {
+                SocketEvent::DataReceived { data, .. } => {
+                    let done = data.len() == 3 && received.len() > 1 || &data[..] == b"two";
+                    received.push(data);
+                    if done {
+                        break;
+                    }
+                }
+                SocketEvent::SessionClosed { reason, .. } => {
+                    panic!("{what}: peer closed {reason:?}")
+                }
+                SocketEvent::SessionOpened { .. } => {}
+            }
+        }
+        eprintln!("{what}: the peer's application received {received:02x?}");
+        match elicitor {
+            AckElicitor::TruncatedGroup => assert_eq!(
+                received,
+                [&b"one"[..], b"two"],
+                "{what}: the elicitor was read as nothing, and RC4 stayed in step"
+            ),
+            _ => {
+                assert_eq!(received[0], &b"one"[..], "{what}");
+                assert!(
+                    received.len() > 2 || received.last().is_some_and(|m| &m[..] != b"two"),
+                    "{what}: the peer read 00 19 as nothing after all: {received:02x?}"
+                );
+            }
+        }
         server.abort();
     }
 }

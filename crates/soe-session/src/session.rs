@@ -435,6 +435,9 @@ impl Session {
             let cs = ch.stats();
             s.reliable_packets_sent += cs.packets_sent;
             s.resends += cs.packets_resent;
+            s.fast_resends += cs.fast_resends;
+            s.spurious_resends += cs.spurious_resends;
+            s.ack_elicitors += cs.ack_elicitors;
             s.duplicates += cs.duplicates;
             s.out_of_order += cs.out_of_order;
             s.acks_sent += cs.acks_sent;

@@ -27,6 +27,13 @@ pub struct SessionStats {
     pub reliable_packets_sent: u64,
     /// Reliable data packets sent again.
     pub resends: u64,
+    /// Of those, packets declared lost because later ones were acknowledged (no timer waited).
+    pub fast_resends: u64,
+    /// Of those, resends found unnecessary (the original's ack came back).
+    pub spurious_resends: u64,
+    /// Packets sent in a new sequence only to elicit an ack from a peer that does not
+    /// re-acknowledge duplicates ([`soe_reliable::AckElicitor`]).
+    pub ack_elicitors: u64,
     /// Reliable data packets received again.
     pub duplicates: u64,
     /// Reliable data packets that arrived ahead of the next expected one.
