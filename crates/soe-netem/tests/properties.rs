@@ -1,0 +1,172 @@
+//! Seeded properties of our stack over the emulated path: every message delivered exactly once,
+//! in order, byte for byte; no session death; and no spurious resends against a slow acker on a
+//! clean path. Each failure names its seeds; replay one with `SOE_NETEM_SEED=<seed>`.
+//!
+//! Tests marked `#[ignore]` state a property that the loss-recovery algorithm of today does not
+//! hold (the reason names the failing seed); they are meant to pass after its rewrite.
+
+use std::time::Duration;
+
+use soe_netem::{Condition, RunConfig, RunResult, StackKind, Workload, run};
+
+/// Seeds per condition, or the one in `SOE_NETEM_SEED`.
+fn seeds() -> Vec<u64> {
+    match std::env::var("SOE_NETEM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => vec![seed],
+        None => (1..=10).collect(),
+    }
+}
+
+/// Round trips every condition runs at.
+const RTTS: [u64; 3] = [1, 30, 150];
+/// Traffic time per run; every message sent must then arrive within the drain (40 s).
+const TRAFFIC: Duration = Duration::from_secs(3);
+
+fn describe(r: &RunResult, w: Workload) -> String {
+    format!(
+        "seed {} ({}): connected {}, death {:?}, {:?}, resends {}/{} (replay with \
+         SOE_NETEM_SEED={})",
+        r.seed,
+        w.name(),
+        r.connected,
+        r.death,
+        r.verdict,
+        r.counters.packets_resent,
+        r.counters.packets_sent,
+        r.seed
+    )
+}
+
+/// Runs echo, bulk and tick traffic under `condition` at each round trip for every seed; fails
+/// listing every unclean run.
+fn exactly_once(stack: StackKind, condition: Condition) {
+    let mut failures = Vec::new();
+    for seed in seeds() {
+        for rtt in RTTS.map(Duration::from_millis) {
+            for workload in Workload::ALL {
+                let config = RunConfig::new(stack, workload, rtt, condition.clone(), seed)
+                    .with_duration(TRAFFIC);
+                let r = run(&config);
+                assert!(r.verdict.sent > 0, "{}", describe(&r, workload));
+                if !r.is_clean() {
+                    failures.push(format!("RTT {rtt:?}: {}", describe(&r, workload)));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} under {}: {} unclean runs:\n{}",
+        stack.name(),
+        condition.name,
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 150 ms, no loss: after 13 tail drops at the bottleneck the sender crawls; 98 of 387 messages undelivered 40 s after traffic stopped, no death (seed 1, every seed)"]
+fn ours_clean_path() {
+    exactly_once(StackKind::Ours, Condition::loss(0.0));
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 150 ms: 144 of 267 messages undelivered 40 s after traffic stopped, no death (seed 1, every seed)"]
+fn ours_ten_percent_loss() {
+    exactly_once(StackKind::Ours, Condition::loss(0.10));
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 1 ms: 164 of 260 messages undelivered 40 s after traffic stopped, no death (seed 1)"]
+fn ours_thirty_percent_loss() {
+    exactly_once(StackKind::Ours, Condition::loss(0.30));
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 1 ms: 34 messages undelivered after the 40 s drain (seed 1); RTT 30 ms: UnacknowledgedTimeout (seed 1)"]
+fn ours_burst_loss() {
+    exactly_once(StackKind::Ours, Condition::burst());
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 150 ms: 106 of 281 messages undelivered after the 40 s drain, no death (seed 1, every seed)"]
+fn ours_reordering() {
+    exactly_once(StackKind::Ours, Condition::reorder());
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 150 ms: 19 of 364 messages undelivered after the 40 s drain, no death (seed 1)"]
+fn ours_duplication() {
+    exactly_once(StackKind::Ours, Condition::duplicate());
+}
+
+#[test]
+fn slow_acker_clean_path() {
+    exactly_once(StackKind::OursVsSlowAcker, Condition::loss(0.0));
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: echo, RTT 1 ms: client closed with UnacknowledgedTimeout, the slow acker never re-acks a resent duplicate (seed 1)"]
+fn slow_acker_ten_percent_loss() {
+    exactly_once(StackKind::OursVsSlowAcker, Condition::loss(0.10));
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 1 ms: client closed with UnacknowledgedTimeout, 4 of 260 messages delivered (seed 1)"]
+fn slow_acker_thirty_percent_loss() {
+    exactly_once(StackKind::OursVsSlowAcker, Condition::loss(0.30));
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 1 ms: client closed with UnacknowledgedTimeout, 0 of 256 messages delivered (seed 1)"]
+fn slow_acker_burst_loss() {
+    exactly_once(StackKind::OursVsSlowAcker, Condition::burst());
+}
+
+#[test]
+#[ignore = "fails before the loss-recovery rewrite: bulk, RTT 150 ms: 3 of 281 messages undelivered after the 40 s drain, no death (seed 1)"]
+fn slow_acker_reordering() {
+    exactly_once(StackKind::OursVsSlowAcker, Condition::reorder());
+}
+
+#[test]
+fn slow_acker_duplication() {
+    exactly_once(StackKind::OursVsSlowAcker, Condition::duplicate());
+}
+
+/// On a loss-free path with no bottleneck, a sender facing an acker that waits 24 ms resends
+/// (spuriously, since nothing is lost) at most 1 % of its packets.
+#[test]
+fn slow_acker_no_spurious_resends_on_clean_path() {
+    let mut failures = Vec::new();
+    for seed in seeds() {
+        for rtt in RTTS.map(Duration::from_millis) {
+            for workload in Workload::ALL {
+                let config = RunConfig {
+                    rate: 0,
+                    ..RunConfig::new(
+                        StackKind::OursVsSlowAcker,
+                        workload,
+                        rtt,
+                        Condition::loss(0.0),
+                        seed,
+                    )
+                    .with_duration(TRAFFIC)
+                };
+                let r = run(&config);
+                let c = r.counters;
+                if !r.is_clean() || c.packets_resent * 100 > c.packets_sent {
+                    failures.push(format!("RTT {rtt:?}: {}", describe(&r, workload)));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "spurious resends above 1% (or unclean runs):\n{}",
+        failures.join("\n")
+    );
+}
