@@ -55,9 +55,13 @@ pub struct ReliableConfig {
     /// followed by acknowledged packets are repaired without waiting for any timer. Default
     /// 10 ms.
     pub min_rto: Duration,
-    /// The ceiling of the probe timeout, backoff included; also caps the observed ack delay.
-    /// Default 3 s.
+    /// The ceiling of the probe timeout, backoff included. Default 3 s.
     pub max_rto: Duration,
+    /// The longest the peer is taken to hold an ack back: the observed ack delay that the probe
+    /// timeout adds is capped here, so an ack lost or stuck behind a loss does not read as a
+    /// slow acker. Known peers delay acks by 2 ms (the original library, Sanctuary, this crate)
+    /// to 24 ms (h1z1-server). Default 100 ms.
+    pub max_ack_delay: Duration,
     /// A packet still unacknowledged this long after its first transmission ends the session
     /// ([`ReliableError::UnacknowledgedTimeout`]). Default 30 s.
     pub unacknowledged_timeout: Duration,
@@ -133,6 +137,7 @@ impl Default for ReliableConfig {
             initial_rto: Duration::from_millis(500),
             min_rto: Duration::from_millis(10),
             max_rto: Duration::from_secs(3),
+            max_ack_delay: Duration::from_millis(100),
             unacknowledged_timeout: Duration::from_secs(30),
             bundle_messages: true,
             reack_duplicates: true,
@@ -192,6 +197,10 @@ impl ReliableConfig {
     setter!(
         /// Sets [`ReliableConfig::max_rto`].
         with_max_rto, max_rto: Duration
+    );
+    setter!(
+        /// Sets [`ReliableConfig::max_ack_delay`].
+        with_max_ack_delay, max_ack_delay: Duration
     );
     setter!(
         /// Sets [`ReliableConfig::unacknowledged_timeout`].

@@ -132,6 +132,9 @@ pub(crate) struct Sender {
 /// A packet with this many later sequences acknowledged is lost (RFC 9002's kPacketThreshold).
 const PACKET_THRESHOLD: u64 = 3;
 
+/// Sequences a probe may go past `max_send_window` (see [`Sender::span_open`]).
+const PROBE_SPAN_SLACK: u64 = 8;
+
 /// Probe timeouts in a row, without any ack, that count as persistent congestion.
 const PERSISTENT_CONGESTION: u32 = 3;
 
@@ -240,9 +243,26 @@ impl Sender {
     }
 
     /// Whether the peer's receive window (counted from the oldest unacknowledged sequence) has
-    /// room for a new sequence.
-    fn span_open(&self, config: &ReliableConfig) -> bool {
-        self.next - self.base < u64::from(config.max_send_window)
+    /// room for a new sequence. A probe may go [`PROBE_SPAN_SLACK`] past `max_send_window`: when
+    /// the whole span may have arrived with its acks lost, only a sequence beyond it gets an ack
+    /// from a peer that ignores duplicates (and `max_send_window` stays below the peers'
+    /// 256-packet receive windows by more than that).
+    fn span_open(&self, config: &ReliableConfig, probe: bool) -> bool {
+        let limit = u64::from(config.max_send_window) + if probe { PROBE_SPAN_SLACK } else { 0 };
+        self.next - self.base < limit
+    }
+
+    /// Checks the running count of packets in flight against the table (debug builds only).
+    fn check_flight(&self) {
+        debug_assert_eq!(
+            self.flight as usize,
+            self.in_flight
+                .iter()
+                .flatten()
+                .filter(|p| p.counted())
+                .count(),
+            "packets in flight"
+        );
     }
 
     /// Whether a message, or part of one, waits for a sequence.
@@ -288,7 +308,8 @@ impl Sender {
             return Some(packet.encode(sequence, ops, out));
         }
 
-        if !self.span_open(config) {
+        let probing = self.elicit || self.probe_budget > 0;
+        if !self.span_open(config, probing) {
             return None;
         }
         let elicitor = self.elicit.then(|| config.ack_elicitor.payload()).flatten();
@@ -299,7 +320,7 @@ impl Sender {
             stats.ack_elicitors += 1;
             (Header::Whole, false, Bytes::from_static(payload))
         } else {
-            let within = self.flight < self.congestion.window();
+            let within = self.flight < self.congestion.window() && self.span_open(config, false);
             if !within && self.probe_budget == 0 {
                 return None;
             }
@@ -328,6 +349,7 @@ impl Sender {
         self.in_flight.push_back(Some(packet));
         self.flight += 1;
         self.last_send = Some(now);
+        self.check_flight();
         Some(len)
     }
 
@@ -425,15 +447,21 @@ impl Sender {
         };
         let mut acked = 0;
         // Karn's rule: only a packet sent once gives an unambiguous sample. The newest such
-        // packet gives the round trip; the oldest, how long the peer held the ack back.
+        // packet gives the round trip. The oldest unacknowledged one, if it was sent once and
+        // this is its first ack, shows how long the peer held the ack back: nothing before it
+        // was missing, so only the peer's ack timer (and queueing) kept it waiting.
         let mut sample = None;
-        let mut oldest_wait = None;
+        let oldest_wait = match self.in_flight.front() {
+            Some(Some(p)) if p.transmissions == 1 => {
+                Some(now.saturating_duration_since(p.last_sent))
+            }
+            _ => None,
+        };
         for sequence in self.base..=last {
             if let Some(Some(packet)) = self.in_flight.pop_front() {
                 acked += 1;
                 if packet.transmissions == 1 {
                     sample = Some(packet.last_sent);
-                    oldest_wait.get_or_insert(now.saturating_duration_since(packet.last_sent));
                 }
                 self.on_delivered(now, sequence, &packet, stats);
             }
@@ -441,7 +469,7 @@ impl Sender {
         self.base = last + 1;
         self.after_ack(now, last, acked, sample, stats);
         if let Some(waited) = oldest_wait {
-            self.rtt.on_ack_wait(waited, config.max_rto);
+            self.rtt.on_ack_wait(waited, config.max_ack_delay);
         }
     }
 
@@ -528,6 +556,7 @@ impl Sender {
         self.largest_acked = Some(highest);
         self.congestion.on_ack(acked, highest);
         self.detect_losses(now, stats);
+        self.check_flight();
     }
 
     /// Declares lost every unacknowledged packet sent before a delivered one that is either
@@ -617,14 +646,12 @@ impl Sender {
             .pto(config.initial_rto, config.min_rto, config.max_rto);
         self.pto_count = self.pto_count.saturating_add(1);
         stats.probes += 1;
-        let new_data = self.has_new_data() && self.span_open(config);
+        let new_data = self.has_new_data() && self.span_open(config, true);
         if self.pto_count >= 2 {
             let base = self.base;
             if let Some(Some(oldest)) = self.in_flight.front_mut() {
                 if oldest.counted() && now.saturating_duration_since(oldest.last_sent) >= base_pto {
-                    if !oldest.probe {
-                        self.flight = self.flight.saturating_sub(1);
-                    }
+                    self.flight = self.flight.saturating_sub(1);
                     if !oldest.resend_queued {
                         self.resend.push_back(base);
                     }
@@ -643,7 +670,8 @@ impl Sender {
                     }
                 }
             }
-            if !new_data && config.ack_elicitor != AckElicitor::Off && self.span_open(config) {
+            if !new_data && config.ack_elicitor != AckElicitor::Off && self.span_open(config, true)
+            {
                 self.elicit = true;
             }
         } else if !new_data {
@@ -666,6 +694,7 @@ impl Sender {
         if new_data {
             self.probe_budget = 1;
         }
+        self.check_flight();
     }
 }
 
