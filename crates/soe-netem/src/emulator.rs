@@ -12,18 +12,26 @@ use soe_session::{RandomSource, SplitMix64};
 
 /// The Gilbert–Elliott two-state burst-loss model.
 ///
-/// Before each datagram the link changes state with the given probabilities; in the bad state a
-/// datagram is lost with probability `loss_bad` (the good state adds no loss of its own: the
-/// independent random loss of [`LinkConfig::loss`] applies in both states).
+/// The link changes state with the given probabilities per step; in the bad state a datagram is
+/// lost with probability `loss_bad` (the good state adds no loss of its own: the independent
+/// random loss of [`LinkConfig::loss`] applies in both states).
+///
+/// A step is one datagram (`step: None`, the classic form) or a span of time (`step:
+/// Some(d)`). Per datagram, a burst lasts a number of datagrams whatever the time between
+/// them, so on a direction that carries one ack a second a 12-datagram burst is a 12-second
+/// outage; per time, a burst is a stretch of time, as interference or a congested hop is, and
+/// every flow loses the same fraction of its datagrams.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GilbertElliott {
-    /// Probability of moving from the good to the bad state, per datagram.
+    /// Probability of moving from the good to the bad state, per step.
     pub p_good_to_bad: f64,
-    /// Probability of moving from the bad to the good state, per datagram (the mean burst
-    /// lasts `1 / p_bad_to_good` datagrams).
+    /// Probability of moving from the bad to the good state, per step (the mean burst lasts
+    /// `1 / p_bad_to_good` steps).
     pub p_bad_to_good: f64,
     /// Probability a datagram is lost while in the bad state.
     pub loss_bad: f64,
+    /// A step: one datagram (`None`) or this much time.
+    pub step: Option<Duration>,
 }
 
 impl GilbertElliott {
@@ -32,7 +40,31 @@ impl GilbertElliott {
         p_good_to_bad: 1.0 / 36.0,
         p_bad_to_good: 0.25,
         loss_bad: 1.0,
+        step: None,
     };
+
+    /// The same chain stepped every 5 ms: the path is down 10 % of the time, in bursts of
+    /// 20 ms on average (about 180 ms apart).
+    pub const TEN_PERCENT_TIMED: Self = Self {
+        step: Some(Duration::from_millis(5)),
+        ..Self::TEN_PERCENT
+    };
+
+    /// The probability of being in the bad state `steps` steps after being in state `bad`
+    /// (the chain's k-step transition, for a fractional k too).
+    fn bad_after(&self, bad: bool, steps: f64) -> f64 {
+        let total = self.p_good_to_bad + self.p_bad_to_good;
+        if total <= 0.0 {
+            return if bad { 1.0 } else { 0.0 };
+        }
+        let stationary = self.p_good_to_bad / total;
+        let decay = (1.0 - total).max(0.0).powf(steps);
+        if bad {
+            stationary + (1.0 - stationary) * decay
+        } else {
+            stationary * (1.0 - decay)
+        }
+    }
 
     /// The long-run fraction of datagrams lost by the model.
     pub fn mean_loss(&self) -> f64 {
@@ -125,6 +157,8 @@ pub struct Link {
     impaired: bool,
     rng: SplitMix64,
     bad: bool,
+    /// When the burst state was last drawn (time-stepped chains).
+    burst_at: Option<Instant>,
     busy_until: Option<Instant>,
     /// Departure times of the datagrams in the bottleneck queue, oldest first.
     queued: VecDeque<Instant>,
@@ -142,6 +176,7 @@ impl Link {
             impaired: false,
             rng: SplitMix64::new(seed),
             bad: false,
+            burst_at: None,
             busy_until: None,
             queued: VecDeque::new(),
             flight: BinaryHeap::new(),
@@ -195,14 +230,16 @@ impl Link {
         }
         let mut lost = self.chance(c.loss);
         if let Some(ge) = c.burst {
-            let flip = if self.bad {
-                ge.p_bad_to_good
-            } else {
-                ge.p_good_to_bad
+            let steps = match ge.step {
+                None => 1.0,
+                Some(step) => {
+                    let since = self.burst_at.map_or(Duration::ZERO, |t| now - t);
+                    self.burst_at = Some(now);
+                    since.as_secs_f64() / step.as_secs_f64().max(f64::MIN_POSITIVE)
+                }
             };
-            if self.chance(flip) {
-                self.bad = !self.bad;
-            }
+            let p_bad = ge.bad_after(self.bad, steps);
+            self.bad = self.chance(p_bad);
             if self.bad && self.chance(ge.loss_bad) {
                 lost = true;
             }
@@ -270,6 +307,34 @@ mod tests {
         }
         let lost = link.stats().lost as f64 / 100_000.0;
         assert!((0.08..0.12).contains(&lost), "{lost}");
+    }
+
+    #[test]
+    fn timed_bursts_hit_sparse_and_dense_flows_alike() {
+        let ge = GilbertElliott::TEN_PERCENT_TIMED;
+        assert!((ge.mean_loss() - 0.1).abs() < 1e-9);
+        for gap in [Duration::from_micros(500), Duration::from_millis(200)] {
+            let mut link = Link::new(
+                LinkConfig {
+                    burst: Some(ge),
+                    rate: 0,
+                    ..LinkConfig::default()
+                },
+                11,
+            );
+            link.set_impaired(true);
+            let mut now = Instant::now();
+            for _ in 0..50_000 {
+                link.send(now, vec![1]);
+                now += gap;
+            }
+            let lost = link.stats().lost as f64 / 50_000.0;
+            assert!((0.08..0.12).contains(&lost), "gap {gap:?}: {lost}");
+        }
+        // One step later the chain has barely moved; a minute later it has forgotten.
+        assert!((ge.bad_after(true, 0.0) - 1.0).abs() < 1e-12);
+        assert!((ge.bad_after(true, 12_000.0) - 0.1).abs() < 1e-9);
+        assert!((ge.bad_after(false, 12_000.0) - 0.1).abs() < 1e-9);
     }
 
     #[test]

@@ -36,11 +36,12 @@ impl Condition {
         }
     }
 
-    /// Gilbert–Elliott bursts averaging 10 % loss ([`GilbertElliott::TEN_PERCENT`]).
+    /// Gilbert–Elliott bursts averaging 10 % loss, stepped in time
+    /// ([`GilbertElliott::TEN_PERCENT_TIMED`]: the path is down 10 % of the time, 20 ms at a time).
     pub fn burst() -> Self {
         Self {
             name: "burst 10%".into(),
-            burst: Some(GilbertElliott::TEN_PERCENT),
+            burst: Some(GilbertElliott::TEN_PERCENT_TIMED),
             ..Self::loss(0.0)
         }
     }

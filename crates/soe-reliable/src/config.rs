@@ -55,7 +55,8 @@ pub struct ReliableConfig {
     /// followed by acknowledged packets are repaired without waiting for any timer. Default
     /// 10 ms.
     pub min_rto: Duration,
-    /// The ceiling of the probe timeout, backoff included. Default 3 s.
+    /// The ceiling of the probe timeout, backoff included. Default 1 s (the original library
+    /// resends every 500 ms without backing off; h1z1-server every 250 ms plus its ping).
     pub max_rto: Duration,
     /// The longest the peer is taken to hold an ack back: the observed ack delay that the probe
     /// timeout adds is capped here, so an ack lost or stuck behind a loss does not read as a
@@ -136,7 +137,7 @@ impl Default for ReliableConfig {
             ack_every: 16,
             initial_rto: Duration::from_millis(500),
             min_rto: Duration::from_millis(10),
-            max_rto: Duration::from_secs(3),
+            max_rto: Duration::from_secs(1),
             max_ack_delay: Duration::from_millis(100),
             unacknowledged_timeout: Duration::from_secs(30),
             bundle_messages: true,

@@ -280,22 +280,30 @@ impl Sender {
         ops: &Opcodes,
         stats: &mut ChannelStats,
     ) -> Option<usize> {
-        while let Some(sequence) = self.resend.pop_front() {
-            let Some(index) = sequence.checked_sub(self.base) else {
-                continue;
-            };
-            let Some(Some(packet)) = usize::try_from(index)
-                .ok()
+        let window = self.congestion.window();
+        while let Some(&sequence) = self.resend.front() {
+            let packet = sequence
+                .checked_sub(self.base)
+                .and_then(|index| usize::try_from(index).ok())
                 .and_then(|i| self.in_flight.get_mut(i))
-            else {
+                .and_then(Option::as_mut)
+                .filter(|p| p.resend_queued);
+            let Some(packet) = packet else {
+                self.resend.pop_front();
                 continue;
             };
-            if !packet.resend_queued {
-                continue;
-            }
+            // A resend of a lost packet enters the window again, so it waits for room, unless a
+            // timer granted a probe; a tail-loss probe's copy never left it.
             if !packet.probe {
+                if self.flight >= window {
+                    if self.probe_budget == 0 {
+                        break;
+                    }
+                    self.probe_budget -= 1;
+                }
                 self.flight += 1;
             }
+            self.resend.pop_front();
             packet.resend_queued = false;
             packet.probe = false;
             packet.last_sent = now;
@@ -691,9 +699,9 @@ impl Sender {
                 }
             }
         }
-        if new_data {
-            self.probe_budget = 1;
-        }
+        // Packets the timer lets past the congestion window: the probe, and at a
+        // retransmission timeout the oldest packet's resend too.
+        self.probe_budget = if self.pto_count >= 2 { 2 } else { 1 };
         self.check_flight();
     }
 }
