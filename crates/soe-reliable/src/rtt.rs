@@ -88,14 +88,14 @@ impl RttEstimator {
     }
 
     /// Whether the recent round trips show a standing queue on the path: even the shortest of
-    /// the latest samples exceeds the shortest ever by a quarter of it (and by 2 ms). Random loss
+    /// the latest samples exceeds the shortest ever by an eighth of it (and by 2 ms). Random loss
     /// without such a queue is not taken as congestion.
     pub(crate) fn queueing(&self) -> bool {
         let Some(e) = self.estimate else {
             return false;
         };
         let recent_min = self.recent.iter().copied().min().unwrap_or(Duration::MAX);
-        recent_min != Duration::MAX && recent_min > e.min + (e.min / 4).max(2 * GRANULARITY)
+        recent_min != Duration::MAX && recent_min > e.min + (e.min / 8).max(2 * GRANULARITY)
     }
 
     /// The time after which an unacknowledged packet sent before one that was acknowledged is

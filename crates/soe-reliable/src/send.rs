@@ -121,6 +121,8 @@ pub(crate) struct Sender {
     pto_count: u32,
     /// New-data packets allowed past the congestion window (a probe's).
     probe_budget: u8,
+    /// Resends allowed past the congestion window (a retransmission timeout's).
+    resend_budget: u8,
     /// An empty Group is due in the next sequence, to elicit an ack.
     elicit: bool,
     /// Extra wait before a packet is declared lost, grown when such a declaration was spurious.
@@ -160,6 +162,7 @@ impl Sender {
             last_send: None,
             pto_count: 0,
             probe_budget: 0,
+            resend_budget: 0,
             elicit: false,
             reorder_extra: Duration::ZERO,
             rtt: RttEstimator::new(),
@@ -296,10 +299,10 @@ impl Sender {
             // timer granted a probe; a tail-loss probe's copy never left it.
             if !packet.probe {
                 if self.flight >= window {
-                    if self.probe_budget == 0 {
+                    if self.resend_budget == 0 {
                         break;
                     }
-                    self.probe_budget -= 1;
+                    self.resend_budget -= 1;
                 }
                 self.flight += 1;
             }
@@ -556,6 +559,7 @@ impl Sender {
         // Progress: the probe timer starts over, and a pending ack elicitor is not needed.
         self.pto_count = 0;
         self.probe_budget = 0;
+        self.resend_budget = 0;
         self.elicit = false;
         if let Some(sent) = sample {
             self.rtt.on_sample(now.saturating_duration_since(sent));
@@ -660,9 +664,11 @@ impl Sender {
             if let Some(Some(oldest)) = self.in_flight.front_mut() {
                 if oldest.counted() && now.saturating_duration_since(oldest.last_sent) >= base_pto {
                     self.flight = self.flight.saturating_sub(1);
-                    if !oldest.resend_queued {
-                        self.resend.push_back(base);
+                    // Resent first: the peer cannot deliver anything past it.
+                    if oldest.resend_queued {
+                        self.resend.retain(|&s| s != base);
                     }
+                    self.resend.push_front(base);
                     oldest.resend_queued = true;
                     oldest.probe = false;
                     oldest.fast = false;
@@ -699,9 +705,11 @@ impl Sender {
                 }
             }
         }
-        // Packets the timer lets past the congestion window: the probe, and at a
-        // retransmission timeout the oldest packet's resend too.
-        self.probe_budget = if self.pto_count >= 2 { 2 } else { 1 };
+        // Packets the timer lets past the congestion window: one probe with new data, and at a
+        // retransmission timeout the oldest packet's resend. Kept apart, so queued resends of
+        // packets the peer may already hold cannot use up the new data's turn.
+        self.probe_budget = u8::from(new_data);
+        self.resend_budget = u8::from(self.pto_count >= 2);
         self.check_flight();
     }
 }
