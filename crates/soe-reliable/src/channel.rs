@@ -215,11 +215,13 @@ impl ReliableChannel {
     }
 
     /// The earliest timer: delayed cumulative ack, loss detection (a loss candidate's time
-    /// threshold, or the probe timeout), or the unacknowledged limit.
+    /// threshold, or the probe timeout), the pacer releasing a held-back packet, or the
+    /// unacknowledged limit.
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
             self.rx.ack_deadline(),
             self.tx.loss_deadline(&self.config),
+            self.tx.pacing_deadline(),
             self.tx.give_up_deadline(&self.config),
         ]
         .into_iter()

@@ -80,6 +80,11 @@ pub struct ReliableConfig {
     /// unacknowledged until `unacknowledged_timeout` ends the session. Default
     /// [`AckElicitor::EmptyGroup`]; see that type for which peers take which form.
     pub ack_elicitor: AckElicitor,
+    /// Whether packets sent within the congestion window are paced: spread over the round trip
+    /// at 5/4 of the window per SRTT, in bursts of at most 10 packets or 2 ms of sending, rather
+    /// than sent all at once into a bottleneck queue that may hold fewer. Probes are never
+    /// paced, and neither is anything before the first round-trip sample. Default true.
+    pub pacing: bool,
 }
 
 /// The payload of a reliable packet sent only to elicit an ack from the peer: new to it, so
@@ -143,6 +148,7 @@ impl Default for ReliableConfig {
             bundle_messages: true,
             reack_duplicates: true,
             ack_elicitor: AckElicitor::EmptyGroup,
+            pacing: true,
         }
     }
 }
@@ -214,6 +220,10 @@ impl ReliableConfig {
     setter!(
         /// Sets [`ReliableConfig::reack_duplicates`].
         with_reack_duplicates, reack_duplicates: bool
+    );
+    setter!(
+        /// Sets [`ReliableConfig::pacing`].
+        with_pacing, pacing: bool
     );
     setter!(
         /// Sets [`ReliableConfig::ack_elicitor`].

@@ -61,6 +61,7 @@ mod config;
 mod congestion;
 mod error;
 mod ordered;
+mod pacing;
 mod recv;
 mod rtt;
 mod send;

@@ -12,6 +12,7 @@ use soe_wire::varint::group_len_size;
 use crate::arena::{ARENA_CHUNK, reserve};
 use crate::channel::{Opcodes, put_header};
 use crate::congestion::Congestion;
+use crate::pacing::Pacer;
 use crate::rtt::RttEstimator;
 use crate::seq::expand;
 use crate::{AckElicitor, ChannelStats, ReliableConfig, ReliableError, SendError};
@@ -129,13 +130,16 @@ pub(crate) struct Sender {
     reorder_extra: Duration,
     rtt: RttEstimator,
     congestion: Congestion,
+    pacer: Pacer,
+    /// When the pacer next allows a packet, while it is what holds one back.
+    paced_until: Option<Instant>,
 }
 
 /// A packet with this many later sequences acknowledged is lost (RFC 9002's kPacketThreshold).
 const PACKET_THRESHOLD: u64 = 3;
 
 /// Sequences a probe may go past `max_send_window` (see [`Sender::span_open`]).
-const PROBE_SPAN_SLACK: u64 = 8;
+const PROBE_SPAN_SLACK: u64 = 32;
 
 /// Probe timeouts in a row, without any ack, that count as persistent congestion.
 const PERSISTENT_CONGESTION: u32 = 3;
@@ -167,6 +171,8 @@ impl Sender {
             reorder_extra: Duration::ZERO,
             rtt: RttEstimator::new(),
             congestion: Congestion::new(config.initial_send_window, config.max_send_window),
+            pacer: Pacer::new(),
+            paced_until: None,
         }
     }
 
@@ -245,6 +251,19 @@ impl Sender {
         self.last_send?.checked_add(self.pto(config))
     }
 
+    /// When the pacer lets the next packet go, while it is holding one back.
+    pub(crate) fn pacing_deadline(&self) -> Option<Instant> {
+        self.paced_until
+    }
+
+    /// Whether the pacer lets a packet go at `now`; if not, remembers when it will.
+    fn paced(&mut self, now: Instant) -> bool {
+        self.paced_until = self
+            .pacer
+            .delay(now, self.congestion.window(), self.rtt.smoothed());
+        self.paced_until.is_some()
+    }
+
     /// Whether the peer's receive window (counted from the oldest unacknowledged sequence) has
     /// room for a new sequence. A probe may go [`PROBE_SPAN_SLACK`] past `max_send_window`: when
     /// the whole span may have arrived with its acks lost, only a sequence beyond it gets an ack
@@ -284,6 +303,14 @@ impl Sender {
         stats: &mut ChannelStats,
     ) -> Option<usize> {
         let window = self.congestion.window();
+        // Whether the pacer holds back a packet sent within the window (a timer's probes and
+        // budgeted resends are not paced).
+        let pace = if config.pacing {
+            self.pacer.delay(now, window, self.rtt.smoothed())
+        } else {
+            None
+        };
+        self.paced_until = None;
         while let Some(&sequence) = self.resend.front() {
             let packet = sequence
                 .checked_sub(self.base)
@@ -303,6 +330,11 @@ impl Sender {
                         break;
                     }
                     self.resend_budget -= 1;
+                } else if pace.is_some() {
+                    self.paced_until = pace;
+                    return None;
+                } else {
+                    self.pacer.on_sent();
                 }
                 self.flight += 1;
             }
@@ -331,12 +363,20 @@ impl Sender {
             stats.ack_elicitors += 1;
             (Header::Whole, false, Bytes::from_static(payload))
         } else {
-            let within = self.flight < self.congestion.window() && self.span_open(config, false);
+            let within = self.flight < window && self.span_open(config, false);
             if !within && self.probe_budget == 0 {
                 return None;
             }
+            if within && pace.is_some() {
+                if self.has_new_data() {
+                    self.paced_until = pace;
+                }
+                return None;
+            }
             let next = self.next_packet(max_packet_len, config.bundle_messages)?;
-            if !within {
+            if within {
+                self.pacer.on_sent();
+            } else {
                 self.probe_budget -= 1;
             }
             next

@@ -187,7 +187,8 @@ fn congestion_window_limits_then_grows() {
     let t0 = Instant::now();
     let config = ReliableConfig::default()
         .with_bundle_messages(false)
-        .with_initial_send_window(4);
+        .with_initial_send_window(4)
+        .with_pacing(false);
     let mut tx = channel_with(config, 496);
     for i in 0..100u8 {
         tx.send(Bytes::from(vec![i; 8])).unwrap();
@@ -554,4 +555,45 @@ fn tail_loss_probe_resends_the_newest_packet_before_any_timeout() {
         8 + 2,
         "no queue on the path: no reduction"
     );
+}
+
+#[test]
+fn pacing_spreads_a_window_over_the_round_trip() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default()
+        .with_bundle_messages(false)
+        .with_initial_send_window(40);
+    let mut tx = channel_with(config, 496);
+    for i in 0..200u8 {
+        tx.send(Bytes::from(vec![i; 8])).unwrap();
+    }
+    assert_eq!(
+        drain(&mut tx, t0).len(),
+        40,
+        "no pacing before a round-trip sample"
+    );
+    tx.handle_ack_all(t0 + 100 * MS, 39); // SRTT 100 ms; the window grows to 80
+    let t1 = t0 + 100 * MS;
+    // 80 packets per 100 ms, 5/4 as fast: one per ms, in bursts of at most 10.
+    assert_eq!(drain(&mut tx, t1).len(), 10);
+    let next = tx.poll_timeout().unwrap();
+    assert_eq!(next, t1 + MS, "the pacer's deadline");
+    tx.handle_timeout(next).unwrap();
+    assert_eq!(drain(&mut tx, next).len(), 1);
+    let mut now = next;
+    let mut sent = 11;
+    while now < t1 + 50 * MS {
+        now = tx.poll_timeout().unwrap();
+        tx.handle_timeout(now).unwrap();
+        sent += drain(&mut tx, now).len();
+    }
+    assert_eq!(sent, 10 + 50, "one per millisecond after the first burst");
+    // Unpaced, the whole window goes at once.
+    let mut tx = channel_with(ReliableConfig::default().with_pacing(false), 496);
+    for i in 0..200u8 {
+        tx.send(Bytes::from(vec![i; 300])).unwrap();
+    }
+    drain(&mut tx, t0);
+    tx.handle_ack_all(t0 + 100 * MS, 7);
+    assert_eq!(drain(&mut tx, t1).len(), 16);
 }
