@@ -256,13 +256,6 @@ impl Sender {
         self.paced_until
     }
 
-    /// Whether the pacer lets a packet go at `now`; if not, remembers when it will.
-    fn paced(&mut self, now: Instant) -> bool {
-        self.paced_until = self
-            .pacer
-            .delay(now, self.congestion.window(), self.rtt.smoothed());
-        self.paced_until.is_some()
-    }
 
     /// Whether the peer's receive window (counted from the oldest unacknowledged sequence) has
     /// room for a new sequence. A probe may go [`PROBE_SPAN_SLACK`] past `max_send_window`: when
