@@ -256,7 +256,6 @@ impl Sender {
         self.paced_until
     }
 
-
     /// Whether the peer's receive window (counted from the oldest unacknowledged sequence) has
     /// room for a new sequence. A probe may go [`PROBE_SPAN_SLACK`] past `max_send_window`: when
     /// the whole span may have arrived with its acks lost, only a sequence beyond it gets an ack
