@@ -98,8 +98,9 @@ pub struct ReliableConfig {
 /// | peer | `EmptyGroup` (`00 19`) | `TruncatedGroup` (`00 19 01`) |
 /// |---|---|---|
 /// | this crate | nothing | nothing |
-/// | the original UdpLibrary (real game clients), h1z1-server | nothing (a Group loop of zero items) | not proven |
-/// | soe-protocol 2.3.0 | **a 2-byte message `00 19`; with RC4 it decrypts one byte and the cipher runs out of step** | nothing (the item's length runs past the end; the loop stops) |
+/// | the original UdpLibrary (the real game clients' lineage), h1z1-server | nothing: their Group loops run zero times (read in their sources) | not proven |
+/// | soe-protocol 2.3.0 | **a 2-byte message `00 19`; with RC4 it decrypts one byte of it and the cipher runs out of step for good** (tested) | nothing: the item's length runs past the end and its loop stops (tested, plaintext and RC4) |
+/// | Sanctuary (C#, Zig) | **as soe-protocol** (read in its sources: it takes a bundle only past 2 bytes) | not proven |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum AckElicitor {
@@ -111,6 +112,7 @@ pub enum AckElicitor {
     #[default]
     EmptyGroup,
     /// `00 19 01`, a Group whose only item is cut short: for soe-protocol 2.3.0 peers.
+    /// (Sanctuary peers take a bare `00 19` as a message too; this form is untested there.)
     TruncatedGroup,
 }
 
