@@ -1,71 +1,104 @@
 //! Runs the emulation grid and prints its Markdown report.
-//!
-//! `netem-grid [--quick] [--out FILE] [--seeds N] [--stack NAME]... [--workload NAME]...
-//! [--condition TEXT]... [--no-robustness] [--rate BYTES_PER_S] [--queue DATAGRAMS]`
 
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use soe_netem::{GridOptions, StackKind, Workload, run_grid};
 
-fn main() {
-    let mut opts = GridOptions::default();
-    let mut out = None;
-    let mut stacks = Vec::new();
-    let mut workloads = Vec::new();
-    let mut rtts = Vec::new();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || {
-            args.next().unwrap_or_else(|| {
-                eprintln!("{a} needs a value");
-                std::process::exit(2)
-            })
-        };
-        match a.as_str() {
-            "--quick" => opts.quick = true,
-            "--out" => out = Some(value()),
-            "--seeds" => {
-                let n: u64 = value().parse().unwrap_or(1);
-                opts.seeds = (1..=n.max(1)).collect();
-            }
-            "--stack" => {
-                let v = value();
-                stacks.extend(StackKind::ALL.into_iter().filter(|k| k.name() == v));
-            }
-            "--workload" => {
-                let v = value();
-                workloads.extend(Workload::ALL.into_iter().filter(|w| w.name() == v));
-            }
-            "--rtt" => rtts.push(Duration::from_millis(value().parse().unwrap_or(30))),
-            "--condition" => opts.conditions.push(value()),
-            "--no-robustness" => opts.robustness = false,
-            "--rate" => opts.rate = value().parse().unwrap_or(opts.rate),
-            "--queue" => opts.queue = value().parse().unwrap_or(opts.queue),
-            _ => {
-                eprintln!(
-                    "usage: netem-grid [--quick] [--out FILE] [--seeds N] [--stack NAME] \
-                     [--workload NAME] [--rtt MS] [--condition TEXT] [--no-robustness] \
-                     [--rate BYTES_PER_S] [--queue DATAGRAMS]"
-                );
-                std::process::exit(2);
-            }
-        }
+/// The SOE network emulation grid: every stack, workload, round trip and condition, in virtual
+/// time; prints a Markdown report (goodput against the ideal, latency in RTTs, resends, deaths,
+/// and the loss-recovery targets).
+#[derive(Debug, Parser)]
+#[command(name = "netem-grid")]
+struct Args {
+    /// Shorter runs and fewer seeds (a smoke run of the whole grid).
+    #[arg(long)]
+    quick: bool,
+    /// Also write the report to this file.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Seeds per configuration (1..=N).
+    #[arg(long, value_name = "N")]
+    seeds: Option<u64>,
+    /// Only these stacks (ours, ours-vs-slow-acker, soe-protocol); repeatable.
+    #[arg(long = "stack", value_name = "NAME")]
+    stacks: Vec<String>,
+    /// Only these workloads (echo, bulk, tick); repeatable.
+    #[arg(long = "workload", value_name = "NAME")]
+    workloads: Vec<String>,
+    /// Only these round trips, in milliseconds; repeatable.
+    #[arg(long = "rtt", value_name = "MS")]
+    rtts: Vec<u64>,
+    /// Only conditions whose name contains this text (e.g. "loss 1"); repeatable.
+    #[arg(long = "condition", value_name = "TEXT")]
+    conditions: Vec<String>,
+    /// Leave out the 60-second robustness runs.
+    #[arg(long)]
+    no_robustness: bool,
+    /// Bottleneck rate in bytes per second.
+    #[arg(long, value_name = "BYTES_PER_S")]
+    rate: Option<u64>,
+    /// Bottleneck queue in datagrams.
+    #[arg(long, value_name = "DATAGRAMS")]
+    queue: Option<usize>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut opts = if args.quick {
+        GridOptions::quick()
+    } else {
+        GridOptions::default()
+    };
+    if let Some(n) = args.seeds {
+        opts.seeds = (1..=n.max(1)).collect();
     }
+    let stacks: Vec<StackKind> = StackKind::ALL
+        .into_iter()
+        .filter(|k| args.stacks.iter().any(|s| s == k.name()))
+        .collect();
     if !stacks.is_empty() {
         opts.stacks = stacks;
+    } else if !args.stacks.is_empty() {
+        eprintln!("no such stack among {:?}", args.stacks);
+        return ExitCode::from(2);
     }
+    let workloads: Vec<Workload> = Workload::ALL
+        .into_iter()
+        .filter(|w| args.workloads.iter().any(|s| s == w.name()))
+        .collect();
     if !workloads.is_empty() {
         opts.workloads = workloads;
+    } else if !args.workloads.is_empty() {
+        eprintln!("no such workload among {:?}", args.workloads);
+        return ExitCode::from(2);
     }
-    if !rtts.is_empty() {
-        opts.rtts = rtts;
+    if !args.rtts.is_empty() {
+        opts.rtts = args
+            .rtts
+            .iter()
+            .map(|&ms| Duration::from_millis(ms))
+            .collect();
+    }
+    opts.conditions.extend(args.conditions);
+    if args.no_robustness {
+        opts.robustness = false;
+    }
+    if let Some(rate) = args.rate {
+        opts.rate = rate;
+    }
+    if let Some(queue) = args.queue {
+        opts.queue = queue;
     }
     let report = run_grid(&opts).to_markdown();
     print!("{report}");
-    if let Some(path) = out
+    if let Some(path) = args.out
         && let Err(e) = std::fs::write(&path, &report)
     {
-        eprintln!("cannot write {path}: {e}");
-        std::process::exit(1);
+        eprintln!("cannot write {}: {e}", path.display());
+        return ExitCode::FAILURE;
     }
+    ExitCode::SUCCESS
 }
