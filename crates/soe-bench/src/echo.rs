@@ -2,6 +2,7 @@
 //! echo server; every echo is verified and answered by the next message. The same client logic
 //! drives our stack (soe-tokio), the peer (its tokio adapter) and bare tokio UDP sockets.
 
+use std::alloc::System;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use soe_protocol::{ClientEvent, SocketEvent, TokioSoeClient, TokioSoeServer};
 use soe_tokio::{DisconnectReason, Endpoint, EndpointConfig, SessionConfig};
+use stats_alloc::StatsAlloc;
 use tokio::net::UdpSocket;
 use tokio::task::JoinSet;
 
@@ -29,6 +31,9 @@ pub struct Workload {
     pub duration: Duration,
     /// Compression on (ours and peer).
     pub compression: bool,
+    /// When set (the process's global allocator), allocations during the measured time are
+    /// counted into [`EchoOutcome::allocations`].
+    pub alloc: Option<&'static StatsAlloc<System>>,
 }
 
 /// What an echo run measured.
@@ -48,6 +53,9 @@ pub struct EchoOutcome {
     pub connected: usize,
     /// Sessions that stopped (closed or stalled) before the end.
     pub failed: usize,
+    /// Heap allocations (and reallocations) in the whole process during the measured time, when
+    /// [`Workload::alloc`] was given.
+    pub allocations: u64,
 }
 
 impl EchoOutcome {
@@ -151,9 +159,29 @@ async fn run_client<C: EchoClient>(
         next += 1;
     }
     while !stop.load(Ordering::Relaxed) {
-        let got = tokio::time::timeout(Duration::from_secs(2), c.recv()).await;
-        let Ok(Some(data)) = got else {
-            return (done, rtts, true);
+        let patience = if C::ORDERED {
+            Duration::from_secs(2)
+        } else {
+            Duration::from_millis(10)
+        };
+        let got = tokio::time::timeout(patience, c.recv()).await;
+        let data = match got {
+            Ok(Some(data)) => data,
+            // Bare UDP loses datagrams when the kernel's buffers overflow: count the oldest as
+            // lost and send a new one, so the pipeline stays full.
+            Err(_) if !C::ORDERED => {
+                sent_at.pop_front();
+                sent_at.push_back(Instant::now());
+                if !c
+                    .send(payloads[next as usize % payloads.len()].clone())
+                    .await
+                {
+                    return (done, rtts, true);
+                }
+                next += 1;
+                continue;
+            }
+            _ => return (done, rtts, true),
         };
         let expect = &payloads[done as usize % payloads.len()];
         assert_eq!(data.len(), expect.len(), "echo {done} has the wrong length");
@@ -186,11 +214,19 @@ async fn measure<C: EchoClient>(clients: Vec<C>, w: Workload) -> EchoOutcome {
     for c in clients {
         set.spawn(run_client(c, w, stop.clone()));
     }
-    tokio::time::sleep(w.duration).await;
+    // Count allocations only in the steady state (after every client has started).
+    tokio::time::sleep(w.duration / 10).await;
+    let counted0 = w.alloc.map(StatsAlloc::stats);
+    tokio::time::sleep(w.duration - w.duration / 10).await;
+    let counted = w.alloc.zip(counted0).map_or(0, |(a, s0)| {
+        let s1 = a.stats();
+        (s1.allocations + s1.reallocations).saturating_sub(s0.allocations + s0.reallocations)
+    });
     stop.store(true, Ordering::Relaxed);
     let elapsed = start.elapsed();
     let mut out = EchoOutcome {
         connected,
+        allocations: counted as u64,
         ..EchoOutcome::default()
     };
     let mut rtts = Vec::new();

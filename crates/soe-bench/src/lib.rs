@@ -194,6 +194,7 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         size,
         duration: sizes.echo_time,
         compression,
+        alloc: None,
     };
     let collapsed = |o: &echo::EchoOutcome, sessions: usize| {
         if o.connected < sessions || o.failed > 0 || o.echoes == 0 {
@@ -303,6 +304,31 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         .vs_limit(o.per_sec)
         .with_target(Target::RatioAtLeast(0.5))
         .with_note("limit: our own uncompressed figure"),
+    );
+
+    say("allocations per message, 64x16 echo");
+    let (o, r) = rt.block_on(async {
+        let w = echo::Workload {
+            alloc: Some(alloc),
+            ..w(64, 16, 64, false)
+        };
+        (echo::ours(w).await, echo::raw(w).await)
+    });
+    // Each echo is two messages (request and reply), each sent by one side and received by the
+    // other; every allocation in the process counts, the client logic's included.
+    let per_message =
+        |o: &echo::EchoOutcome| o.allocations as f64 / (2.0 * o.echoes.max(1) as f64 * 0.9);
+    rows.push(
+        Row::new(
+            E,
+            "64×16, 64 B: allocations per message, end to end",
+            per_message(&o),
+            "allocs",
+            Better::Lower,
+        )
+        .vs_limit(per_message(&r))
+        .with_target(Target::AtMost(1.0))
+        .with_note("whole process, both ends; limit: the bare UDP echo with the same client"),
     );
 
     say("echo 4 KiB x 64");

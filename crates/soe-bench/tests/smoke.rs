@@ -47,6 +47,7 @@ fn echoes_come_back_verified() {
                 size,
                 duration: Duration::from_millis(100),
                 compression,
+                alloc: Some(GLOBAL),
             };
             let o = echo::ours(w).await;
             assert_eq!((o.connected, o.failed), (sessions, 0), "ours {w:?}");
