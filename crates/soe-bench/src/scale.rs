@@ -3,6 +3,8 @@
 //! heartbeat from each fake client).
 
 use std::alloc::System;
+use std::fmt::Debug;
+use std::hash::Hash;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +35,10 @@ fn live(region: &Region<'_, System>) -> f64 {
 }
 
 /// Fake client `i`'s address: distinct IPs, so per-source limits do not apply.
+pub fn socket_addr(i: u32) -> SocketAddr {
+    addr(i)
+}
+
 fn addr(i: u32) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::from(0x0a00_0000 + i), 40_000))
 }
@@ -61,17 +67,22 @@ fn heartbeat(response: &[u8], out: &mut Vec<u8>) -> bool {
     true
 }
 
-/// Our Endpoint: `n` handshakes, then the heap it holds per session.
+/// Our Endpoint, its sessions keyed by `addr(i)`: `n` handshakes, then the heap it holds per
+/// session.
 ///
 /// # Panics
 ///
 /// If a handshake fails.
-pub fn ours(alloc: &'static StatsAlloc<System>, n: u32) -> ScaleOutcome {
+pub fn ours<A: Copy + Eq + Hash + Debug>(
+    alloc: &'static StatsAlloc<System>,
+    n: u32,
+    addr: fn(u32) -> A,
+) -> ScaleOutcome {
     let cfg = SessionConfig::new(PROTO)
         .with_server_heartbeats(true)
         .with_heartbeat_interval(Some(Duration::from_secs(10)))
         .with_idle_timeout(None);
-    let mut ep: Endpoint<SocketAddr> = Endpoint::new(Arc::new(
+    let mut ep: Endpoint<A> = Endpoint::new(Arc::new(
         EndpointConfig::server(Arc::new(cfg))
             .with_rng_seed(1)
             .with_max_sessions(n as usize + 1)
@@ -79,7 +90,7 @@ pub fn ours(alloc: &'static StatsAlloc<System>, n: u32) -> ScaleOutcome {
     ));
     let (mut buf, mut req, mut hb) = (Vec::with_capacity(512), Vec::new(), Vec::new());
     let mut now = Instant::now();
-    let mut one = |ep: &mut Endpoint<SocketAddr>, i: u32, now: Instant| {
+    let mut one = |ep: &mut Endpoint<A>, i: u32, now: Instant| {
         request(i, &mut req);
         ep.handle_datagram(now, addr(i), &req);
         let t = ep.poll_transmit(now, &mut buf).expect("a SessionResponse");

@@ -61,7 +61,7 @@ fn echoes_come_back_verified() {
 }
 
 fn scale_runs_complete_every_handshake() {
-    let o = scale::ours(GLOBAL, 100);
+    let o = scale::ours(GLOBAL, 100, scale::socket_addr);
     assert_eq!(o.sessions, 100);
     let p = scale::peer(GLOBAL, 100);
     assert_eq!(p.sessions, 100);
