@@ -136,7 +136,7 @@ impl EchoClient for Raw {
 }
 
 /// The identical client logic: keep `outstanding` in flight, verify each echo, record its
-/// round trip, until `stop`. Returns (echoes, round trips in µs, whether it ended early).
+/// round trip, until `stop`. Returns (echoes, round trips in ns, whether it ended early).
 async fn run_client<C: EchoClient>(
     mut c: C,
     w: Workload,
@@ -190,7 +190,7 @@ async fn run_client<C: EchoClient>(
             "echo {done} has the wrong content"
         );
         if let Some(t) = sent_at.pop_front() {
-            rtts.push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+            rtts.push(u32::try_from(t.elapsed().as_nanos()).unwrap_or(u32::MAX));
         }
         done += 1;
         sent_at.push_back(Instant::now());
@@ -241,7 +241,7 @@ async fn measure<C: EchoClient>(clients: Vec<C>, w: Workload) -> EchoOutcome {
     rtts.sort_unstable();
     let pct = |p: f64| {
         rtts.get(((rtts.len() as f64 * p) as usize).min(rtts.len().saturating_sub(1)))
-            .map_or(f64::NAN, |v| f64::from(*v))
+            .map_or(f64::NAN, |v| f64::from(*v) / 1000.0)
     };
     out.p50_us = pct(0.50);
     out.p99_us = pct(0.99);
