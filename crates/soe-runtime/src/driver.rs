@@ -24,6 +24,8 @@ use crate::shared::{Shared, State};
 pub(crate) const RECV_BUDGET: usize = 64;
 /// The most datagrams one wake-up sends before yielding.
 pub(crate) const SEND_BUDGET: usize = 64;
+/// The most bytes one segmented send carries (a UDP datagram's limit, before splitting).
+const GSO_MAX_BYTES: usize = 64_000;
 /// The smallest receive buffer per datagram.
 const MIN_DATAGRAM_SIZE: usize = 512;
 /// Receive buffers of one batch, all slots together, when the platform coalesces (GRO).
@@ -40,9 +42,16 @@ pub(crate) struct Driver {
     slot_size: usize,
     slots: usize,
     metas: [RecvMeta; BATCH_SIZE],
+    /// The datagram last taken from the endpoint.
     tx_buf: Vec<u8>,
-    /// A datagram in `tx_buf` the socket would not take yet.
-    pending: Option<(SocketAddr, usize)>,
+    /// The datagrams of the batch being sent, back to back.
+    batch: Vec<u8>,
+    /// `batch` when the socket would not take it yet: destination, segment size, datagrams.
+    pending: Option<(SocketAddr, usize, usize)>,
+    /// A datagram in `tx_buf` that did not fit the last batch: destination, length.
+    carry: Option<(SocketAddr, usize)>,
+    /// How many datagrams one send may carry (the socket's GSO limit; 1 without GSO).
+    max_send_segments: usize,
 }
 
 impl Driver {
@@ -54,6 +63,7 @@ impl Driver {
     ) -> Self {
         let datagram = max_datagram_size(config);
         let segments = socket.max_receive_segments().max(1);
+        let max_send_segments = socket.max_send_segments().clamp(1, SEND_BUDGET);
         let slot_size = datagram.saturating_mul(segments);
         let slots = (GRO_BUFFER_BUDGET / slot_size.max(1)).clamp(1, BATCH_SIZE);
         let slots = if segments == 1 { BATCH_SIZE } else { slots };
@@ -68,7 +78,10 @@ impl Driver {
             slots,
             metas: [RecvMeta::default(); BATCH_SIZE],
             tx_buf: Vec::with_capacity(datagram),
+            batch: Vec::with_capacity(datagram),
             pending: None,
+            carry: None,
+            max_send_segments,
         }
     }
 
@@ -131,29 +144,38 @@ impl Driver {
 
     /// Sends up to [`SEND_BUDGET`] datagrams; returns whether the budget ran out with more to
     /// send.
+    ///
+    /// Consecutive datagrams to one destination go out in one call where the socket has
+    /// segmentation offload (GSO): a batch is a run of datagrams of the first one's size, closed
+    /// by a shorter one (as when a message is split into fragments) or by the socket's limit.
     fn transmit(&mut self, cx: &mut Context<'_>, state: &mut State, now: Instant) -> bool {
         let mut sent = 0;
         loop {
-            let (destination, len) = match self.pending {
+            let (destination, segment, count) = match self.pending {
                 Some(pending) => pending,
                 None => {
                     if sent >= SEND_BUDGET {
                         return true;
                     }
-                    match state.proto.poll_transmit(now, &mut self.tx_buf) {
-                        Some(t) => (t.destination, t.len),
+                    match self.fill_batch(state, now) {
+                        Some(batch) => batch,
                         None => return false,
                     }
                 }
             };
-            let datagram = self.tx_buf.get(..len).unwrap_or(&self.tx_buf);
-            match self.socket.try_send(destination, datagram) {
+            let result = if count > 1 {
+                self.socket
+                    .try_send_segments(destination, &self.batch, segment)
+            } else {
+                self.socket.try_send(destination, &self.batch)
+            };
+            match result {
                 Ok(()) => {
                     self.pending = None;
-                    sent += 1;
+                    sent += count;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.pending = Some((destination, len));
+                    self.pending = Some((destination, segment, count));
                     match self.socket.poll_writable(cx) {
                         Poll::Ready(_) if sent < SEND_BUDGET => sent += 1,
                         Poll::Ready(_) => return true,
@@ -164,10 +186,57 @@ impl Driver {
                     // Lost like any datagram; the protocol resends what matters.
                     tracing::debug!(%destination, error = %e, "UDP send error; datagram dropped");
                     self.pending = None;
-                    sent += 1;
+                    sent += count;
                 }
             }
         }
+    }
+
+    /// Moves the next batch into `batch`: (destination, segment size, datagrams), or `None` when
+    /// the endpoint has nothing to send. A datagram that cannot join stays in `tx_buf` for the
+    /// next batch.
+    fn fill_batch(
+        &mut self,
+        state: &mut State,
+        now: Instant,
+    ) -> Option<(SocketAddr, usize, usize)> {
+        self.batch.clear();
+        let (destination, segment) = match self.carry.take() {
+            Some(first) => first,
+            None => {
+                let t = state.proto.poll_transmit(now, &mut self.tx_buf)?;
+                (t.destination, t.len)
+            }
+        };
+        self.batch
+            .extend_from_slice(self.tx_buf.get(..segment).unwrap_or(&self.tx_buf));
+        let max = self
+            .max_send_segments
+            .min(GSO_MAX_BYTES / segment.max(1))
+            .max(1);
+        let mut count = 1;
+        while count < max {
+            let Some(t) = state.proto.poll_transmit(now, &mut self.tx_buf) else {
+                break;
+            };
+            if t.destination != destination || t.len > segment {
+                self.carry = Some((t.destination, t.len));
+                break;
+            }
+            self.batch
+                .extend_from_slice(self.tx_buf.get(..t.len).unwrap_or(&self.tx_buf));
+            count += 1;
+            if t.len < segment {
+                break;
+            }
+        }
+        Some((destination, segment, count))
+    }
+
+    /// Whether datagrams wait for the socket (a batch it refused, or one taken from the endpoint
+    /// but not yet batched).
+    fn has_pending(&self) -> bool {
+        self.pending.is_some() || self.carry.is_some()
     }
 }
 
@@ -199,13 +268,13 @@ impl Future for Driver {
         state.route_events(now);
         // Acknowledgements (and sending) may have freed room in full send queues.
         state.wake_senders_with_room();
-        state.tx_pending = this.pending.is_some();
+        state.tx_pending = this.has_pending();
 
-        if state.may_stop() && this.pending.is_none() {
+        if state.may_stop() && !this.has_pending() {
             state.driver_stopped();
             return Poll::Ready(());
         }
-        if state.is_idle() && this.pending.is_none() {
+        if state.is_idle() && !this.has_pending() {
             state.idle_wakers.wake_all();
         }
         let deadline = state.proto.poll_timeout();

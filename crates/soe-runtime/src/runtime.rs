@@ -62,6 +62,32 @@ pub trait AsyncUdpSocket: Send + Sync + Debug + 'static {
     /// [`poll_writable`](Self::poll_writable) tells when to try again.
     fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()>;
 
+    /// Sends several datagrams to one destination in one call: `contents` holds them back to
+    /// back, each `segment_size` bytes except perhaps the last, which may be shorter. The
+    /// platform splits them (UDP GSO). Only called with more than one segment, and at most
+    /// [`max_send_segments`](Self::max_send_segments) of them; either all go or none
+    /// ([`io::ErrorKind::WouldBlock`] as for [`try_send`](Self::try_send)).
+    ///
+    /// The default, for sockets without segmentation offload, sends them one by one and may
+    /// therefore send only some; adapters whose socket has GSO override it.
+    fn try_send_segments(
+        &self,
+        destination: SocketAddr,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<()> {
+        for datagram in contents.chunks(segment_size.max(1)) {
+            self.try_send(destination, datagram)?;
+        }
+        Ok(())
+    }
+
+    /// How many datagrams one [`try_send_segments`](Self::try_send_segments) may carry (1: the
+    /// driver never calls it).
+    fn max_send_segments(&self) -> usize {
+        1
+    }
+
     /// Ready when the socket may accept a datagram again; registers `cx` otherwise.
     fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
 

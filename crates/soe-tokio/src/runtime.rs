@@ -106,6 +106,23 @@ impl AsyncUdpSocket for Socket {
         })
     }
 
+    fn try_send_segments(
+        &self,
+        destination: SocketAddr,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<()> {
+        let mut transmit = soe_runtime::socket::datagram_transmit(destination, contents);
+        transmit.segment_size = Some(segment_size);
+        self.io.try_io(Interest::WRITABLE, || {
+            self.state.try_send((&self.io).into(), &transmit)
+        })
+    }
+
+    fn max_send_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+
     fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.io.poll_send_ready(cx)
     }

@@ -1,11 +1,9 @@
 //! Contextual framing: `opcode | [compression flag] | body | CRC`.
 
-use miniz_oxide::deflate::core::{
-    CompressorOxide, TDEFLFlush, TDEFLStatus, compress, create_comp_flags_from_zip_params,
-};
 use miniz_oxide::inflate::TINFLStatus;
 use miniz_oxide::inflate::core::{DecompressorOxide, decompress, inflate_flags};
 
+use crate::deflate::Deflater;
 use crate::{Ack, Channel, Crc32, CrcLength, OpCode, Packet, WireError};
 
 /// What a session negotiated for its contextual packets.
@@ -60,10 +58,6 @@ pub(crate) const FLAG_COMPRESSED: u8 = 0x01;
 /// The flag byte [`Framer::seal`] writes before a body sent as is.
 pub(crate) const FLAG_PLAIN: u8 = 0x00;
 
-/// zlib level used by [`Framer::seal`]: miniz's default, a fair trade for small bodies.
-const DEFLATE_LEVEL: i32 = 6;
-/// Positive window bits ask miniz for the zlib (RFC 1950) wrapper.
-const ZLIB_WINDOW_BITS: i32 = 15;
 /// The first inflate buffer holds this many bytes per compressed byte (and grows by doubling).
 const INFLATE_FIRST_RATIO: usize = 4;
 /// The inflate buffer starts at no less than this (a datagram's worth).
@@ -72,9 +66,10 @@ const INFLATE_FIRST_MIN: usize = 1024;
 /// Applies and removes a session's framing. Keeps the seeded CRC state and reusable
 /// compression buffers, so framing allocates nothing per packet once warm.
 ///
-/// The zlib state (about 11 KiB for the inflater and 300 KiB for the deflater) is not held per
+/// The zlib state (about 11 KiB for the inflater, 16 KiB for the deflater) is not held per
 /// framer: each packet is an independent zlib stream, so one state per thread, made on first use,
-/// serves every session on that thread. A framer holds only its seeded CRC and an output buffer
+/// serves every session on that thread. Deflating uses this crate's own small encoder (see
+/// `deflate.rs`), which needs no clearing between streams; inflating uses miniz_oxide. A framer holds only its seeded CRC and an output buffer
 /// that grows, up to [`FrameConfig::max_inflated`], to the largest body inflated so far.
 pub struct Framer {
     config: FrameConfig,
@@ -90,7 +85,7 @@ pub struct Framer {
 #[derive(Default)]
 struct Zlib {
     inflater: Option<Box<DecompressorOxide>>,
-    deflater: Option<Box<CompressorOxide>>,
+    deflater: Deflater,
     /// Deflate output for [`Framer::seal`]; its length only grows.
     deflated: Vec<u8>,
 }
@@ -345,18 +340,12 @@ impl Framer {
             if zlib.deflated.len() < room {
                 zlib.deflated.resize(room, 0);
             }
-            let deflater = zlib.deflater.get_or_insert_with(|| {
-                Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
-                    DEFLATE_LEVEL,
-                    ZLIB_WINDOW_BITS,
-                    0,
-                )))
-            });
-            deflater.reset();
             let body = buf.get(body_at..).unwrap_or_default();
             let out = zlib.deflated.get_mut(..room).unwrap_or_default();
-            let (status, read, written) = compress(deflater, body, out, TDEFLFlush::Finish);
-            if status != TDEFLStatus::Done || read != body_len || written >= body_len {
+            let Some(written) = zlib.deflater.compress(body, out) else {
+                return false;
+            };
+            if written >= body_len {
                 return false;
             }
             buf.truncate(body_at);

@@ -43,6 +43,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 mod bundle;
+mod deflate;
 mod error;
 mod framing;
 mod opcode;
