@@ -109,7 +109,9 @@ impl Step {
                 // All the library crates in one invocation: cargo packages them in dependency
                 // order and verifies each against the others' freshly packaged sources (a local
                 // registry overlay), so unpublished path dependencies are no obstacle.
-                cmd.args(["package", "--locked"]);
+                // `--allow-dirty`: this is a check, not a release, and must also run on a working
+                // tree with uncommitted changes.
+                cmd.args(["package", "--locked", "--allow-dirty"]);
                 for name in LIBRARY_CRATES {
                     cmd.args(["-p", name]);
                 }
@@ -312,7 +314,7 @@ mod tests {
                 "cargo run --quiet --example demo",
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
                 "cargo deny check licenses bans sources",
-                "cargo package --locked -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \
+                "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \
                  -p soe-runtime -p soe-tokio -p soe-async-std",
                 "cargo +1.85 check --locked -p soe-crypto -p soe-wire -p soe-reliable \
                  -p soe-session -p soe-runtime -p soe-tokio -p soe-async-std \
