@@ -211,6 +211,9 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
         match step.unavailable() {
             Some(Unavailable::Skip(why)) => {
                 println!("==> {position} {step}: skipped: {why}");
+                if step == Step::Msrv {
+                    report_declared_msrvs();
+                }
                 outcomes.push((step, Outcome::Skipped(why)));
                 continue;
             }
@@ -240,6 +243,29 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
     print_summary(&outcomes, started.elapsed());
     println!("ci: all steps passed");
     Ok(())
+}
+
+/// The fallback of a skipped `msrv` step: warns (without failing the run) about any crate the
+/// library crates build on that declares a `rust-version` newer than [`MSRV`].
+fn report_declared_msrvs() {
+    match crate::msrv::newer_than(&LIBRARY_CRATES, MSRV) {
+        Ok(newer) if newer.is_empty() => println!(
+            "    msrv: fallback: no crate the library crates build on declares a rust-version \
+             newer than {MSRV} (declared versions only; nothing was compiled with {MSRV})"
+        ),
+        Ok(newer) => {
+            println!(
+                "    msrv: WARNING: these crates the library crates build on declare a \
+                 rust-version newer than {MSRV}; the claimed MSRV is probably broken:"
+            );
+            for name in newer {
+                println!("      {name}");
+            }
+        }
+        Err(err) => {
+            println!("    msrv: fallback: could not read the declared rust-versions: {err}")
+        }
+    }
 }
 
 /// Whether the run is CI's: the runner sets `CI=true`.

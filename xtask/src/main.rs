@@ -16,6 +16,7 @@ mod bench;
 mod ci;
 mod cmd;
 mod fuzz;
+mod msrv;
 
 use std::fmt;
 use std::process::ExitCode;
