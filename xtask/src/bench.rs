@@ -10,8 +10,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
 use crate::cmd::{self, format_duration};
-use crate::json::{self, Value};
 use crate::{Error, Result};
 
 /// Criterion options for `--quick`: one second of warm-up, two of measurement per benchmark.
@@ -47,17 +49,57 @@ pub(crate) fn run(quick: bool) -> Result<()> {
 /// Cargo's target directory, as `cargo metadata` reports it (honouring `CARGO_TARGET_DIR` and
 /// `build.target-dir`); `<root>/target` if that cannot be read.
 fn target_dir() -> PathBuf {
+    /// The one field of `cargo metadata` output that xtask needs.
+    #[derive(Deserialize)]
+    struct Metadata {
+        target_directory: PathBuf,
+    }
+
     let mut command = cmd::cargo();
     command.args(["metadata", "--format-version", "1", "--no-deps"]);
     cmd::output(&mut command)
         .ok()
-        .and_then(|text| json::parse(&text).ok())
-        .and_then(|meta| meta.get("target_directory")?.as_str().map(PathBuf::from))
-        .unwrap_or_else(|| cmd::workspace_root().join("target"))
+        .and_then(|text| serde_json::from_str::<Metadata>(&text).ok())
+        .map_or_else(
+            || cmd::workspace_root().join("target"),
+            |meta| meta.target_directory,
+        )
 }
 
-/// Throughput declared for a benchmark, per iteration.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Criterion's `new/benchmark.json`: what was measured.
+#[derive(Debug, Deserialize)]
+struct BenchmarkFile {
+    /// `group/function/parameter`.
+    full_id: String,
+    /// `null` when the benchmark declared none.
+    #[serde(default)]
+    throughput: Option<Throughput>,
+}
+
+/// Criterion's `new/estimates.json`, the part the report uses.
+#[derive(Debug, Deserialize)]
+struct EstimatesFile {
+    mean: Estimate,
+}
+
+/// One statistic of `estimates.json`, in nanoseconds per iteration.
+#[derive(Debug, Deserialize)]
+struct Estimate {
+    point_estimate: f64,
+    confidence_interval: Option<ConfidenceInterval>,
+}
+
+/// The confidence interval of an [`Estimate`].
+#[derive(Debug, Deserialize)]
+struct ConfidenceInterval {
+    confidence_level: f64,
+    lower_bound: f64,
+    upper_bound: f64,
+}
+
+/// Throughput declared for a benchmark, per iteration, in criterion's serialisation
+/// (`{"Bytes":512}`, `{"Elements":1}`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 enum Throughput {
     /// `Throughput::Bytes`: shown in binary units (MiB/s), as criterion prints it.
     Bytes(f64),
@@ -70,24 +112,6 @@ enum Throughput {
 }
 
 impl Throughput {
-    /// Reads criterion's serialisation: `{"Bytes":512}`, `{"Elements":1}`, ... or `null`.
-    fn from_json(value: &Value) -> Option<Self> {
-        let count = |key: &str| value.get(key).and_then(Value::as_f64);
-        if let Some(n) = count("Bytes") {
-            Some(Self::Bytes(n))
-        } else if let Some(n) = count("BytesDecimal") {
-            Some(Self::BytesDecimal(n))
-        } else if let Some(n) = count("Elements") {
-            Some(Self::Elements(n))
-        } else {
-            let both = value.get("ElementsAndBytes")?;
-            Some(Self::ElementsAndBytes {
-                elements: both.get("elements")?.as_f64()?,
-                bytes: both.get("bytes")?.as_f64()?,
-            })
-        }
-    }
-
     /// The rate at `ns_per_iter`, with its unit.
     fn rate(self, ns_per_iter: f64) -> String {
         let per_sec = |count: f64| count / (ns_per_iter * 1e-9);
@@ -208,50 +232,24 @@ fn find_result_dirs(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
 
 /// Reads `benchmark.json` and `estimates.json` from one `new/` directory.
 fn read_result(dir: &Path) -> Result<Measurement> {
-    let read = |name: &str| -> Result<Value> {
-        let path = dir.join(name);
-        let text = fs::read_to_string(&path)
-            .map_err(|err| Error::new(format!("could not read {}: {err}", path.display())))?;
-        json::parse(&text).map_err(|err| Error::new(format!("{}: {err}", path.display())))
-    };
-    let benchmark = read("benchmark.json")?;
-    let estimates = read("estimates.json")?;
-
-    let id = benchmark
-        .get("full_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            Error::new(format!(
-                "{}: no `full_id`",
-                dir.join("benchmark.json").display()
-            ))
-        })?;
-    let mean_ns = estimates
-        .at(&["mean", "point_estimate"])
-        .and_then(Value::as_f64)
-        .ok_or_else(|| {
-            Error::new(format!(
-                "{}: no `mean.point_estimate`",
-                dir.join("estimates.json").display()
-            ))
-        })?;
-    let interval = estimates
-        .at(&["mean", "confidence_interval"])
-        .and_then(|ci| {
-            Some((
-                ci.get("lower_bound")?.as_f64()?,
-                ci.get("upper_bound")?.as_f64()?,
-                ci.get("confidence_level")?.as_f64()?,
-            ))
-        });
-    let throughput = benchmark.get("throughput").and_then(Throughput::from_json);
+    let benchmark: BenchmarkFile = read_json(&dir.join("benchmark.json"))?;
+    let estimates: EstimatesFile = read_json(&dir.join("estimates.json"))?;
     Ok(Measurement {
-        id,
-        mean_ns,
-        interval,
-        throughput,
+        id: benchmark.full_id,
+        mean_ns: estimates.mean.point_estimate,
+        interval: estimates
+            .mean
+            .confidence_interval
+            .map(|ci| (ci.lower_bound, ci.upper_bound, ci.confidence_level)),
+        throughput: benchmark.throughput,
     })
+}
+
+/// Reads and deserialises one JSON file; errors name the file.
+fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = fs::read_to_string(path)
+        .map_err(|err| Error::new(format!("could not read {}: {err}", path.display())))?;
+    serde_json::from_str(&text).map_err(|err| Error::new(format!("{}: {err}", path.display())))
 }
 
 /// Orders ids segment by segment, comparing all-digit segments as numbers, so `crc/32` comes
@@ -341,7 +339,7 @@ mod tests {
 
     #[test]
     fn throughput_reads_criterion_json() {
-        let parse = |text: &str| Throughput::from_json(&json::parse(text).unwrap());
+        let parse = |text: &str| serde_json::from_str::<Option<Throughput>>(text).unwrap();
         assert_eq!(parse(r#"{"Bytes":512}"#), Some(Throughput::Bytes(512.0)));
         assert_eq!(parse(r#"{"Elements":3}"#), Some(Throughput::Elements(3.0)));
         assert_eq!(

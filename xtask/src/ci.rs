@@ -2,14 +2,28 @@
 
 use std::fmt;
 use std::process::Command;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use crate::cmd::{self, format_duration};
 use crate::{Error, Result};
 
+/// The library crates, in dependency order: the ones `package` and `msrv` check.
+pub(crate) const LIBRARY_CRATES: [&str; 7] = [
+    "soe-crypto",
+    "soe-wire",
+    "soe-reliable",
+    "soe-session",
+    "soe-runtime",
+    "soe-tokio",
+    "soe-async-std",
+];
+
+/// The minimum supported Rust version of the library crates (`rust-version` in the workspace
+/// manifest), as a rustup toolchain name.
+pub(crate) const MSRV: &str = "1.85";
+
 /// One check of `cargo xtask ci`, in the order they run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Step {
     /// `cargo fmt --all -- --check`.
     Fmt,
@@ -21,19 +35,26 @@ pub(crate) enum Step {
     Demo,
     /// `cargo doc --workspace --no-deps` with warnings denied.
     Doc,
-    /// `cargo deny check licenses bans sources`, when cargo-deny is installed.
+    /// `cargo deny check licenses bans sources`; skipped when cargo-deny is not installed,
+    /// except under `CI=true`, where its absence fails the run.
     Deny,
+    /// `cargo package` of every library crate, in dependency order, with verification.
+    Package,
+    /// `cargo +1.85 check` of the library crates; skipped when that toolchain is not installed.
+    Msrv,
 }
 
 impl Step {
     /// Every step, in running order.
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 8] = [
         Self::Fmt,
         Self::Clippy,
         Self::Test,
         Self::Demo,
         Self::Doc,
         Self::Deny,
+        Self::Package,
+        Self::Msrv,
     ];
 
     /// The name used in output and by `--skip`.
@@ -45,36 +66,75 @@ impl Step {
             Self::Demo => "demo",
             Self::Doc => "doc",
             Self::Deny => "deny",
+            Self::Package => "package",
+            Self::Msrv => "msrv",
         }
     }
 
     /// The command that performs the step.
     fn command(self) -> Command {
-        let mut cmd = cmd::cargo();
-        match self {
-            Self::Fmt => cmd.args(["fmt", "--all", "--", "--check"]),
-            Self::Clippy => cmd.args([
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ]),
-            Self::Test => cmd.args(["test", "--workspace"]),
-            Self::Demo => cmd.args(["run", "--quiet", "--example", "demo"]),
-            Self::Doc => cmd
-                .args(["doc", "--workspace", "--no-deps"])
-                .env("RUSTDOCFLAGS", "-D warnings"),
-            Self::Deny => cmd.args(["deny", "check", "licenses", "bans", "sources"]),
+        let mut cmd = if self == Self::Msrv {
+            msrv_cargo()
+        } else {
+            cmd::cargo()
         };
+        match self {
+            Self::Fmt => {
+                cmd.args(["fmt", "--all", "--", "--check"]);
+            }
+            Self::Clippy => {
+                cmd.args([
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ]);
+            }
+            Self::Test => {
+                cmd.args(["test", "--workspace"]);
+            }
+            Self::Demo => {
+                cmd.args(["run", "--quiet", "--example", "demo"]);
+            }
+            Self::Doc => {
+                cmd.args(["doc", "--workspace", "--no-deps"])
+                    .env("RUSTDOCFLAGS", "-D warnings");
+            }
+            Self::Deny => {
+                cmd.args(["deny", "check", "licenses", "bans", "sources"]);
+            }
+            Self::Package => {
+                // All the library crates in one invocation: cargo packages them in dependency
+                // order and verifies each against the others' freshly packaged sources (a local
+                // registry overlay), so unpublished path dependencies are no obstacle.
+                // `--allow-dirty`: this is a check, not a release, and must also run on a working
+                // tree with uncommitted changes.
+                cmd.args(["package", "--locked", "--allow-dirty"]);
+                for name in LIBRARY_CRATES {
+                    cmd.args(["-p", name]);
+                }
+            }
+            Self::Msrv => {
+                cmd.args(["check", "--locked"]);
+                for name in LIBRARY_CRATES {
+                    cmd.args(["-p", name]);
+                }
+                // Its own target directory: another compiler's artefacts are of no use to stable.
+                cmd.args(["--target-dir", "target/msrv"]);
+            }
+        }
         cmd
     }
 
     /// Why the step cannot run on this machine, if it cannot.
     ///
     /// A missing rustfmt or clippy is an error (CI must not pass without them unless asked to with
-    /// `--skip`); a missing cargo-deny only skips its step, as installing it takes minutes.
+    /// `--skip`). A missing cargo-deny skips its step on a developer's machine (installing it takes
+    /// minutes) but fails under `CI=true`, where `.ci/run` installs it: a dependency policy that
+    /// is checked nowhere is no policy. A missing MSRV toolchain only skips its step: rustup
+    /// cannot fetch toolchains from the CI machines.
     fn unavailable(self) -> Option<Unavailable> {
         let probe = |subcommand: &str| {
             let mut cmd = cmd::cargo();
@@ -90,9 +150,23 @@ impl Step {
                 "clippy is not installed: run `rustup component add clippy`, \
                  or pass `--skip clippy`",
             )),
-            Self::Deny if !probe("deny") => Some(Unavailable::Skip(
-                "cargo-deny is not installed (`cargo install cargo-deny --locked`)",
-            )),
+            Self::Deny if !probe("deny") => Some(if running_in_ci() {
+                Unavailable::Fail(
+                    "cargo-deny is not installed, and CI=true requires it \
+                     (`.ci/run` installs it with `cargo install cargo-deny --locked`)",
+                )
+            } else {
+                Unavailable::Skip(
+                    "cargo-deny is not installed (`cargo install cargo-deny --locked`); \
+                     under CI=true this fails",
+                )
+            }),
+            Self::Msrv if !cmd::succeeds_quietly(msrv_cargo().arg("--version")) => {
+                Some(Unavailable::Skip(
+                    "MSRV NOT CHECKED: the Rust 1.85 toolchain is not installed, and it cannot \
+                     be fetched from this machine (`rustup toolchain install 1.85` elsewhere)",
+                ))
+            }
             _ => None,
         }
     }
@@ -101,21 +175,6 @@ impl Step {
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl FromStr for Step {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|step| step.name() == s)
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "unknown ci step `{s}`; the steps are fmt, clippy, test, demo, doc and deny"
-                ))
-            })
     }
 }
 
@@ -152,6 +211,9 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
         match step.unavailable() {
             Some(Unavailable::Skip(why)) => {
                 println!("==> {position} {step}: skipped: {why}");
+                if step == Step::Msrv {
+                    report_declared_msrvs();
+                }
                 outcomes.push((step, Outcome::Skipped(why)));
                 continue;
             }
@@ -181,6 +243,47 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
     print_summary(&outcomes, started.elapsed());
     println!("ci: all steps passed");
     Ok(())
+}
+
+/// The fallback of a skipped `msrv` step: warns (without failing the run) about any crate the
+/// library crates build on that declares a `rust-version` newer than [`MSRV`].
+fn report_declared_msrvs() {
+    match crate::msrv::newer_than(&LIBRARY_CRATES, MSRV) {
+        Ok(newer) if newer.is_empty() => println!(
+            "    msrv: fallback: no crate the library crates build on declares a rust-version \
+             newer than {MSRV} (declared versions only; nothing was compiled with {MSRV})"
+        ),
+        Ok(newer) => {
+            println!(
+                "    msrv: WARNING: these crates the library crates build on declare a \
+                 rust-version newer than {MSRV}; the claimed MSRV is probably broken:"
+            );
+            for name in newer {
+                println!("      {name}");
+            }
+        }
+        Err(err) => {
+            println!("    msrv: fallback: could not read the declared rust-versions: {err}")
+        }
+    }
+}
+
+/// Whether the run is CI's: the runner sets `CI=true`.
+fn running_in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|value| value == "true")
+}
+
+/// `cargo +1.85` through the rustup proxy on the `PATH`, run from the workspace root, with the
+/// toolchain pin of the proxy that started xtask removed (`+1.85` must win for its children).
+fn msrv_cargo() -> Command {
+    let mut command = Command::new("cargo");
+    command
+        .arg(format!("+{MSRV}"))
+        .current_dir(cmd::workspace_root())
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTC")
+        .env_remove("CARGO");
+    command
 }
 
 /// Runs the test suite alone: `cargo test --workspace`, the same command as the `test` step.
@@ -214,10 +317,12 @@ mod tests {
 
     #[test]
     fn step_names_round_trip() {
+        use clap::ValueEnum as _;
         for step in Step::ALL {
-            assert_eq!(step.name().parse::<Step>(), Ok(step));
+            assert_eq!(Step::from_str(step.name(), false), Ok(step));
         }
-        assert!("lint".parse::<Step>().is_err());
+        assert_eq!(Step::value_variants(), Step::ALL);
+        assert!(Step::from_str("lint", false).is_err());
     }
 
     #[test]
@@ -235,6 +340,11 @@ mod tests {
                 "cargo run --quiet --example demo",
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
                 "cargo deny check licenses bans sources",
+                "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \
+                 -p soe-runtime -p soe-tokio -p soe-async-std",
+                "cargo +1.85 check --locked -p soe-crypto -p soe-wire -p soe-reliable \
+                 -p soe-session -p soe-runtime -p soe-tokio -p soe-async-std \
+                 --target-dir target/msrv",
             ]
         );
     }

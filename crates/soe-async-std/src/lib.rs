@@ -19,6 +19,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The README's examples run as doc tests, so the published front page stays true to the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod runtime;
 
 pub use runtime::AsyncStdRuntime;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use slab::Slab;
 use soe_wire::{Channel, DisconnectReason, Packet};
+use tracing::{Level, debug, info, warn};
 
 use crate::session::{Scratch, check_request, encode_refusal};
 use crate::{
@@ -26,6 +27,12 @@ const RECOVERED_UDP_LENGTH: u32 = 512;
 const MAX_TOMBSTONES: usize = 4096;
 /// The longest stateless reply (a refusal).
 const MAX_REPLY: usize = 8;
+/// At most one event of a rate-limited kind (CRC rejects of one session, flood limits, refusals)
+/// per this interval; the occurrences in between are counted in the next event.
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
+/// Reliable packets resent by one session between two of its timer wake-ups that are reported
+/// as a resend burst.
+const RESEND_BURST: u64 = 16;
 
 /// A stable handle to a session of an [`Endpoint`]: its slab key and a generation, so a handle
 /// to a reaped session never reaches a newer one that reused the key.
@@ -148,6 +155,37 @@ impl<A: Copy + Eq + Hash> SourceLimiter<A> {
     }
 }
 
+/// Rate limit for one kind of log event: at most one event per [`LOG_INTERVAL`], each carrying
+/// the number of occurrences since the previous one.
+#[derive(Debug, Clone, Copy, Default)]
+struct LogThrottle {
+    /// When the next event may be emitted; `None` before the first.
+    next: Option<Instant>,
+    /// Occurrences not yet reported.
+    count: u64,
+}
+
+impl LogThrottle {
+    /// Counts one occurrence; returns the count to report when an event is due now.
+    fn hit(&mut self, now: Instant) -> Option<u64> {
+        self.count += 1;
+        if self.next.is_some_and(|next| now < next) {
+            return None;
+        }
+        self.next = Some(now + LOG_INTERVAL);
+        Some(std::mem::take(&mut self.count))
+    }
+}
+
+/// The rate limits of the endpoint-wide log events, which strangers can trigger at will.
+#[derive(Debug, Default)]
+struct LogThrottles {
+    refused: LogThrottle,
+    rate_limited: LogThrottle,
+    replies_dropped: LogThrottle,
+    half_open_evicted: LogThrottle,
+}
+
 /// One slab entry.
 #[derive(Debug)]
 struct Entry<A> {
@@ -161,6 +199,10 @@ struct Entry<A> {
     half_open: bool,
     /// Filed in the (session id, CRC seed) index used by RemapConnection.
     in_by_id: bool,
+    /// Rate limit of this session's CRC-reject events.
+    crc_log: LogThrottle,
+    /// The session's resend count at its previous timer wake-up (resend-burst events).
+    resends_seen: u64,
 }
 
 /// Many sessions over one socket, driven without I/O like [`Session`].
@@ -191,6 +233,7 @@ pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
     due: Vec<usize>,
     generation: u32,
     stats: EndpointStats,
+    log: LogThrottles,
 }
 
 impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
@@ -223,6 +266,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             due: Vec::new(),
             generation: 0,
             stats: EndpointStats::default(),
+            log: LogThrottles::default(),
         }
     }
 
@@ -429,12 +473,33 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         {
             if let Some(e) = self.sessions.get_mut(key) {
                 e.session.refuse(DisconnectReason::ConnectionRefused);
+                if let Some(refused) = self.log.refused.hit(now) {
+                    warn!(
+                        ?remote,
+                        session_id = e.session.session_id(),
+                        reason = ?DisconnectReason::ConnectionRefused,
+                        refused,
+                        "session refused: the endpoint is at its session limit"
+                    );
+                }
             }
             self.touched(key);
             return;
         }
         if let Some(e) = self.sessions.get_mut(key) {
+            let rejects = e.session.crc_rejects();
             e.session.handle_datagram(now, datagram);
+            if e.session.crc_rejects() != rejects {
+                if let Some(rejected) = e.crc_log.hit(now) {
+                    warn!(
+                        ?remote,
+                        session_id = e.session.session_id(),
+                        rejected,
+                        total = e.session.crc_rejects(),
+                        "datagrams dropped: CRC mismatch"
+                    );
+                }
+            }
         }
         self.touched(key);
     }
@@ -455,11 +520,33 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         };
         if let Err(reason) = check_request(&config, r) {
             self.stats.requests_refused += 1;
+            if let Some(refused) = self.log.refused.hit(now) {
+                info!(
+                    ?remote,
+                    session_id = r.session_id,
+                    ?reason,
+                    protocol_version = r.protocol_version,
+                    application_protocol = %String::from_utf8_lossy(r.application_protocol),
+                    udp_length = r.udp_length,
+                    refused,
+                    "session refused: its request does not match our protocol"
+                );
+            }
             self.refuse(now, remote, r.session_id, reason);
             return;
         }
         if self.established() >= self.config.max_sessions() {
             self.stats.requests_refused += 1;
+            if let Some(refused) = self.log.refused.hit(now) {
+                warn!(
+                    ?remote,
+                    session_id = r.session_id,
+                    reason = ?DisconnectReason::ConnectionRefused,
+                    max_sessions = self.config.max_sessions(),
+                    refused,
+                    "session refused: the endpoint is at its session limit"
+                );
+            }
             self.refuse(
                 now,
                 remote,
@@ -469,7 +556,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return;
         }
         while self.half_open_count >= self.config.max_half_open() {
-            if !self.evict_oldest_half_open() {
+            if !self.evict_oldest_half_open(now) {
                 break;
             }
         }
@@ -493,7 +580,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
     }
 
-    fn evict_oldest_half_open(&mut self) -> bool {
+    fn evict_oldest_half_open(&mut self, now: Instant) -> bool {
         while let Some((key, generation)) = self.half_open.pop_front() {
             let live = self
                 .sessions
@@ -501,6 +588,13 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 .is_some_and(|e| e.generation == generation && e.half_open);
             if live {
                 self.stats.half_open_evicted += 1;
+                if let Some(evicted) = self.log.half_open_evicted.hit(now) {
+                    warn!(
+                        max_half_open = self.config.max_half_open(),
+                        evicted,
+                        "flood limit: half-open sessions evicted to make room for new requests"
+                    );
+                }
                 self.reap(key);
                 return true;
             }
@@ -525,6 +619,12 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             }
             self.by_addr.insert(remote, key);
             self.stats.remaps += 1;
+            info!(
+                ?remote,
+                old_remote = ?old,
+                session_id,
+                "session remapped to a new address"
+            );
             self.touched(key);
             return;
         }
@@ -548,6 +648,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let session =
             Session::server_recovered(now, config, session_id, crc_seed, RECOVERED_UDP_LENGTH);
         self.stats.recovered += 1;
+        info!(
+            ?remote,
+            session_id,
+            "session recovered from its CRC-seed cookie after its half-open state was lost"
+        );
         self.insert(remote, session, false);
     }
 
@@ -577,6 +682,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             || !bucket.take(now, rate, rate)
         {
             self.stats.replies_dropped += 1;
+            if let Some(dropped) = self.log.replies_dropped.hit(now) {
+                warn!(
+                    ?remote,
+                    dropped,
+                    rate_per_sec = self.config.stateless_reply_rate(),
+                    "flood limit: stateless replies dropped"
+                );
+            }
             return false;
         }
         let mut data = [0u8; MAX_REPLY];
@@ -596,6 +709,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         );
         if !ok {
             self.stats.requests_rate_limited += 1;
+            if let Some(dropped) = self.log.rate_limited.hit(now) {
+                warn!(
+                    ?remote,
+                    dropped,
+                    per_minute = self.config.requests_per_source_per_minute(),
+                    "flood limit: SessionRequests dropped by the per-source rate limit"
+                );
+            }
         }
         ok
     }
@@ -661,6 +782,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 due.push(key);
             }
         }
+        // Summing the channels' counters is only worth it when the event would be recorded.
+        let watch_resends = tracing::enabled!(Level::WARN);
         for &key in &due {
             self.stats.sessions_woken += 1;
             if let Some(e) = self.sessions.get_mut(key) {
@@ -668,6 +791,25 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 e.session.handle_timeout(now);
                 if was_half_open && e.session.is_drained() {
                     self.stats.half_open_expired += 1;
+                    debug!(
+                        remote = ?e.remote,
+                        session_id = e.session.session_id(),
+                        "half-open session expired without completing its handshake"
+                    );
+                }
+                if watch_resends {
+                    let resends = e.session.resends();
+                    let burst = resends.saturating_sub(e.resends_seen);
+                    e.resends_seen = resends;
+                    if burst >= RESEND_BURST {
+                        warn!(
+                            remote = ?e.remote,
+                            session_id = e.session.session_id(),
+                            resent = burst,
+                            total = resends,
+                            "resend burst: reliable packets resent since the session's last timer"
+                        );
+                    }
                 }
             }
             self.touched(key);
@@ -689,6 +831,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 continue;
             };
             if let Some(event) = e.session.poll_event() {
+                log_event(&e.remote, e.session.session_id(), &event);
                 return Some((handle(key, generation), event));
             }
             e.in_ev = false;
@@ -717,6 +860,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             in_ev: false,
             half_open,
             in_by_id: false,
+            crc_log: LogThrottle::default(),
+            resends_seen: 0,
         });
         self.by_addr.insert(remote, key);
         self.touched(key);
@@ -843,6 +988,18 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         h.write_u32(session_id);
         let x = h.finish();
         (x ^ (x >> 32)) as u32
+    }
+}
+
+/// Records a session's opening and closing, as the application learns of them.
+fn log_event<A: Debug>(remote: &A, session_id: u32, event: &Event) {
+    match event {
+        Event::Connected => info!(remote = ?remote, session_id, "session connected"),
+        Event::Accepted => info!(remote = ?remote, session_id, "session accepted"),
+        Event::Closed { reason, by_peer } => {
+            info!(remote = ?remote, session_id, ?reason, by_peer, "session closed");
+        }
+        _ => {}
     }
 }
 

@@ -124,9 +124,33 @@
 //! * A second SessionRequest from the address of a live session with the same session id is
 //!   answered again; with another session id the old session ends (`NewConnectionAttempt`,
 //!   `by_peer: true`) and a new one starts.
+//!
+//! # Logging
+//!
+//! An [`Endpoint`] reports what an operator needs through [`tracing`] (target
+//! `soe_session::endpoint`), with the remote address, the session id and the reason as fields:
+//!
+//! * INFO: a session accepted, connected or closed (with its reason and `by_peer`), as
+//!   [`Endpoint::poll_event`] hands the event over; a session remapped to a new address or
+//!   recovered from its cookie; a SessionRequest refused for a protocol mismatch.
+//! * WARN: a request refused because the endpoint is at `max_sessions`; CRC rejects of a
+//!   session; a resend burst (16 or more reliable packets resent by one session between two of
+//!   its timer wake-ups); the flood limits (per-source request limit, stateless replies dropped,
+//!   half-open sessions evicted).
+//! * DEBUG: a half-open session that expired.
+//!
+//! Everything a peer or a stranger can trigger at will (refusals, CRC rejects, flood limits) is
+//! logged at most once a second per kind (per session for CRC rejects), the event counting the
+//! occurrences since the previous one. Without a subscriber, or with the level filtered out,
+//! an event costs a cached check and formats nothing. A bare [`Session`] logs nothing.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
+
+// The README's examples run as doc tests, so the published front page stays true to the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 mod config;
 mod endpoint;

@@ -411,6 +411,22 @@ impl Session {
             .as_deref()
     }
 
+    /// Datagrams dropped for a CRC mismatch so far (the `crc_rejects` of [`Self::stats`],
+    /// without building the rest).
+    pub(crate) fn crc_rejects(&self) -> u64 {
+        self.counters.crc_rejects
+    }
+
+    /// Reliable packets resent so far, summed over the channels (the `resends` of
+    /// [`Self::stats`], without building the rest).
+    pub(crate) fn resends(&self) -> u64 {
+        self.data
+            .iter()
+            .flat_map(|d| d.channels.iter().flatten())
+            .map(|ch| ch.stats().packets_resent)
+            .sum()
+    }
+
     /// Counters, with the reliable figures summed over the channels.
     pub fn stats(&self) -> SessionStats {
         let c = &self.counters;
