@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::SystemTime;
 
 use serde::Deserialize;
@@ -19,8 +20,83 @@ use crate::{Error, Result};
 /// Criterion options for `--quick`: one second of warm-up, two of measurement per benchmark.
 const QUICK_ARGS: [&str; 4] = ["--warm-up-time", "1", "--measurement-time", "2"];
 
+/// The side-by-side report: `compare` (our stack, soe-protocol 2.3.0, the machine's limits and
+/// the loss-recovery grid) built with `profile`, writing its page to `page` and the chart beside
+/// it.
+pub(crate) fn compare_command(quick: bool, profile: &str, page: &Path) -> Command {
+    let mut command = cmd::cargo();
+    command.args([
+        "run",
+        "--profile",
+        profile,
+        "-p",
+        "soe-bench",
+        "--bin",
+        "compare",
+        "--",
+    ]);
+    if quick {
+        command.arg("--quick");
+    }
+    command.arg("--out").arg(page);
+    command
+}
+
+/// The loss-recovery grid alone (soe-netem's `netem-grid`), in release, written to `out`.
+fn grid_command(quick: bool, out: &Path) -> Command {
+    let mut command = cmd::cargo();
+    command.args([
+        "run",
+        "--release",
+        "-p",
+        "soe-netem",
+        "--bin",
+        "netem-grid",
+        "--",
+    ]);
+    if quick {
+        command.arg("--quick");
+    }
+    command.arg("--out").arg(out);
+    command
+}
+
+/// `cargo xtask bench`: the criterion benchmarks and the loss grid into
+/// `target/bench-report.md`; with `compare`, the side-by-side report into `docs/`.
+pub(crate) fn run(quick: bool, compare: bool) -> Result<()> {
+    if compare {
+        let page = cmd::workspace_root().join("docs").join("performance.md");
+        let mut command = compare_command(quick, "release", &page);
+        println!("==> {}", cmd::describe(&command));
+        let took = cmd::run_timed(&mut command)?;
+        println!(
+            "==> report ran in {}; written to {} (and .svg)",
+            format_duration(took),
+            page.display()
+        );
+        return Ok(());
+    }
+    criterion(quick)?;
+    let target = target_dir();
+    let grid = target.join("loss-grid.md");
+    let mut command = grid_command(quick, &grid);
+    println!("==> {}", cmd::describe(&command));
+    let took = cmd::run_timed(&mut command)?;
+    println!("==> loss grid ran in {}", format_duration(took));
+    let text = fs::read_to_string(&grid)
+        .map_err(|err| Error::new(format!("could not read {}: {err}", grid.display())))?;
+    let report = target.join("bench-report.md");
+    let mut all = fs::read_to_string(&report).unwrap_or_default();
+    all.push('\n');
+    all.push_str(&text);
+    fs::write(&report, all)
+        .map_err(|err| Error::new(format!("could not write {}: {err}", report.display())))?;
+    println!("loss grid appended to {}", report.display());
+    Ok(())
+}
+
 /// Runs `cargo bench` on every benchmark target, then writes and prints the report.
-pub(crate) fn run(quick: bool) -> Result<()> {
+fn criterion(quick: bool) -> Result<()> {
     let started = SystemTime::now();
     let mut command = cmd::cargo();
     // `--bench '*'` selects the bench targets only. (`--benches` would also run library and

@@ -33,6 +33,9 @@ pub(crate) enum Step {
     Test,
     /// `cargo run --example demo`: the README's main job, over real loopback UDP.
     Demo,
+    /// `cargo xtask bench --compare --quick` as a smoke test, built with the test profile and
+    /// written under `target/` (it checks that the report runs, never its timings).
+    Report,
     /// `cargo doc --workspace --no-deps` with warnings denied.
     Doc,
     /// `cargo deny check licenses bans sources`; skipped when cargo-deny is not installed,
@@ -46,11 +49,12 @@ pub(crate) enum Step {
 
 impl Step {
     /// Every step, in running order.
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 9] = [
         Self::Fmt,
         Self::Clippy,
         Self::Test,
         Self::Demo,
+        Self::Report,
         Self::Doc,
         Self::Deny,
         Self::Package,
@@ -64,6 +68,7 @@ impl Step {
             Self::Clippy => "clippy",
             Self::Test => "test",
             Self::Demo => "demo",
+            Self::Report => "report",
             Self::Doc => "doc",
             Self::Deny => "deny",
             Self::Package => "package",
@@ -73,6 +78,16 @@ impl Step {
 
     /// The command that performs the step.
     fn command(self) -> Command {
+        if self == Self::Report {
+            let page = cmd::workspace_root()
+                .join("target")
+                .join("report-smoke")
+                .join("performance.md");
+            if let Some(dir) = page.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            return crate::bench::compare_command(true, "test", &page);
+        }
         let mut cmd = if self == Self::Msrv {
             msrv_cargo()
         } else {
@@ -98,6 +113,7 @@ impl Step {
             Self::Demo => {
                 cmd.args(["run", "--quiet", "--example", "demo"]);
             }
+            Self::Report => {}
             Self::Doc => {
                 cmd.args(["doc", "--workspace", "--no-deps"])
                     .env("RUSTDOCFLAGS", "-D warnings");

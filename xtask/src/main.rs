@@ -45,11 +45,18 @@ enum Command {
     },
     /// Run the test suite: cargo test --workspace (unit, integration and doc tests).
     Test,
-    /// Run every benchmark target and summarise this run in target/bench-report.md.
+    /// Run every benchmark target and summarise this run in target/bench-report.md, the
+    /// loss-recovery grid included; with --compare, the side-by-side report instead.
     Bench {
-        /// Shorter criterion warm-up (1 s) and measurement (2 s).
+        /// Shorter runs: criterion's warm-up 1 s and measurement 2 s, the quick grid, small
+        /// compare sizes.
         #[arg(long)]
         quick: bool,
+        /// Run the side-by-side report (soe-bench's `compare`: our stack, soe-protocol 2.3.0
+        /// and the machine's limits, with the loss-recovery grid) and write docs/performance.md
+        /// and docs/performance.svg.
+        #[arg(long)]
+        compare: bool,
     },
     /// Run each cargo-fuzz target in fuzz/ for a bounded time.
     ///
@@ -70,7 +77,7 @@ impl Command {
         match self {
             Self::Ci { skip } => ci::run(&skip),
             Self::Test => ci::test(),
-            Self::Bench { quick } => bench::run(quick),
+            Self::Bench { quick, compare } => bench::run(quick, compare),
             Self::Fuzz { seconds } => fuzz::run(seconds),
         }
     }

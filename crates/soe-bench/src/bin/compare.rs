@@ -13,44 +13,75 @@ use std::alloc::System;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Parser;
 use soe_bench::{
     PageInfo, Sizes, machine_description, markdown_page, run_all, svg_chart, text_table,
 };
+use soe_netem::{GridOptions, run_grid};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
+/// Runs our stack, soe-protocol 2.3.0 and the machine's limits side by side, on identical
+/// workloads, and prints one table of figures and ratios.
+#[derive(Debug, Parser)]
+#[command(name = "compare")]
+struct Args {
+    /// Small sizes and short runs: checks that everything runs (timings mean little).
+    #[arg(long)]
+    quick: bool,
+    /// Also write the markdown report here, and the SVG chart beside it (same name, `.svg`).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Append this markdown file after our sections (repeatable).
+    #[arg(long = "extra-section", value_name = "FILE")]
+    extra_sections: Vec<PathBuf>,
+    /// Leave out the loss-recovery grid (soe-netem: every stack in the virtual-time lossy
+    /// network emulator), which otherwise runs after the other workloads and becomes a
+    /// section of the report.
+    #[arg(long)]
+    no_loss_grid: bool,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
 fn main() -> ExitCode {
-    let mut quick = false;
-    let mut out: Option<PathBuf> = None;
+    let args = Args::parse();
+    let quick = args.quick;
+    let out = args.out;
     let mut extra = Vec::new();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--out" => out = args.next().map(PathBuf::from),
-            "--extra-section" => match args.next().map(std::fs::read_to_string) {
-                Some(Ok(text)) => extra.push(text),
-                _ => {
-                    eprintln!("compare: --extra-section needs a readable markdown file");
-                    return ExitCode::FAILURE;
-                }
-            },
-            "-h" | "--help" => {
-                println!(
-                    "compare [--quick] [--out FILE.md] [--extra-section FILE.md]...\n\
-                     Runs our stack, soe-protocol 2.3.0 and the machine's limits side by side."
-                );
-                return ExitCode::SUCCESS;
+    for path in &args.extra_sections {
+        match std::fs::read_to_string(path) {
+            Ok(text) => extra.push(text),
+            Err(e) => {
+                eprintln!("compare: cannot read {}: {e}", path.display());
+                return ExitCode::FAILURE;
             }
-            // cargo bench passes --bench; ignore it and anything else unknown.
-            other => eprintln!("compare: ignoring argument {other}"),
         }
     }
     let sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
     let rows = run_all(sizes, GLOBAL);
     println!("{}", text_table(&rows));
+    if !args.no_loss_grid {
+        let options = if quick {
+            GridOptions::quick()
+        } else {
+            GridOptions::default()
+        };
+        let grid = run_grid(&options);
+        let markdown = grid.to_markdown();
+        // The grid's own heading becomes a section of the page.
+        let section = markdown.replacen("# ", "## ", 1).replace("\n## ", "\n### ");
+        if let Some(line) = markdown
+            .lines()
+            .find(|l| l.contains(" of ") && l.contains("met"))
+        {
+            println!("loss-recovery grid: {line}");
+        }
+        extra.insert(0, section);
+    }
     if let Some(md) = out {
         let svg = md.with_extension("svg");
         let chart = svg
