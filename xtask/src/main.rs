@@ -178,11 +178,24 @@ mod tests {
     fn bench_and_fuzz_options() {
         assert_eq!(
             parse(&["bench"]).unwrap(),
-            Some(Command::Bench { quick: false })
+            Some(Command::Bench {
+                quick: false,
+                compare: false
+            })
         );
         assert_eq!(
             parse(&["bench", "--quick"]).unwrap(),
-            Some(Command::Bench { quick: true })
+            Some(Command::Bench {
+                quick: true,
+                compare: false
+            })
+        );
+        assert_eq!(
+            parse(&["bench", "--compare", "--quick"]).unwrap(),
+            Some(Command::Bench {
+                quick: true,
+                compare: true
+            })
         );
         assert_eq!(
             parse(&["fuzz"]).unwrap(),
