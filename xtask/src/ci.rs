@@ -79,14 +79,9 @@ impl Step {
     /// The command that performs the step.
     fn command(self) -> Command {
         if self == Self::Report {
-            let page = cmd::workspace_root()
-                .join("target")
-                .join("report-smoke")
-                .join("performance.md");
-            if let Some(dir) = page.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            return crate::bench::compare_command(true, "test", &page);
+            // Relative to the workspace root, where cargo runs.
+            let page = std::path::Path::new("target/report-smoke/performance.md");
+            return crate::bench::compare_command(true, "test", page);
         }
         let mut cmd = if self == Self::Msrv {
             msrv_cargo()
@@ -354,6 +349,8 @@ mod tests {
                 "cargo clippy --workspace --all-targets -- -D warnings",
                 "cargo test --workspace",
                 "cargo run --quiet --example demo",
+                "cargo run --profile test -p soe-bench --bin compare -- --quick --out \
+                 target/report-smoke/performance.md",
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
                 "cargo deny check licenses bans sources",
                 "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \

@@ -83,6 +83,12 @@ fn main() -> ExitCode {
         extra.insert(0, section);
     }
     if let Some(md) = out {
+        if let Some(dir) = md.parent().filter(|d| !d.as_os_str().is_empty())
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            eprintln!("compare: cannot create {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
         let svg = md.with_extension("svg");
         let chart = svg
             .file_name()
