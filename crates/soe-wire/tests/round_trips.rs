@@ -436,6 +436,32 @@ proptest! {
     }
 
     #[test]
+    fn compressed_bodies_are_standard_zlib(
+        seed in any::<u32>(),
+        unit in prop::collection::vec(any::<u8>(), 1..40),
+        repeats in 1..60usize,
+        noise in bytes(600),
+    ) {
+        // Repetitive text (matches at every distance the unit allows) followed by noise (no
+        // matches), as game traffic mixes them.
+        let body: Vec<u8> = unit.iter().copied().cycle().take(unit.len() * repeats)
+            .chain(noise.iter().copied()).collect();
+        let mut framer = Framer::new(
+            FrameConfig::new(seed).with_crc_length(CrcLength::TWO).with_compression(true),
+        );
+        let mut datagram = [&[0x00, 0x09][..], &body].concat();
+        framer.seal(&mut datagram, 0);
+        if datagram[2] == 1 {
+            // The deflated body (between the flag and the CRC) is a zlib stream any inflater reads.
+            let deflated = &datagram[3..datagram.len() - 2];
+            let inflated = miniz_oxide::inflate::decompress_to_vec_zlib(deflated);
+            prop_assert_eq!(inflated.as_deref().ok(), Some(&body[..]));
+            prop_assert!(deflated.len() < body.len());
+        }
+        prop_assert_eq!(framer.open(&datagram), Ok(&[&[0x00, 0x09][..], &body].concat()[..]));
+    }
+
+    #[test]
     fn unreliable_framing(config in frame_config(), first in 1..=255u8, rest in bytes(300)) {
         let mut framer = Framer::new(config);
         let message = [&[first][..], &rest].concat();
