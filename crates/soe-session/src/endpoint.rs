@@ -177,6 +177,30 @@ impl LogThrottle {
     }
 }
 
+/// [`LogThrottle`] in 8 bytes, for the per-session CRC-reject events (every session carries one,
+/// so it is kept small): times are whole seconds since the endpoint's first call.
+#[derive(Debug, Clone, Copy, Default)]
+struct SessionLogThrottle {
+    /// The second from which the next event may be emitted (0: at once).
+    next: u32,
+    /// Occurrences not yet reported (saturating).
+    count: u32,
+}
+
+impl SessionLogThrottle {
+    /// Counts one occurrence at `second` (since the endpoint's origin); returns the count to
+    /// report when an event is due.
+    fn hit(&mut self, second: u32) -> Option<u32> {
+        self.count = self.count.saturating_add(1);
+        if second < self.next {
+            return None;
+        }
+        // LOG_INTERVAL is one second.
+        self.next = second.saturating_add(1);
+        Some(std::mem::take(&mut self.count))
+    }
+}
+
 /// The rate limits of the endpoint-wide log events, which strangers can trigger at will.
 #[derive(Debug, Default)]
 struct LogThrottles {
@@ -200,9 +224,10 @@ struct Entry<A> {
     /// Filed in the (session id, CRC seed) index used by RemapConnection.
     in_by_id: bool,
     /// Rate limit of this session's CRC-reject events.
-    crc_log: LogThrottle,
-    /// The session's resend count at its previous timer wake-up (resend-burst events).
-    resends_seen: u64,
+    crc_log: SessionLogThrottle,
+    /// The session's resend count (low 32 bits) at its previous timer wake-up (resend-burst
+    /// events).
+    resends_seen: u32,
 }
 
 /// Many sessions over one socket, driven without I/O like [`Session`].
@@ -490,7 +515,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             let rejects = e.session.crc_rejects();
             e.session.handle_datagram(now, datagram);
             if e.session.crc_rejects() != rejects {
-                if let Some(rejected) = e.crc_log.hit(now) {
+                let origin = self.origin.unwrap_or(now);
+                let second = u32::try_from(now.saturating_duration_since(origin).as_secs())
+                    .unwrap_or(u32::MAX);
+                if let Some(rejected) = e.crc_log.hit(second) {
                     warn!(
                         ?remote,
                         session_id = e.session.session_id(),
@@ -799,8 +827,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 }
                 if watch_resends {
                     let resends = e.session.resends();
-                    let burst = resends.saturating_sub(e.resends_seen);
-                    e.resends_seen = resends;
+                    // Low 32 bits: the difference is right across a wrap.
+                    let burst = u64::from((resends as u32).wrapping_sub(e.resends_seen));
+                    e.resends_seen = resends as u32;
                     if burst >= RESEND_BURST {
                         warn!(
                             remote = ?e.remote,
@@ -860,7 +889,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             in_ev: false,
             half_open,
             in_by_id: false,
-            crc_log: LogThrottle::default(),
+            crc_log: SessionLogThrottle::default(),
             resends_seen: 0,
         });
         self.by_addr.insert(remote, key);
