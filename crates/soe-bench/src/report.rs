@@ -314,6 +314,9 @@ pub fn markdown_page(rows: &[Row], info: &PageInfo) -> String {
 /// Throughput ratios are drawn as they are; for lower-is-better rows the bar shows other / ours,
 /// so a bar right of the 1× line always means "ours is better".
 pub fn svg_chart(rows: &[Row]) -> String {
+    use svg::Document;
+    use svg::node::element::{Line, Rectangle, Text};
+
     let bars: Vec<(&Row, f64)> = rows
         .iter()
         .filter_map(|r| {
@@ -330,25 +333,43 @@ pub fn svg_chart(rows: &[Row]) -> String {
     let width = label_w + plot_w + 90.0;
     let (lo, hi) = (-2.0f64, 3.0f64); // 0.01× .. 1000×
     let x_of = |v: f64| label_w + (v.log10().clamp(lo, hi) - lo) / (hi - lo) * plot_w;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="14">Advantage of ours (× the peer in blue, × the machine limit in orange; log scale, right of 1× = ours better)</text>"#
-    );
+    let mut doc = Document::new()
+        .set("width", width)
+        .set("height", height)
+        .set("font-family", "sans-serif")
+        .set("font-size", 12)
+        .add(
+            Rectangle::new()
+                .set("width", "100%")
+                .set("height", "100%")
+                .set("fill", "white"),
+        )
+        .add(
+            Text::new(
+                "Advantage of ours (× the peer in blue, × the machine limit in orange; log \
+                 scale, right of 1× = ours better)",
+            )
+            .set("x", 10)
+            .set("y", 20)
+            .set("font-size", 14),
+        );
     for d in lo as i32..=hi as i32 {
         let x = x_of(10f64.powi(d));
-        let _ = writeln!(
-            s,
-            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="{}"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}×</text>"##,
-            height - 30.0,
-            if d == 0 { "#000" } else { "#ccc" },
-            height - 15.0,
-            fmt_num(10f64.powi(d))
-        );
+        doc = doc
+            .add(
+                Line::new()
+                    .set("x1", x)
+                    .set("y1", top)
+                    .set("x2", x)
+                    .set("y2", height - 30.0)
+                    .set("stroke", if d == 0 { "#000" } else { "#ccc" }),
+            )
+            .add(
+                Text::new(format!("{}×", fmt_num(10f64.powi(d))))
+                    .set("x", x)
+                    .set("y", height - 15.0)
+                    .set("text-anchor", "middle"),
+            );
     }
     for (i, (r, adv)) in bars.iter().enumerate() {
         let y = top + 4.0 + bar_h * 1.4 * i as f64;
@@ -364,26 +385,30 @@ pub fn svg_chart(rows: &[Row]) -> String {
         } else {
             "#e08a2c"
         };
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text><rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{bar_h}" fill="{colour}"/><text x="{:.1}" y="{:.1}">{}×</text>"#,
-            label_w - 6.0,
-            y + bar_h * 0.75,
-            xml_escape(&format!("{}: {}", r.section, r.name)),
-            w.max(1.0),
-            x2.max(x1) + 4.0,
-            y + bar_h * 0.75,
-            fmt_num(*adv)
-        );
+        doc = doc
+            .add(
+                Text::new(format!("{}: {}", r.section, r.name))
+                    .set("x", label_w - 6.0)
+                    .set("y", y + bar_h * 0.75)
+                    .set("text-anchor", "end"),
+            )
+            .add(
+                Rectangle::new()
+                    .set("x", x)
+                    .set("y", y)
+                    .set("width", w.max(1.0))
+                    .set("height", bar_h)
+                    .set("fill", colour),
+            )
+            .add(
+                Text::new(format!("{}×", fmt_num(*adv)))
+                    .set("x", x2.max(x1) + 4.0)
+                    .set("y", y + bar_h * 0.75),
+            );
     }
-    s.push_str("</svg>\n");
-    s
-}
-
-fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    let mut out = doc.to_string();
+    out.push('\n');
+    out
 }
 
 #[cfg(test)]
@@ -400,6 +425,12 @@ mod tests {
             .with_target(Target::RatioAtMost(1.5));
         assert_eq!(r.met(), Some(true));
         assert!(markdown_page(std::slice::from_ref(&r), &PageInfo::default()).contains("**met**"));
-        assert!(svg_chart(&[r]).starts_with("<svg"));
+        let chart = svg_chart(&[r]);
+        assert!(chart.starts_with("<svg"), "{chart}");
+        assert!(chart.contains("s: n"), "the bar label: {chart}");
+        // Labels are escaped by the svg crate.
+        let odd = Row::new("a<b", "c&d", 2.0, "x", Better::Higher).vs_limit(1.0);
+        let chart = svg_chart(&[odd]);
+        assert!(chart.contains("a&lt;b: c&amp;d"), "{chart}");
     }
 }
