@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::cmd::{self, format_duration};
 use crate::{Error, Result};
 
-/// The library crates, in dependency order: the ones `package` and `msrv` check.
+/// The library crates, in dependency order: the ones `msrv` checks.
 pub(crate) const LIBRARY_CRATES: [&str; 7] = [
     "soe-crypto",
     "soe-wire",
@@ -16,6 +16,19 @@ pub(crate) const LIBRARY_CRATES: [&str; 7] = [
     "soe-runtime",
     "soe-tokio",
     "soe-async-std",
+];
+
+/// The crates published to crates.io: the libraries and the `soe` tool, in dependency order
+/// (what `package` checks).
+pub(crate) const PUBLISHED_CRATES: [&str; 8] = [
+    "soe-crypto",
+    "soe-wire",
+    "soe-reliable",
+    "soe-session",
+    "soe-runtime",
+    "soe-tokio",
+    "soe-async-std",
+    "soe-cli",
 ];
 
 /// The minimum supported Rust version of the library crates (`rust-version` in the workspace
@@ -41,7 +54,8 @@ pub(crate) enum Step {
     /// `cargo deny check licenses bans sources`; skipped when cargo-deny is not installed,
     /// except under `CI=true`, where its absence fails the run.
     Deny,
-    /// `cargo package` of every library crate, in dependency order, with verification.
+    /// `cargo package` of every published crate (the libraries and `soe-cli`), in dependency
+    /// order, with verification.
     Package,
     /// `cargo +1.85 check` of the library crates; skipped when that toolchain is not installed.
     Msrv,
@@ -117,13 +131,13 @@ impl Step {
                 cmd.args(["deny", "check", "licenses", "bans", "sources"]);
             }
             Self::Package => {
-                // All the library crates in one invocation: cargo packages them in dependency
+                // All the published crates in one invocation: cargo packages them in dependency
                 // order and verifies each against the others' freshly packaged sources (a local
                 // registry overlay), so unpublished path dependencies are no obstacle.
                 // `--allow-dirty`: this is a check, not a release, and must also run on a working
                 // tree with uncommitted changes.
                 cmd.args(["package", "--locked", "--allow-dirty"]);
-                for name in LIBRARY_CRATES {
+                for name in PUBLISHED_CRATES {
                     cmd.args(["-p", name]);
                 }
             }
@@ -354,7 +368,7 @@ mod tests {
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
                 "cargo deny check licenses bans sources",
                 "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \
-                 -p soe-runtime -p soe-tokio -p soe-async-std",
+                 -p soe-runtime -p soe-tokio -p soe-async-std -p soe-cli",
                 "cargo +1.85 check --locked -p soe-crypto -p soe-wire -p soe-reliable \
                  -p soe-session -p soe-runtime -p soe-tokio -p soe-async-std \
                  --target-dir target/msrv",

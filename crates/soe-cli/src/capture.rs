@@ -1,0 +1,914 @@
+//! Reading UDP datagrams out of pcap and pcapng captures, and writing classic pcap files.
+//!
+//! Reading streams the file through a bounded buffer: a record is at most [`MAX_RECORD`] bytes
+//! (larger claims are refused before anything is allocated for them), at most [`MAX_DATAGRAMS`]
+//! datagrams and [`MAX_TOTAL_PAYLOAD`] payload bytes are kept. A capture cut short, or corrupt
+//! past its header, still yields the datagrams read before the problem, with the problem in
+//! [`CaptureRead::stopped`].
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
+use pcap_file::pcap::{PcapHeader, PcapParser};
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::pcapng::{Block, PcapNgParser};
+use pcap_file::{DataLink, Endianness, TsResolution};
+
+/// The largest packet record accepted (captured bytes of one frame).
+pub(crate) const MAX_RECORD: usize = 256 * 1024;
+/// The most datagrams kept from one capture.
+pub(crate) const MAX_DATAGRAMS: usize = 10_000_000;
+/// The most UDP payload bytes kept from one capture.
+pub(crate) const MAX_TOTAL_PAYLOAD: usize = 1 << 30;
+/// The largest pcapng block accepted: a packet record plus room for options.
+const MAX_BLOCK: usize = MAX_RECORD + 64 * 1024;
+/// The most interfaces one pcapng section may describe.
+const MAX_INTERFACES: usize = 4096;
+/// Bytes asked of the file per read.
+const READ_CHUNK: usize = 64 * 1024;
+/// A classic pcap file header.
+const PCAP_HEADER_LEN: usize = 24;
+/// A classic pcap record header.
+const RECORD_HEADER_LEN: usize = 16;
+/// The pcapng Section Header Block type (the same in both byte orders).
+const PCAPNG_SHB: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
+/// The pcapng byte-order magic as written by a big-endian writer.
+const PCAPNG_BOM_BE: [u8; 4] = [0x1A, 0x2B, 0x3C, 0x4D];
+/// The pcapng byte-order magic as written by a little-endian writer.
+const PCAPNG_BOM_LE: [u8; 4] = [0x4D, 0x3C, 0x2B, 0x1A];
+/// The link types this reader understands, for error messages.
+const SUPPORTED_LINKS: &str =
+    "Ethernet (1), raw IP (101, 228, 229), Linux SLL (113), BSD loopback (0, 108)";
+
+/// One UDP datagram taken from a capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CapturedDatagram {
+    /// The capture timestamp, since the UNIX epoch.
+    pub(crate) time: Duration,
+    /// The sender.
+    pub(crate) src: SocketAddr,
+    /// The receiver.
+    pub(crate) dst: SocketAddr,
+    /// The UDP payload.
+    pub(crate) payload: Vec<u8>,
+}
+
+/// What [`read_capture`] found.
+#[derive(Debug, Default)]
+pub(crate) struct CaptureRead {
+    /// The UDP datagrams kept, in capture order.
+    pub(crate) datagrams: Vec<CapturedDatagram>,
+    /// Packet records read (frames of every kind).
+    pub(crate) frames: u64,
+    /// Frames that were not UDP over IP (TCP, ARP, ICMP, IP fragments after the first...).
+    pub(crate) skipped_not_udp: u64,
+    /// UDP datagrams whose ports did not match `--port`.
+    pub(crate) skipped_port: u64,
+    /// Frames whose headers did not parse (cut by the snap length, corrupt).
+    pub(crate) skipped_malformed: u64,
+    /// Frames on a pcapng interface whose link type is not supported.
+    pub(crate) skipped_link: u64,
+    /// Why reading stopped before the end of the file (a truncated or corrupt record, a limit),
+    /// with the datagrams read before it kept above.
+    pub(crate) stopped: Option<anyhow::Error>,
+}
+
+impl CaptureRead {
+    /// Frames skipped for any reason.
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped_not_udp + self.skipped_port + self.skipped_malformed + self.skipped_link
+    }
+}
+
+/// Reads the UDP datagrams of a pcap or pcapng capture (told apart by their magic number),
+/// keeping those whose source or destination port is `port` when one is given.
+///
+/// Fails outright when the file cannot be opened, is no capture, or (classic pcap) has an
+/// unsupported link type. Problems after the header end the reading with
+/// [`CaptureRead::stopped`] set and what was read before kept.
+pub(crate) fn read_capture(path: &Path, port: Option<u16>) -> Result<CaptureRead> {
+    let name = path.display().to_string();
+    let file = File::open(path).with_context(|| format!("cannot open {name}"))?;
+    read_from(file, name, port)
+}
+
+/// [`read_capture`] on any reader; `name` names it in messages.
+fn read_from(reader: impl Read, name: String, port: Option<u16>) -> Result<CaptureRead> {
+    let mut input = Input::new(reader);
+    input
+        .fill(4)
+        .with_context(|| format!("cannot read {name}"))?;
+    let collector = Collector {
+        name: name.clone(),
+        port,
+        read: CaptureRead::default(),
+        payload_bytes: 0,
+    };
+    match input.available() {
+        [] => bail!("{name} is empty: it is not a pcap or pcapng capture"),
+        [a, b, c, d, ..] if is_pcap_magic([*a, *b, *c, *d]) => read_pcap(input, collector),
+        [a, b, c, d, ..] if [*a, *b, *c, *d] == PCAPNG_SHB => read_pcapng(input, collector),
+        _ => bail!("{name} is not a pcap or pcapng capture (unknown magic number)"),
+    }
+}
+
+/// Whether the first four bytes are a classic pcap magic number, in either byte order and
+/// timestamp resolution.
+fn is_pcap_magic(magic: [u8; 4]) -> bool {
+    matches!(
+        u32::from_be_bytes(magic),
+        0xA1B2_C3D4 | 0xD4C3_B2A1 | 0xA1B2_3C4D | 0x4D3C_B2A1
+    )
+}
+
+/// A file read through a buffer that grows only as far as the largest record needs.
+struct Input<R> {
+    /// The file.
+    reader: R,
+    /// Bytes read; `start..end` is live.
+    buf: Vec<u8>,
+    /// The first unconsumed byte.
+    start: usize,
+    /// The end of the bytes read.
+    end: usize,
+    /// Whether the file ended.
+    eof: bool,
+}
+
+impl<R: Read> Input<R> {
+    /// Wraps a reader.
+    fn new(reader: R) -> Self {
+        Self {
+            reader,
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            eof: false,
+        }
+    }
+
+    /// The bytes read and not consumed.
+    fn available(&self) -> &[u8] {
+        self.buf.get(self.start..self.end).unwrap_or_default()
+    }
+
+    /// Reads until at least `want` bytes are available or the file ends.
+    fn fill(&mut self, want: usize) -> io::Result<()> {
+        while self.end - self.start < want && !self.eof {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let room = want.max(READ_CHUNK);
+            if self.buf.len() < room {
+                self.buf.resize(room, 0);
+            }
+            let Some(space) = self.buf.get_mut(self.end..) else {
+                return Ok(());
+            };
+            match self.reader.read(space) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops `n` bytes from the front of what is available.
+    fn consume(&mut self, n: usize) {
+        self.start = self.start.saturating_add(n).min(self.end);
+    }
+}
+
+/// The link layers this reader takes UDP out of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// Ethernet II (1).
+    Ethernet,
+    /// A bare IPv4 or IPv6 packet (101, 228, 229).
+    RawIp,
+    /// Linux cooked capture v1 (113).
+    LinuxSll,
+    /// BSD loopback: a 4-byte address family, then IP (0 in host order, 108 in network order).
+    Loopback,
+}
+
+impl Link {
+    /// The link for a LINKTYPE value.
+    fn from_code(code: u32) -> Option<Self> {
+        match code {
+            1 => Some(Self::Ethernet),
+            101 | 228 | 229 => Some(Self::RawIp),
+            113 => Some(Self::LinuxSll),
+            0 | 108 => Some(Self::Loopback),
+            _ => None,
+        }
+    }
+}
+
+/// A UDP datagram in a frame: source, destination, payload.
+type Udp<'a> = (SocketAddr, SocketAddr, &'a [u8]);
+
+/// The UDP addresses and payload of a frame: `Ok(None)` when it is no UDP datagram, `Err` when
+/// its headers do not parse.
+fn udp_of(link: Link, frame: &[u8]) -> Result<Option<Udp<'_>>, ()> {
+    let sliced = match link {
+        Link::Ethernet => SlicedPacket::from_ethernet(frame),
+        Link::RawIp => SlicedPacket::from_ip(frame),
+        Link::LinuxSll => SlicedPacket::from_linux_sll(frame),
+        Link::Loopback => SlicedPacket::from_ip(frame.get(4..).ok_or(())?),
+    }
+    .map_err(|_| ())?;
+    let (src, dst) = match &sliced.net {
+        Some(NetSlice::Ipv4(ip)) => (
+            IpAddr::V4(ip.header().source_addr()),
+            IpAddr::V4(ip.header().destination_addr()),
+        ),
+        Some(NetSlice::Ipv6(ip)) => (
+            IpAddr::V6(ip.header().source_addr()),
+            IpAddr::V6(ip.header().destination_addr()),
+        ),
+        _ => return Ok(None),
+    };
+    match &sliced.transport {
+        Some(TransportSlice::Udp(udp)) => Ok(Some((
+            SocketAddr::new(src, udp.source_port()),
+            SocketAddr::new(dst, udp.destination_port()),
+            udp.payload(),
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// Keeps the datagrams of the frames read, within the limits.
+struct Collector {
+    /// The file name, for messages.
+    name: String,
+    /// The port filter.
+    port: Option<u16>,
+    /// What was read so far.
+    read: CaptureRead,
+    /// Payload bytes kept so far.
+    payload_bytes: usize,
+}
+
+impl Collector {
+    /// Takes one frame; `Err` when a limit is reached (reading must stop).
+    fn frame(&mut self, link: Link, time: Duration, frame: &[u8]) -> Result<()> {
+        self.read.frames += 1;
+        let (src, dst, payload) = match udp_of(link, frame) {
+            Ok(Some(udp)) => udp,
+            Ok(None) => {
+                self.read.skipped_not_udp += 1;
+                return Ok(());
+            }
+            Err(()) => {
+                self.read.skipped_malformed += 1;
+                return Ok(());
+            }
+        };
+        if let Some(port) = self.port {
+            if src.port() != port && dst.port() != port {
+                self.read.skipped_port += 1;
+                return Ok(());
+            }
+        }
+        if self.read.datagrams.len() >= MAX_DATAGRAMS {
+            bail!(
+                "{} holds more than {MAX_DATAGRAMS} datagrams: only the first {MAX_DATAGRAMS} were read",
+                self.name
+            );
+        }
+        self.payload_bytes = self.payload_bytes.saturating_add(payload.len());
+        if self.payload_bytes > MAX_TOTAL_PAYLOAD {
+            bail!(
+                "{} holds more than {} MiB of UDP payload: only the first {} datagrams were read",
+                self.name,
+                MAX_TOTAL_PAYLOAD >> 20,
+                self.read.datagrams.len()
+            );
+        }
+        self.read.datagrams.push(CapturedDatagram {
+            time,
+            src,
+            dst,
+            payload: payload.to_vec(),
+        });
+        Ok(())
+    }
+
+    /// Ends the reading early with `error`.
+    fn stop(mut self, error: anyhow::Error) -> CaptureRead {
+        self.read.stopped = Some(error);
+        self.read
+    }
+
+    /// The error for a record cut short by the end of the file.
+    fn truncated(&self, record: u64, have: usize, need: usize) -> anyhow::Error {
+        anyhow!(
+            "{} is truncated: record #{record} ends after {have} of its {need} bytes \
+             ({} datagrams were read before it)",
+            self.name,
+            self.read.datagrams.len()
+        )
+    }
+
+    /// The error for a record claiming more than the limit.
+    fn too_large(&self, record: u64, len: usize) -> anyhow::Error {
+        anyhow!(
+            "{}: record #{record} claims {len} bytes, more than the {} KiB a record may hold \
+             ({} datagrams were read before it)",
+            self.name,
+            MAX_RECORD / 1024,
+            self.read.datagrams.len()
+        )
+    }
+}
+
+/// The u32 at `at` in `bytes`, in the given byte order (0 when out of range).
+fn read_u32(bytes: &[u8], at: usize, endianness: Endianness) -> u32 {
+    let Some(field) = bytes.get(at..).and_then(|b| b.first_chunk::<4>()) else {
+        return 0;
+    };
+    match endianness {
+        Endianness::Big => u32::from_be_bytes(*field),
+        Endianness::Little => u32::from_le_bytes(*field),
+    }
+}
+
+/// Reads a classic pcap file after its magic number was recognised.
+fn read_pcap(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureRead> {
+    let name = c.name.clone();
+    input
+        .fill(PCAP_HEADER_LEN)
+        .with_context(|| format!("cannot read {name}"))?;
+    let (header, parser) = match PcapParser::new(input.available()) {
+        Ok((_, parser)) => (parser.header(), parser),
+        Err(e) => {
+            bail!("{name} is not a valid pcap capture: its header is cut short or corrupt ({e})")
+        }
+    };
+    input.consume(PCAP_HEADER_LEN);
+    let code = u32::from(header.datalink);
+    let link = Link::from_code(code).ok_or_else(|| {
+        anyhow!(
+            "{name} has unsupported link type {code} ({:?}); supported: {SUPPORTED_LINKS}",
+            header.datalink
+        )
+    })?;
+    let mut record = 0u64;
+    loop {
+        record += 1;
+        if let Err(e) = input.fill(RECORD_HEADER_LEN) {
+            return Ok(c.stop(anyhow!(e).context(format!("cannot read {name}"))));
+        }
+        let avail = input.available();
+        if avail.is_empty() {
+            return Ok(c.read);
+        }
+        if avail.len() < RECORD_HEADER_LEN {
+            let error = c.truncated(record, avail.len(), RECORD_HEADER_LEN);
+            return Ok(c.stop(error));
+        }
+        let incl = read_u32(avail, 8, header.endianness) as usize;
+        if incl > MAX_RECORD {
+            let error = c.too_large(record, incl);
+            return Ok(c.stop(error));
+        }
+        let need = RECORD_HEADER_LEN + incl;
+        if let Err(e) = input.fill(need) {
+            return Ok(c.stop(anyhow!(e).context(format!("cannot read {name}"))));
+        }
+        let avail = input.available();
+        if avail.len() < need {
+            let error = c.truncated(record, avail.len(), need);
+            return Ok(c.stop(error));
+        }
+        let (rest, raw) = match parser.next_raw_packet(avail) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let error = anyhow!("{name}: record #{record} is corrupt ({e})");
+                return Ok(c.stop(error));
+            }
+        };
+        let used = avail.len() - rest.len();
+        let time = pcap_time(raw.ts_sec, raw.ts_frac, header.ts_resolution);
+        let result = c.frame(link, time, &raw.data);
+        input.consume(used);
+        if let Err(error) = result {
+            return Ok(c.stop(error));
+        }
+    }
+}
+
+/// A classic pcap timestamp; a fraction out of range is clamped.
+fn pcap_time(secs: u32, frac: u32, resolution: TsResolution) -> Duration {
+    let nanos = match resolution {
+        TsResolution::MicroSecond => frac.saturating_mul(1000),
+        TsResolution::NanoSecond => frac,
+    };
+    Duration::new(u64::from(secs), nanos.min(999_999_999))
+}
+
+/// A pcapng interface, as far as reading its packets needs.
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    /// The link layer, when supported.
+    link: Option<Link>,
+    /// The LINKTYPE value.
+    code: u32,
+    /// Timestamp units per second.
+    units: u64,
+    /// Seconds added to every timestamp.
+    offset: u64,
+}
+
+impl Interface {
+    /// The interface an Interface Description Block describes.
+    fn from_block(
+        block: &pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock<'_>,
+    ) -> Self {
+        let code = u32::from(block.linktype);
+        let mut units = 1_000_000;
+        let mut offset = 0;
+        for option in &block.options {
+            match option {
+                InterfaceDescriptionOption::IfTsResol(r) => units = ts_units(*r),
+                InterfaceDescriptionOption::IfTsOffset(o) => offset = *o,
+                _ => {}
+            }
+        }
+        Self {
+            link: Link::from_code(code),
+            code,
+            units,
+            offset,
+        }
+    }
+
+    /// A timestamp of `raw` units.
+    fn time(&self, raw: u64) -> Duration {
+        let units = self.units.max(1);
+        let secs = (raw / units).saturating_add(self.offset);
+        let frac = u128::from(raw % units) * 1_000_000_000 / u128::from(units);
+        Duration::new(secs, u32::try_from(frac).unwrap_or(999_999_999))
+    }
+}
+
+/// Timestamp units per second for an `if_tsresol` value: a power of ten, or of two when the
+/// high bit is set.
+fn ts_units(resolution: u8) -> u64 {
+    if resolution & 0x80 == 0 {
+        10u64.saturating_pow(u32::from(resolution.min(19)))
+    } else {
+        1u64 << u32::from((resolution & 0x7F).min(63))
+    }
+}
+
+/// The endianness of a Section Header Block from its byte-order magic (bytes 8 to 11).
+fn section_endianness(block: &[u8]) -> Option<Endianness> {
+    match block.get(8..12)? {
+        b if b == PCAPNG_BOM_BE => Some(Endianness::Big),
+        b if b == PCAPNG_BOM_LE => Some(Endianness::Little),
+        _ => None,
+    }
+}
+
+/// Reads a pcapng file after its Section Header Block type was recognised.
+fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureRead> {
+    let name = c.name.clone();
+    let mut parser: Option<PcapNgParser> = None;
+    let mut interfaces: Vec<Interface> = Vec::new();
+    let mut unsupported: Option<u32> = None;
+    let mut block_no = 0u64;
+    loop {
+        block_no += 1;
+        if let Err(e) = input.fill(12) {
+            return Ok(c.stop(anyhow!(e).context(format!("cannot read {name}"))));
+        }
+        let avail = input.available();
+        if avail.is_empty() {
+            break;
+        }
+        if avail.len() < 12 {
+            let error = c.truncated(block_no, avail.len(), 12);
+            return Ok(c.stop(error));
+        }
+        let is_section = avail.get(..4) == Some(&PCAPNG_SHB[..]);
+        let endianness = if is_section {
+            section_endianness(avail)
+        } else {
+            parser.as_ref().map(|p| p.section().endianness)
+        };
+        let Some(endianness) = endianness else {
+            let error = anyhow!(
+                "{name} is not a valid pcapng capture: block #{block_no} has no valid byte-order magic"
+            );
+            if parser.is_none() {
+                return Err(error);
+            }
+            return Ok(c.stop(error));
+        };
+        let len = read_u32(avail, 4, endianness) as usize;
+        if len < 12 || len % 4 != 0 {
+            let error = anyhow!("{name}: block #{block_no} is corrupt (length {len})");
+            if parser.is_none() {
+                return Err(error.context(format!("{name} is not a valid pcapng capture")));
+            }
+            return Ok(c.stop(error));
+        }
+        if len > MAX_BLOCK {
+            let error = c.too_large(block_no, len);
+            return Ok(c.stop(error));
+        }
+        if let Err(e) = input.fill(len) {
+            return Ok(c.stop(anyhow!(e).context(format!("cannot read {name}"))));
+        }
+        let avail = input.available();
+        let Some(block_bytes) = avail.get(..len) else {
+            let error = c.truncated(block_no, avail.len(), len);
+            return Ok(c.stop(error));
+        };
+        let block = match parser.as_mut() {
+            None => match PcapNgParser::new(block_bytes) {
+                Ok((_, p)) => {
+                    parser = Some(p);
+                    None
+                }
+                Err(e) => bail!("{name} is not a valid pcapng capture: {e}"),
+            },
+            Some(p) => match p.next_block(block_bytes) {
+                Ok((_, block)) => Some(block),
+                Err(e) => {
+                    let error = anyhow!("{name}: block #{block_no} is corrupt ({e})");
+                    return Ok(c.stop(error));
+                }
+            },
+        };
+        let mut result = Ok(());
+        match block {
+            None | Some(Block::SectionHeader(_)) => interfaces.clear(),
+            Some(Block::InterfaceDescription(idb)) => {
+                if interfaces.len() >= MAX_INTERFACES {
+                    let error =
+                        anyhow!("{name}: more than {MAX_INTERFACES} interfaces in one section");
+                    return Ok(c.stop(error));
+                }
+                interfaces.push(Interface::from_block(&idb));
+            }
+            Some(Block::EnhancedPacket(epb)) => {
+                let raw = u64::try_from(epb.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                result = packet_on(&mut c, &interfaces, epb.interface_id, raw, &epb.data)
+                    .map(|code| unsupported = unsupported.or(code));
+            }
+            Some(Block::Packet(pb)) => {
+                result = packet_on(
+                    &mut c,
+                    &interfaces,
+                    u32::from(pb.interface_id),
+                    pb.timestamp,
+                    &pb.data,
+                )
+                .map(|code| unsupported = unsupported.or(code));
+            }
+            Some(Block::SimplePacket(spb)) => {
+                // No timestamp; the first interface.
+                result = packet_on(&mut c, &interfaces, 0, 0, &spb.data)
+                    .map(|code| unsupported = unsupported.or(code));
+            }
+            Some(_) => {}
+        }
+        input.consume(len);
+        if let Err(error) = result {
+            return Ok(c.stop(error));
+        }
+    }
+    if c.read.datagrams.is_empty() {
+        if let Some(code) = unsupported {
+            bail!("{name} has unsupported link type {code}; supported: {SUPPORTED_LINKS}");
+        }
+    }
+    Ok(c.read)
+}
+
+/// Takes a pcapng packet captured on interface `id`; returns the link type code when the
+/// interface's link type is not supported (the packet is then skipped).
+fn packet_on(
+    c: &mut Collector,
+    interfaces: &[Interface],
+    id: u32,
+    raw_time: u64,
+    data: &[u8],
+) -> Result<Option<u32>> {
+    let Some(interface) = usize::try_from(id).ok().and_then(|i| interfaces.get(i)) else {
+        bail!(
+            "{}: a packet refers to interface {id}, which no Interface Description Block describes",
+            c.name
+        );
+    };
+    let Some(link) = interface.link else {
+        c.read.frames += 1;
+        c.read.skipped_link += 1;
+        return Ok(Some(interface.code));
+    };
+    c.frame(link, interface.time(raw_time), data)?;
+    Ok(None)
+}
+
+/// Writes UDP datagrams as a classic pcap file (Ethernet link type, microsecond timestamps),
+/// each framed with Ethernet, IPv4 or IPv6, and UDP headers.
+pub(crate) struct PcapWriter {
+    /// The buffered file.
+    out: BufWriter<File>,
+    /// Its path, for messages.
+    path: PathBuf,
+    /// Scratch for building frames.
+    frame: Vec<u8>,
+}
+
+impl PcapWriter {
+    /// The snap length written in the header: any UDP datagram with its headers fits.
+    const SNAPLEN: u32 = 262_144;
+    /// The source MAC address of every frame (locally administered).
+    const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+    /// The destination MAC address of every frame.
+    const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+
+    /// Creates (or truncates) `path` and writes the pcap header.
+    pub(crate) fn create(path: &Path) -> Result<Self> {
+        let file = File::create(path)
+            .with_context(|| format!("cannot create the capture file {}", path.display()))?;
+        let mut out = BufWriter::new(file);
+        let header = PcapHeader {
+            version_major: 2,
+            version_minor: 4,
+            ts_correction: 0,
+            ts_accuracy: 0,
+            snaplen: Self::SNAPLEN,
+            datalink: DataLink::ETHERNET,
+            ts_resolution: TsResolution::MicroSecond,
+            endianness: Endianness::Little,
+        };
+        header
+            .write_to(&mut out)
+            .map_err(|e| anyhow!("cannot write to {}: {e}", path.display()))?;
+        Ok(Self {
+            out,
+            path: path.to_path_buf(),
+            frame: Vec::new(),
+        })
+    }
+
+    /// Appends one datagram. An IPv4 address paired with an IPv6 one is written as its
+    /// IPv4-mapped IPv6 form.
+    pub(crate) fn write(
+        &mut self,
+        time: SystemTime,
+        src: SocketAddr,
+        dst: SocketAddr,
+        payload: &[u8],
+    ) -> Result<()> {
+        self.frame.clear();
+        let builder = PacketBuilder::ethernet2(Self::SRC_MAC, Self::DST_MAC);
+        let written = match (src.ip(), dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => builder
+                .ipv4(s.octets(), d.octets(), 64)
+                .udp(src.port(), dst.port())
+                .write(&mut self.frame, payload),
+            (s, d) => builder
+                .ipv6(v6(s).octets(), v6(d).octets(), 64)
+                .udp(src.port(), dst.port())
+                .write(&mut self.frame, payload),
+        };
+        written.map_err(|e| {
+            anyhow!(
+                "cannot frame a datagram of {} bytes for {}: {e}",
+                payload.len(),
+                self.path.display()
+            )
+        })?;
+        let len = u32::try_from(self.frame.len())
+            .ok()
+            .filter(|&n| n <= Self::SNAPLEN)
+            .ok_or_else(|| anyhow!("a frame of {} bytes is too large", self.frame.len()))?;
+        let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = u32::try_from(since.as_secs()).unwrap_or(u32::MAX);
+        let mut record = [0u8; RECORD_HEADER_LEN];
+        for (at, value) in [(0, secs), (4, since.subsec_micros()), (8, len), (12, len)] {
+            if let Some(field) = record.get_mut(at..at + 4) {
+                field.copy_from_slice(&value.to_le_bytes());
+            }
+        }
+        self.out
+            .write_all(&record)
+            .and_then(|()| self.out.write_all(&self.frame))
+            .with_context(|| format!("cannot write to {}", self.path.display()))
+    }
+
+    /// Writes buffered records to the file, so a reader sees every datagram written so far.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        self.out
+            .flush()
+            .with_context(|| format!("cannot write to {}", self.path.display()))
+    }
+}
+
+/// An address as IPv6 (IPv4 addresses in their mapped form).
+fn v6(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("soe-cli-capture-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn writer_output_reads_back_while_open() {
+        let path = temp("rt.pcap");
+        let mut w = PcapWriter::create(&path).unwrap();
+        let a: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let b: SocketAddr = "[::1]:20042".parse().unwrap();
+        let t = UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456);
+        w.write(t, a, "10.0.0.1:20042".parse().unwrap(), b"\x00\x06")
+            .unwrap();
+        w.write(t, b, "[::2]:5000".parse().unwrap(), b"hello")
+            .unwrap();
+        w.flush().unwrap();
+        let read = read_capture(&path, None).unwrap();
+        assert!(read.stopped.is_none());
+        assert_eq!(read.datagrams.len(), 2);
+        assert_eq!(read.datagrams[0].src, a);
+        assert_eq!(read.datagrams[0].payload, b"\x00\x06");
+        assert_eq!(
+            read.datagrams[0].time,
+            Duration::from_micros(1_700_000_000_123_456)
+        );
+        // mixed families: written as IPv6 with the mapped form
+        assert_eq!(read.datagrams[1].src, b);
+        assert_eq!(read.datagrams[1].payload, b"hello");
+        // mixed families are written as IPv6, the IPv4 side in its mapped form
+        w.write(t, b, a, b"mixed").unwrap();
+        w.flush().unwrap();
+        let read = read_capture(&path, None).unwrap();
+        assert_eq!(
+            read.datagrams[2].dst.ip(),
+            IpAddr::V6("::ffff:127.0.0.1".parse().unwrap())
+        );
+        let only = read_capture(&path, Some(5000)).unwrap();
+        assert_eq!(only.datagrams.len(), 1);
+        assert_eq!(only.skipped_port, 2);
+        drop(w);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn truncated_and_oversized_records_stop_reading() {
+        let path = temp("cut.pcap");
+        let mut w = PcapWriter::create(&path).unwrap();
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        for _ in 0..3 {
+            w.write(SystemTime::now(), a, a, &[1, 2, 3]).unwrap();
+        }
+        w.flush().unwrap();
+        drop(w);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
+        let read = read_capture(&path, None).unwrap();
+        assert_eq!(read.datagrams.len(), 2);
+        let msg = format!("{:#}", read.stopped.unwrap());
+        assert!(
+            msg.contains("truncated") && msg.contains("2 datagrams"),
+            "{msg}"
+        );
+
+        // a record claiming 1 GiB
+        let mut big = bytes[..24].to_vec();
+        big.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0x40]);
+        std::fs::write(&path, &big).unwrap();
+        let read = read_capture(&path, None).unwrap();
+        let msg = format!("{:#}", read.stopped.unwrap());
+        assert!(msg.contains("claims"), "{msg}");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn foreign_and_missing_files_fail() {
+        let path = temp("foreign.txt");
+        std::fs::write(&path, "hello, this is text\n").unwrap();
+        let e = format!("{:#}", read_capture(&path, None).unwrap_err());
+        assert!(e.contains("is not a pcap or pcapng capture"), "{e}");
+        std::fs::write(&path, "").unwrap();
+        let e = format!("{:#}", read_capture(&path, None).unwrap_err());
+        assert!(e.contains("empty"), "{e}");
+        let _ = std::fs::remove_file(&path);
+        let e = format!("{:#}", read_capture(&path, None).unwrap_err());
+        assert!(e.contains("cannot open"), "{e}");
+    }
+
+    /// A capture of a few frames in each format.
+    fn samples() -> Vec<Vec<u8>> {
+        use pcap_file::pcapng::PcapNgWriter;
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        let path = temp("sample.pcap");
+        let mut w = PcapWriter::create(&path).unwrap();
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "[::1]:2".parse().unwrap();
+        for payload in [&b"\x00\x06\x01\x02"[..], b"abc", &[0u8; 40]] {
+            w.write(SystemTime::now(), a, a, payload).unwrap();
+            w.write(SystemTime::now(), b, b, payload).unwrap();
+        }
+        w.flush().unwrap();
+        drop(w);
+        let pcap = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+
+        let mut ng = PcapNgWriter::new(Vec::new()).unwrap();
+        ng.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
+        })
+        .unwrap();
+        for r in read_from(&pcap[..], "x".into(), None).unwrap().datagrams {
+            let mut frame = Vec::new();
+            PacketBuilder::ethernet2([0; 6], [0; 6])
+                .ipv6(v6(r.src.ip()).octets(), v6(r.dst.ip()).octets(), 1)
+                .udp(r.src.port(), r.dst.port())
+                .write(&mut frame, &r.payload)
+                .unwrap();
+            ng.write_pcapng_block(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: r.time,
+                original_len: frame.len() as u32,
+                data: std::borrow::Cow::Owned(frame),
+                options: vec![],
+            })
+            .unwrap();
+        }
+        vec![pcap, ng.into_inner()]
+    }
+
+    #[test]
+    fn hostile_captures_never_panic() {
+        let samples = samples();
+        for sample in &samples {
+            let all = read_from(&sample[..], "x".into(), None).unwrap();
+            assert_eq!(all.datagrams.len(), 6);
+            assert!(all.stopped.is_none());
+            // every truncation
+            for len in 0..sample.len() {
+                if let Ok(read) = read_from(&sample[..len], "x".into(), None) {
+                    assert!(read.datagrams.len() <= 6);
+                }
+            }
+        }
+        // random corruption
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..3000 {
+            let mut bytes = samples[i % 2].clone();
+            for _ in 0..(1 + next() % 4) {
+                let at = (next() % bytes.len() as u64) as usize;
+                bytes[at] = next() as u8;
+            }
+            let _ = read_from(&bytes[..], "x".into(), Some(2));
+        }
+    }
+
+    #[test]
+    fn timestamp_resolutions() {
+        assert_eq!(ts_units(6), 1_000_000);
+        assert_eq!(ts_units(9), 1_000_000_000);
+        assert_eq!(ts_units(0x8A), 1024);
+        assert_eq!(ts_units(0xFF), 1 << 63);
+        assert_eq!(ts_units(50), 10u64.pow(19));
+        let i = Interface {
+            link: None,
+            code: 0,
+            units: 1_000,
+            offset: 10,
+        };
+        assert_eq!(i.time(2_500), Duration::from_millis(12_500));
+    }
+}

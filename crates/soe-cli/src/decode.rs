@@ -1,0 +1,275 @@
+//! The `decode` command: dissects hex datagrams or a pcap/pcapng capture.
+
+use std::io::{self, BufRead, BufWriter, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use crate::capture::read_capture;
+use crate::dissect::{DissectConfig, Dissector};
+
+/// Arguments of `soe decode`.
+#[derive(Debug, Args)]
+pub(crate) struct DecodeArgs {
+    /// Datagrams in hex, one per argument (spaces and colons may separate the bytes); `-` reads
+    /// one datagram per line from stdin.
+    #[arg(value_name = "HEX", conflicts_with = "pcap")]
+    hex: Vec<String>,
+    /// Decode the UDP datagrams of this pcap or pcapng capture.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Only datagrams from or to this UDP port (with --pcap).
+    #[arg(long, value_name = "P", requires = "pcap")]
+    port: Option<u16>,
+    /// The RC4 key of reliable application data, base64.
+    #[arg(long, value_name = "BASE64")]
+    key: Option<String>,
+    /// The CRC seed for sessions whose handshake is not in the input (decimal or 0x-hex).
+    #[arg(long, value_name = "N", value_parser = parse_seed)]
+    crc_seed: Option<u32>,
+    /// The CRC length for sessions whose handshake is not in the input: 0 to 4 (default 2).
+    #[arg(long, value_name = "N", value_parser = parse_crc_length)]
+    crc_length: Option<u8>,
+    /// Sessions whose handshake is not in the input use compression.
+    #[arg(long)]
+    compress: bool,
+    /// One JSON object per line (`"type":"datagram"`, then `"type":"session"`) instead of trees.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parses a CRC seed: decimal, or hex with a `0x` prefix.
+fn parse_seed(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => t.parse::<u32>(),
+    };
+    parsed.map_err(|e| format!("{s:?} is not a 32-bit CRC seed (decimal or 0x-hex): {e}"))
+}
+
+/// Parses a CRC length, 0 to 4.
+fn parse_crc_length(s: &str) -> Result<u8, String> {
+    match s.trim().parse::<u8>() {
+        Ok(n @ 0..=4) => Ok(n),
+        Ok(n) => Err(format!("{n} is not a CRC length: use 0 to 4")),
+        Err(e) => Err(format!("{s:?} is not a CRC length: {e}")),
+    }
+}
+
+/// Parses one hex datagram; whitespace and colons between digits are ignored, as is a `0x`
+/// prefix. `what` names the input in errors.
+fn parse_hex(text: &str, what: &str) -> Result<Vec<u8>> {
+    let t = text.trim();
+    let t = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    let mut digits = Vec::with_capacity(t.len());
+    for (pos, c) in t.chars().enumerate() {
+        match c {
+            c if c.is_ascii_hexdigit() => digits.push(c as u8),
+            c if c.is_whitespace() || c == ':' => {}
+            c => bail!("{what}: {c:?} at position {} is not a hex digit", pos + 1),
+        }
+    }
+    if digits.is_empty() {
+        bail!("{what} holds no hex digits");
+    }
+    if digits.len() % 2 != 0 {
+        bail!(
+            "{what} has an odd number of hex digits ({}): each byte needs two",
+            digits.len()
+        );
+    }
+    hex::decode(&digits).with_context(|| format!("{what} is not valid hex"))
+}
+
+/// The datagrams of the positional arguments (and stdin for `-`).
+fn hex_datagrams(args: &[String]) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        if arg.trim() == "-" {
+            let stdin = io::stdin();
+            let mut any = false;
+            for (n, line) in stdin.lock().lines().enumerate() {
+                let line = line.context("cannot read stdin")?;
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                out.push(parse_hex(line, &format!("stdin line {}", n + 1))?);
+                any = true;
+            }
+            if !any {
+                bail!("stdin held no hex datagrams (one per line expected)");
+            }
+        } else {
+            out.push(parse_hex(arg, &format!("argument {} ({arg:?})", i + 1))?);
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the command.
+pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
+    let rc4_key = args
+        .key
+        .as_deref()
+        .map(crate::flags::decode_key)
+        .transpose()?;
+    let config = DissectConfig {
+        crc_seed: args.crc_seed,
+        crc_length: args.crc_length,
+        compression: args.compress.then_some(true),
+        rc4_key,
+    };
+    let mut dissector = Dissector::new(config);
+    let stdout = io::stdout();
+    let mut out = Output {
+        out: BufWriter::new(stdout.lock()),
+        json: args.json,
+    };
+
+    let result = match &args.pcap {
+        Some(path) => {
+            let read = read_capture(path, args.port)?;
+            for d in &read.datagrams {
+                let record = dissector.dissect(d.time, d.src, d.dst, &d.payload);
+                out.datagram(&record)?;
+            }
+            out.summaries(&dissector)?;
+            let skipped = read.skipped();
+            if !args.json {
+                out.line(&format!(
+                    "{}: {} UDP datagrams decoded from {} frames{}",
+                    path.display(),
+                    read.datagrams.len(),
+                    read.frames,
+                    if skipped > 0 {
+                        format!(
+                            "; skipped {} not UDP, {} on other ports, {} malformed, {} on unsupported links",
+                            read.skipped_not_udp,
+                            read.skipped_port,
+                            read.skipped_malformed,
+                            read.skipped_link
+                        )
+                    } else {
+                        String::new()
+                    }
+                ))?;
+            }
+            if read.datagrams.is_empty() && read.stopped.is_none() {
+                eprintln!(
+                    "soe: note: {} holds no UDP datagrams{}",
+                    path.display(),
+                    if args.port.is_some() {
+                        " on that port"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            read.stopped.map_or(Ok(()), Err)
+        }
+        None => {
+            if args.hex.is_empty() {
+                bail!(
+                    "nothing to decode: give one or more hex datagrams, `-` to read them from \
+                     stdin, or --pcap FILE"
+                );
+            }
+            let datagrams = hex_datagrams(&args.hex)?;
+            let nowhere = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0);
+            for d in &datagrams {
+                let record = dissector.dissect(Duration::ZERO, nowhere, nowhere, d);
+                out.datagram(&record)?;
+            }
+            out.summaries(&dissector)?;
+            Ok(())
+        }
+    };
+    out.flush()?;
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Where records go: trees or JSON lines on stdout.
+struct Output<W: Write> {
+    /// Standard output, buffered.
+    out: W,
+    /// Whether to write JSON lines.
+    json: bool,
+}
+
+impl<W: Write> Output<W> {
+    /// Writes one line; a closed pipe (`| head`) ends the program quietly.
+    fn line(&mut self, text: &str) -> Result<()> {
+        match writeln!(self.out, "{text}") {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => std::process::exit(0),
+            Err(e) => Err(e).context("cannot write to stdout"),
+        }
+    }
+
+    /// Writes a datagram record.
+    fn datagram(&mut self, record: &crate::dissect::DatagramRecord) -> Result<()> {
+        if self.json {
+            let text = serde_json::to_string(record).context("cannot encode a record")?;
+            self.line(&text)
+        } else {
+            self.line(&record.render())
+        }
+    }
+
+    /// Writes every session summary.
+    fn summaries(&mut self, dissector: &Dissector) -> Result<()> {
+        for summary in dissector.summaries() {
+            if self.json {
+                let text = serde_json::to_string(&summary).context("cannot encode a summary")?;
+                self.line(&text)?;
+            } else {
+                self.line(&summary.render())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes stdout.
+    fn flush(&mut self) -> Result<()> {
+        match self.out.flush() {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e) => Err(e).context("cannot write to stdout"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_forms() {
+        assert_eq!(parse_hex("00 15:00 01", "a").unwrap(), [0, 0x15, 0, 1]);
+        assert_eq!(parse_hex("0x0006", "a").unwrap(), [0, 6]);
+        let e = parse_hex("001", "argument 1").unwrap_err().to_string();
+        assert!(e.contains("odd number"), "{e}");
+        let e = parse_hex("00zz", "argument 1").unwrap_err().to_string();
+        assert!(e.contains("'z' at position 3"), "{e}");
+        assert!(parse_hex(" ", "a").is_err());
+    }
+
+    #[test]
+    fn seeds_and_lengths() {
+        assert_eq!(parse_seed("0x6EC14BF6"), Ok(0x6EC1_4BF6));
+        assert_eq!(parse_seed("1858192374"), Ok(1_858_192_374));
+        assert!(parse_seed("-1").is_err());
+        assert!(parse_seed("0x1_0000_0000").is_err());
+        assert_eq!(parse_crc_length("4"), Ok(4));
+        assert!(parse_crc_length("5").is_err());
+    }
+}

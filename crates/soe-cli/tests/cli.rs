@@ -1,0 +1,545 @@
+//! The `soe` binary end to end on loopback: serve and ping, load with `--json`, the proxy with
+//! loss (every message verified, the decoded log showing resends), a capture recorded by the
+//! proxy with RC4 and compression decoded back to the messages sent, and bad input.
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, ChildStdout, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const SOE: &str = env!("CARGO_BIN_EXE_soe");
+/// A base64 RC4 key (16 bytes).
+const KEY: &str = "F70IaxuU8C/w7FPXY1ibXw==";
+
+/// A child process that is killed when the test ends, whatever happens.
+struct Running {
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    /// Asks the process to stop as on Ctrl-C, so it prints its summary and exits.
+    fn interrupt(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+    }
+
+    fn wait(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the process did not exit within {timeout:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Collects a pipe's lines on a thread.
+fn lines<R: Read + Send + 'static>(pipe: R) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line containing `needle` and returns it.
+fn wait_for(rx: &mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>) -> String {
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no line with {needle:?}; saw {seen:#?}"));
+        seen.push(line.clone());
+        if line.contains(needle) {
+            return line;
+        }
+    }
+}
+
+/// Drains what is left of a pipe (the process has exited).
+fn rest(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>) {
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+        seen.push(line);
+    }
+}
+
+fn addr_in(line: &str) -> SocketAddr {
+    line.split(|c: char| c.is_whitespace() || c == ',')
+        .find_map(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+}
+
+/// `soe serve` on a free loopback port.
+struct Server {
+    process: Running,
+    addr: SocketAddr,
+    stdout: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+fn serve(extra: &[&str]) -> Server {
+    let mut child = Command::new(SOE)
+        .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn soe serve");
+    let stdout = lines(child.stdout.take().expect("stdout"));
+    let process = Running { child };
+    let mut seen = Vec::new();
+    let line = wait_for(&stdout, "listening on", &mut seen);
+    Server {
+        process,
+        addr: addr_in(&line),
+        stdout,
+        seen,
+    }
+}
+
+/// `soe proxy` on a free loopback port, in front of `upstream`.
+struct Proxy {
+    process: Running,
+    addr: SocketAddr,
+    stdout: mpsc::Receiver<String>,
+    stderr: mpsc::Receiver<String>,
+}
+
+fn proxy(upstream: SocketAddr, extra: &[&str]) -> Proxy {
+    let mut child = Command::new(SOE)
+        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream"])
+        .arg(upstream.to_string())
+        .args(["--duration", "120"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn soe proxy");
+    let stdout: ChildStdout = child.stdout.take().expect("stdout");
+    let stderr: ChildStderr = child.stderr.take().expect("stderr");
+    let (stdout, stderr) = (lines(stdout), lines(stderr));
+    let process = Running { child };
+    let line = wait_for(&stderr, "listening on", &mut Vec::new());
+    Proxy {
+        process,
+        addr: addr_in(&line),
+        stdout,
+        stderr,
+    }
+}
+
+fn soe(args: &[&str]) -> Output {
+    Command::new(SOE)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run soe")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The bytes `soe ping` and `soe load` send as message `seq` of `size` bytes (the format is
+/// part of the tool's documented behaviour: the sequence number, big-endian, then a text).
+fn message(seq: u64, size: usize) -> Vec<u8> {
+    const FILL: &[u8] = b" soe message payload;";
+    let mut out: Vec<u8> = seq.to_be_bytes().iter().take(size).copied().collect();
+    let mut i = 0;
+    while out.len() < size {
+        out.push(FILL[i % FILL.len()]);
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn serve_and_ping_with_stats_and_metrics() {
+    let metrics_port = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("free port");
+        l.local_addr().expect("addr").port()
+    };
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let mut server = serve(&["--stats-interval", "0.2", "--metrics", &metrics]);
+    let addr = server.addr.to_string();
+
+    let out = soe(&[
+        "ping",
+        &addr,
+        "-c",
+        "5",
+        "--interval",
+        "20",
+        "--size",
+        "100",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ping failed: {stdout}{}",
+        text(&out.stderr)
+    );
+    assert_eq!(stdout.matches("100 bytes from").count(), 5, "{stdout}");
+    for seq in 0..5 {
+        assert!(stdout.contains(&format!("seq={seq} time=")), "{stdout}");
+    }
+    assert!(
+        stdout.contains("5 sent, 5 received, 0 mismatched, 0.0% loss"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("rtt min/avg/max/p99"), "{stdout}");
+
+    // The server logged the session's open and close, with the reason, and a stats line.
+    wait_for(&server.stdout, "open ", &mut server.seen);
+    let close = wait_for(&server.stdout, "close ", &mut server.seen);
+    assert!(close.contains("Application by the peer"), "{close}");
+    assert!(close.contains("5 message(s) in, 5 out"), "{close}");
+    let stats = wait_for(&server.stdout, "stats:", &mut server.seen);
+    assert!(stats.contains("1 opened, 1 closed"), "{stats}");
+
+    // Prometheus metrics over HTTP.
+    let mut body = String::new();
+    for _ in 0..50 {
+        body.clear();
+        if let Ok(mut conn) = TcpStream::connect(&metrics) {
+            let _ =
+                conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let _ = conn.read_to_string(&mut body);
+        }
+        if body.contains("soe_messages_received_total 5") {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(body.contains("soe_sessions_opened_total 1"), "{body}");
+    assert!(body.contains("soe_messages_received_total 5"), "{body}");
+
+    server.process.interrupt();
+    let status = server.process.wait(Duration::from_secs(20));
+    rest(&server.stdout, &mut server.seen);
+    assert!(status.success(), "{status:?} {:#?}", server.seen);
+    rest(&server.stdout, &mut server.seen);
+    assert!(
+        server.seen.iter().any(|l| l.contains("done after")),
+        "{:#?}",
+        server.seen
+    );
+}
+
+#[test]
+fn load_json_summary_with_a_few_sessions() {
+    let server = serve(&[]);
+    let out = soe(&[
+        "load",
+        &server.addr.to_string(),
+        "--sessions",
+        "3",
+        "--messages",
+        "150",
+        "--depth",
+        "4",
+        "--size",
+        "10-1500",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("the summary is JSON");
+    assert_eq!(summary["sessions"], 3);
+    assert_eq!(summary["sessions_failed"], 0);
+    assert_eq!(summary["messages_sent"], 450);
+    assert_eq!(summary["messages_verified"], 450);
+    assert_eq!(summary["messages_mismatched"], 0);
+    assert_eq!(summary["messages_lost"], 0);
+    assert_eq!(summary["bytes_sent"], summary["bytes_received"]);
+    let rtt = &summary["rtt_us"];
+    let p50 = rtt["p50"].as_u64().expect("p50");
+    let p99 = rtt["p99"].as_u64().expect("p99");
+    let max = rtt["max"].as_u64().expect("max");
+    assert!(0 < p50 && p50 <= p99 && p99 <= max, "{rtt}");
+    assert!(summary["messages_per_s"].as_f64().expect("rate") > 0.0);
+}
+
+/// The records a JSON-lines stream holds, by type.
+fn records(lines: &[String], kind: &str) -> Vec<Value> {
+    lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == kind)
+        .collect()
+}
+
+/// Whether a datagram record (or any packet in it) is flagged as a resend.
+fn has_resend(v: &Value) -> bool {
+    match v {
+        Value::Object(map) => map.iter().any(|(k, v)| {
+            (k == "resend" && v == &Value::Bool(true))
+                || (k == "duplicate" && v == &Value::Bool(true))
+                || has_resend(v)
+        }),
+        Value::Array(items) => items.iter().any(has_resend),
+        _ => false,
+    }
+}
+
+#[test]
+fn proxy_with_loss_verifies_every_message_and_shows_resends() {
+    let server = serve(&[]);
+    let mut relay = proxy(server.addr, &["--loss", "0.1", "--seed", "7", "--json"]);
+    let out = soe(&[
+        "load",
+        &relay.addr.to_string(),
+        "--sessions",
+        "2",
+        "--messages",
+        "200",
+        "--depth",
+        "8",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(summary["messages_verified"], 400);
+    assert_eq!(summary["sessions_failed"], 0);
+    assert!(
+        summary["resends"].as_u64().expect("resends") > 0,
+        "{summary}"
+    );
+
+    relay.process.interrupt();
+    assert!(relay.process.wait(Duration::from_secs(20)).success());
+    let mut stdout = Vec::new();
+    rest(&relay.stdout, &mut stdout);
+    let mut stderr = Vec::new();
+    rest(&relay.stderr, &mut stderr);
+    let datagrams = records(&stdout, "datagram");
+    assert!(datagrams.len() > 100, "{} datagrams", datagrams.len());
+    let dropped = datagrams
+        .iter()
+        .filter(|d| d["proxy"]["action"] == "dropped")
+        .count();
+    assert!(dropped > 0, "nothing dropped at 10% loss");
+    let resent = datagrams.iter().filter(|d| has_resend(d)).count();
+    assert!(resent > 0, "the decoded log shows no resend");
+    assert_eq!(records(&stdout, "session").len(), 2, "{stdout:#?}");
+    assert!(stderr.iter().any(|l| l.contains("dropped")), "{stderr:#?}");
+}
+
+/// Every application message a decoded capture shows for one direction, in order.
+fn messages_from(datagrams: &[Value], src: &str) -> Vec<Vec<u8>> {
+    datagrams
+        .iter()
+        .filter(|d| d["src"] == src)
+        .flat_map(|d| d["messages"].as_array().cloned().unwrap_or_default())
+        .map(|m| hex::decode(m["hex"].as_str().expect("hex")).expect("hex"))
+        .collect()
+}
+
+#[test]
+fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
+    let server = serve(&["--compress", "--rc4-key", KEY]);
+    let dir = std::env::temp_dir().join(format!("soe-cli-capture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pcap: PathBuf = dir.join("session.pcap");
+    let pcap_arg = pcap.to_str().expect("utf-8 path");
+    let mut relay = proxy(
+        server.addr,
+        &[
+            "--key", KEY, "--loss", "0.05", "--seed", "3", "--quiet", "--write", pcap_arg,
+        ],
+    );
+    let relay_addr = relay.addr.to_string();
+    // Large messages travel as fragments; small ones are bundled; both are compressible.
+    let big = soe(&[
+        "ping",
+        &relay_addr,
+        "-c",
+        "6",
+        "--size",
+        "3000",
+        "--interval",
+        "1",
+        "--rc4-key",
+        KEY,
+    ]);
+    assert!(
+        big.status.success(),
+        "{}{}",
+        text(&big.stdout),
+        text(&big.stderr)
+    );
+    let small = soe(&[
+        "ping",
+        &relay_addr,
+        "-c",
+        "10",
+        "--size",
+        "40",
+        "--interval",
+        "1",
+        "--rc4-key",
+        KEY,
+    ]);
+    assert!(
+        small.status.success(),
+        "{}{}",
+        text(&small.stdout),
+        text(&small.stderr)
+    );
+    relay.process.interrupt();
+    assert!(relay.process.wait(Duration::from_secs(20)).success());
+
+    let out = soe(&["decode", "--pcap", pcap_arg, "--key", KEY, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    let datagrams = records(&lines, "datagram");
+    let sessions = records(&lines, "session");
+    assert!(datagrams.len() > 20, "{} datagrams", datagrams.len());
+    assert_eq!(sessions.len(), 2, "{sessions:#?}");
+    for d in &datagrams {
+        let verdict = d["crc"].as_str().or_else(|| d["crc"]["verdict"].as_str());
+        assert!(
+            matches!(verdict, Some("ok" | "none")),
+            "a datagram recorded from a real session fails its CRC: {d}"
+        );
+    }
+    // Each ping session: the client's messages, and the server's echoes, equal what was sent.
+    let server_addr = server.addr.to_string();
+    let echoes = messages_from(&datagrams, &server_addr);
+    let mut clients: Vec<String> = datagrams
+        .iter()
+        .filter_map(|d| d["src"].as_str())
+        .filter(|s| *s != server_addr)
+        .map(str::to_owned)
+        .collect();
+    clients.dedup();
+    clients.sort();
+    clients.dedup();
+    assert_eq!(clients.len(), 2, "{clients:?}");
+    let mut sent_sizes = Vec::new();
+    for client in &clients {
+        let sent = messages_from(&datagrams, client);
+        assert!(!sent.is_empty());
+        let size = sent[0].len();
+        let expected: Vec<Vec<u8>> = (0..sent.len() as u64).map(|s| message(s, size)).collect();
+        assert_eq!(sent, expected, "client {client} messages");
+        sent_sizes.push((size, sent.len()));
+    }
+    sent_sizes.sort_unstable();
+    assert_eq!(sent_sizes, vec![(40, 10), (3000, 6)]);
+    let mut expected_echoes: Vec<Vec<u8>> = Vec::new();
+    expected_echoes.extend((0..6).map(|s| message(s, 3000)));
+    expected_echoes.extend((0..10).map(|s| message(s, 40)));
+    let mut echoes_sorted = echoes.clone();
+    echoes_sorted.sort();
+    expected_echoes.sort();
+    assert_eq!(echoes_sorted, expected_echoes, "the server's echoes");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_gets_a_clear_message_and_a_failure_exit() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["ping", "127.0.0.1:9", "-c", "1", "--connect-timeout", "0.5"],
+            "did not answer",
+        ),
+        (
+            vec!["ping", "127.0.0.1:9", "--rc4-key", "not base64!"],
+            "not valid base64",
+        ),
+        (vec!["ping", "127.0.0.1:9", "--rc4-key", ""], "RC4 key"),
+        (vec!["load", "127.0.0.1:9", "--sessions", "2"], "--messages"),
+        (
+            vec!["load", "127.0.0.1:9", "--messages", "1", "--size", "9-3"],
+            "MIN no larger than MAX",
+        ),
+        (
+            vec![
+                "load",
+                "127.0.0.1:9",
+                "--messages",
+                "3",
+                "--connect-timeout",
+                "0.5",
+                "--json",
+            ],
+            "",
+        ),
+        (
+            vec![
+                "proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                "127.0.0.1:9",
+                "--loss",
+                "2",
+            ],
+            "probability",
+        ),
+        (vec!["serve", "--bind", "256.0.0.1:1"], "invalid"),
+        (vec!["serve", "--crc-length", "3"], "CRC length"),
+    ];
+    for (args, needle) in cases {
+        let out = soe(&args);
+        let stderr = text(&out.stderr);
+        let stdout = text(&out.stdout);
+        assert!(!out.status.success(), "{args:?} succeeded: {stdout}");
+        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: {needle:?} not in {stderr}"
+        );
+    }
+    // A load against nothing reports the failed sessions in its summary.
+    let out = soe(&[
+        "load",
+        "127.0.0.1:9",
+        "--messages",
+        "3",
+        "--connect-timeout",
+        "0.5",
+        "--json",
+    ]);
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(summary["sessions_failed"], 1);
+    assert!(
+        summary["failures"][0]
+            .as_str()
+            .is_some_and(|f| f.contains("did not answer")),
+        "{summary}"
+    );
+}
