@@ -18,18 +18,9 @@ pub(crate) const LIBRARY_CRATES: [&str; 7] = [
     "soe-async-std",
 ];
 
-/// The crates published to crates.io: the libraries and the `soe` tool, in dependency order
-/// (what `package` checks).
-pub(crate) const PUBLISHED_CRATES: [&str; 8] = [
-    "soe-crypto",
-    "soe-wire",
-    "soe-reliable",
-    "soe-session",
-    "soe-runtime",
-    "soe-tokio",
-    "soe-async-std",
-    "soe-cli",
-];
+/// The command-line tool, published after the library crates it builds on (`package` checks
+/// it with them).
+pub(crate) const TOOL_CRATE: &str = "soe-cli";
 
 /// The minimum supported Rust version of the library crates (`rust-version` in the workspace
 /// manifest), as a rustup toolchain name.
@@ -137,7 +128,7 @@ impl Step {
                 // `--allow-dirty`: this is a check, not a release, and must also run on a working
                 // tree with uncommitted changes.
                 cmd.args(["package", "--locked", "--allow-dirty"]);
-                for name in PUBLISHED_CRATES {
+                for name in LIBRARY_CRATES.into_iter().chain([TOOL_CRATE]) {
                     cmd.args(["-p", name]);
                 }
             }

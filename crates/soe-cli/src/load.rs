@@ -148,11 +148,7 @@ fn histogram() -> Histogram<u64> {
 
 /// Runs the command.
 pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(load(args))
+    crate::block_on(true, load(args))?
 }
 
 /// When each session stops sending.

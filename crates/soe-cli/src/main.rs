@@ -67,6 +67,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs a command's future on a tokio runtime: multi-threaded for the commands that serve many
+/// sessions (`serve`, `load`), on the calling thread for the others.
+fn block_on<F: Future>(multi_thread: bool, future: F) -> anyhow::Result<F::Output> {
+    let mut builder = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = builder
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    Ok(runtime.block_on(future))
+}
+
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))

@@ -36,11 +36,7 @@ pub(crate) struct PingArgs {
 
 /// Runs the command.
 pub(crate) fn run(args: PingArgs) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(ping(args))
+    crate::block_on(false, ping(args))?
 }
 
 async fn ping(args: PingArgs) -> Result<ExitCode> {

@@ -210,11 +210,7 @@ struct Client {
 
 /// Runs the command.
 pub(crate) fn run(args: ProxyArgs) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(proxy(args))
+    crate::block_on(false, proxy(args))?
 }
 
 struct Proxy {

@@ -78,11 +78,7 @@ type Live = Arc<Mutex<HashMap<ConnectionId, Connection>>>;
 
 /// Runs the command.
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args))
+    crate::block_on(true, serve(args))?
 }
 
 async fn serve(args: ServeArgs) -> Result<ExitCode> {
