@@ -205,7 +205,7 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
     let collapsed = |o: &echo::EchoOutcome, sessions: usize| {
         if o.connected < sessions || o.failed > 0 || o.echoes == 0 {
             Some(format!(
-                "{} of {sessions} connected, {} failed",
+                "peer: {} of {sessions} sessions connected, {} failed during the run",
                 o.connected, o.failed
             ))
         } else {

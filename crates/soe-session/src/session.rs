@@ -155,8 +155,10 @@ pub struct Session {
     /// The latest `now` this session was given (when it closed, for a finished one).
     last_now: Instant,
     remap_next: Option<Instant>,
-    net_rtt: Option<Duration>,
-    net_min_rtt: Option<Duration>,
+    /// The smoothed and the smallest NetStatus round trip, in microseconds (4 bytes each
+    /// instead of a `Duration`'s 16: an idle session costs less at 100k).
+    net_rtt_us: Option<u32>,
+    net_min_rtt_us: Option<u32>,
     counters: Counters,
     data: Option<Box<DataPath>>,
     scratch: Option<Box<Scratch>>,
@@ -291,8 +293,8 @@ impl Session {
             net_sent_at: None,
             last_now: now,
             remap_next: None,
-            net_rtt: None,
-            net_min_rtt: None,
+            net_rtt_us: None,
+            net_min_rtt_us: None,
             counters: Counters::default(),
             data: None,
             scratch: None,
@@ -431,8 +433,8 @@ impl Session {
     pub fn stats(&self) -> SessionStats {
         let c = &self.counters;
         let mut s = SessionStats {
-            rtt: self.net_rtt,
-            min_rtt: self.net_min_rtt,
+            rtt: self.net_rtt_us.map(micros),
+            min_rtt: self.net_min_rtt_us.map(micros),
             datagrams_sent: c.datagrams_sent,
             bytes_sent: c.bytes_sent,
             datagrams_received: c.datagrams_received,
@@ -1106,11 +1108,13 @@ impl Session {
     }
 
     fn on_rtt_sample(&mut self, sample: Duration) {
-        self.net_rtt = Some(match self.net_rtt {
+        let sample = u32::try_from(sample.as_micros()).unwrap_or(u32::MAX);
+        self.net_rtt_us = Some(match self.net_rtt_us {
             None => sample,
-            Some(s) => (s * 7 + sample) / 8,
+            // At most u32::MAX: the weighted mean of two u32 values.
+            Some(s) => ((u64::from(s) * 7 + u64::from(sample)) / 8) as u32,
         });
-        self.net_min_rtt = Some(self.net_min_rtt.map_or(sample, |m| m.min(sample)));
+        self.net_min_rtt_us = Some(self.net_min_rtt_us.map_or(sample, |m| m.min(sample)));
     }
 
     fn deliver_unreliable(&mut self, kind: Delivery, data: &[u8]) {
@@ -1288,13 +1292,13 @@ impl Session {
         }
         if self.pending & P_NET_REQUEST != 0 {
             let tick = self.millis(now) as u16;
-            let rtt_ms = |d: Option<Duration>| d.map_or(0, |d| d.as_millis() as u32);
+            let rtt_ms = |us: Option<u32>| us.map_or(0, |us| us / 1000);
             let packet = Packet::NetStatusRequest(NetStatusRequest {
                 client_tick: tick,
-                last_update_ms: rtt_ms(self.net_rtt),
-                average_update_ms: rtt_ms(self.net_rtt),
-                shortest_update_ms: rtt_ms(self.net_min_rtt),
-                longest_update_ms: rtt_ms(self.net_rtt),
+                last_update_ms: rtt_ms(self.net_rtt_us),
+                average_update_ms: rtt_ms(self.net_rtt_us),
+                shortest_update_ms: rtt_ms(self.net_min_rtt_us),
+                longest_update_ms: rtt_ms(self.net_rtt_us),
                 last_server_update_ms: 0,
                 packets_sent: self.counters.datagrams_sent,
                 packets_received: self.counters.datagrams_received,
@@ -1399,4 +1403,9 @@ fn reason_for(e: &ReliableError) -> DisconnectReason {
         ReliableError::MessageTooLarge { .. } => DisconnectReason::ReliableOverflow,
         _ => DisconnectReason::CorruptPacket,
     }
+}
+
+/// A duration of `us` microseconds.
+fn micros(us: u32) -> Duration {
+    Duration::from_micros(u64::from(us))
 }
