@@ -44,6 +44,10 @@ pub struct StackCounters {
     pub packets_sent: u64,
     /// Reliable data packets sent again.
     pub packets_resent: u64,
+    /// Reliable data packets that arrived again after the first copy: resends of packets the
+    /// peer already held (or copies the link duplicated). Zero for soe-protocol, whose sessions
+    /// do not count them.
+    pub duplicates_received: u64,
 }
 
 /// A client and a server session of one implementation, driven by the harness.
@@ -282,6 +286,7 @@ impl Stack for OursPair {
         {
             c.packets_sent += s.reliable_packets_sent;
             c.packets_resent += s.resends;
+            c.duplicates_received += s.duplicates;
         }
         c
     }
@@ -414,6 +419,7 @@ impl Stack for SoeProtocolPair {
         StackCounters {
             packets_sent: self.wire[0].sent + self.wire[1].sent,
             packets_resent: self.wire[0].resent + self.wire[1].resent,
+            duplicates_received: 0,
         }
     }
 }
