@@ -9,9 +9,22 @@
 //! ack at all (persistent congestion) drop the window to the floor whatever the round trips say.
 //! A reduction found spurious (the lost packet's original was acknowledged) is undone.
 
+use std::time::Duration;
+
 /// The window after a reduction, as a fraction of the window before it.
 const BETA_NUM: u32 = 7;
 const BETA_DEN: u32 = 10;
+
+/// What a window spans: a round trip on the path, and the time the peer holds an ack back.
+/// Packets in flight for the ack delay have arrived and sit in no queue, so a reduction leaves
+/// that share of the window alone (zero `ack_delay`: the plain 7/10 cut).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PathShare {
+    /// The smoothed round trip.
+    pub(crate) rtt: Duration,
+    /// The peer's observed ack delay.
+    pub(crate) ack_delay: Duration,
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct Congestion {
@@ -81,7 +94,13 @@ impl Congestion {
     /// Packet `lost` was declared lost while `next` was the next sequence to assign. Starts an
     /// episode unless one covers `lost`; reduces the window when a new episode starts and the
     /// path is `queueing`. Returns whether it reduced.
-    pub(crate) fn on_loss(&mut self, lost: u64, next: u64, queueing: bool) -> bool {
+    pub(crate) fn on_loss(
+        &mut self,
+        lost: u64,
+        next: u64,
+        queueing: bool,
+        path: PathShare,
+    ) -> bool {
         if self.recovery_end.is_some_and(|end| lost < end) {
             return false;
         }
@@ -91,13 +110,23 @@ impl Congestion {
         if !queueing {
             return false;
         }
-        self.reduce();
+        self.reduce(path);
         true
     }
 
-    fn reduce(&mut self) {
+    fn reduce(&mut self, path: PathShare) {
         self.undo = Some((self.window, self.ssthresh));
-        self.window = (self.window * BETA_NUM / BETA_DEN).max(self.floor);
+        // Only the share of the window that is on the path is cut; the share the peer holds
+        // unacknowledged for its ack delay occupies no queue.
+        let rtt = path.rtt.as_nanos().max(1);
+        let held = path.ack_delay.as_nanos();
+        let window = u128::from(self.window);
+        // Rounded up, so that with no hold the window is the plain 7/10 of itself, rounded down.
+        let den = u128::from(BETA_DEN) * (rtt + held);
+        let cut = (window * u128::from(BETA_DEN - BETA_NUM) * rtt).div_ceil(den);
+        self.window = u32::try_from(window - cut)
+            .unwrap_or(self.window)
+            .max(self.floor);
         self.ssthresh = self.window;
         self.credit = 0;
         self.reduced = true;
@@ -134,6 +163,11 @@ impl Congestion {
 mod tests {
     use super::*;
 
+    const NO_HOLD: PathShare = PathShare {
+        rtt: Duration::from_millis(10),
+        ack_delay: Duration::ZERO,
+    };
+
     #[test]
     fn slow_start_then_additive_increase() {
         let mut c = Congestion::new(8, 196);
@@ -142,7 +176,7 @@ mod tests {
         assert_eq!(c.window(), 16, "slow start doubles per window");
         c.on_ack(16, 23);
         assert_eq!(c.window(), 32);
-        assert!(c.on_loss(20, 40, true));
+        assert!(c.on_loss(20, 40, true, NO_HOLD));
         assert_eq!(c.window(), 22, "7/10");
         // No growth until the episode ends with an ack of a packet sent after it began.
         c.on_ack(10, 39);
@@ -168,7 +202,7 @@ mod tests {
         let mut c = Congestion::new(8, 196);
         c.on_ack(100, 99);
         let w = c.window();
-        assert!(!c.on_loss(50, 120, false), "no queue: random loss");
+        assert!(!c.on_loss(50, 120, false, NO_HOLD), "no queue: random loss");
         assert_eq!(c.window(), w);
         c.on_ack(4, 100);
         assert!(
@@ -176,14 +210,17 @@ mod tests {
             "growth goes on through a non-reducing episode"
         );
         let w = c.window();
-        assert!(!c.on_loss(110, 130, true), "same episode (110 < 120)");
+        assert!(
+            !c.on_loss(110, 130, true, NO_HOLD),
+            "same episode (110 < 120)"
+        );
         assert_eq!(c.window(), w);
-        assert!(c.on_loss(121, 140, true), "a new episode");
+        assert!(c.on_loss(121, 140, true, NO_HOLD), "a new episode");
         assert_eq!(c.window(), w * 7 / 10);
-        assert!(!c.on_loss(139, 150, true));
+        assert!(!c.on_loss(139, 150, true, NO_HOLD));
         for round in 0..20u64 {
             c.on_ack(1, 200 + round * 100);
-            c.on_loss(201 + round * 100, 300 + round * 100, true);
+            c.on_loss(201 + round * 100, 300 + round * 100, true, NO_HOLD);
         }
         assert_eq!(c.window(), 4, "floor: half the initial window");
     }
@@ -193,7 +230,7 @@ mod tests {
         let mut c = Congestion::new(8, 196);
         c.on_ack(24, 23);
         assert_eq!(c.window(), 32);
-        assert!(c.on_loss(10, 40, true));
+        assert!(c.on_loss(10, 40, true, NO_HOLD));
         assert!(!c.on_spurious(45), "not in the episode");
         assert!(c.on_spurious(10));
         assert_eq!(c.window(), 32);
@@ -213,7 +250,30 @@ mod tests {
         let c = Congestion::new(500, 20);
         assert_eq!(c.window(), 20, "initial above the cap");
         let mut c = Congestion::new(1, 1);
-        c.on_loss(0, 1, true);
+        c.on_loss(0, 1, true, NO_HOLD);
         assert_eq!(c.window(), 1);
+    }
+
+    #[test]
+    fn a_reduction_spares_the_share_the_peer_holds() {
+        let mut c = Congestion::new(8, 196);
+        c.on_ack(92, 91);
+        assert_eq!(c.window(), 100);
+        // A 10 ms path and a peer that holds acks 30 ms: three quarters of the window sit
+        // acknowledged-to-be at the peer, so only the quarter on the path is cut by 3/10.
+        let held = PathShare {
+            rtt: Duration::from_millis(10),
+            ack_delay: Duration::from_millis(30),
+        };
+        assert!(c.on_loss(95, 120, true, held));
+        assert_eq!(
+            c.window(),
+            92,
+            "100 - 100 x 1/4 x 3/10 (the cut rounded up)"
+        );
+        assert!(c.on_spurious(95));
+        assert_eq!(c.window(), 100);
+        assert!(c.on_loss(121, 140, true, NO_HOLD));
+        assert_eq!(c.window(), 70, "no hold: the plain 7/10");
     }
 }

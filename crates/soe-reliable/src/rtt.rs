@@ -107,6 +107,12 @@ impl RttEstimator {
         Some((rtt + rtt / 8 + reorder).max(GRANULARITY))
     }
 
+    /// The peer's observed ack delay (zero before any sample): how much longer than a round
+    /// trip a packet that arrived in order may wait for its cumulative ack.
+    pub(crate) fn ack_delay(&self) -> Duration {
+        self.estimate.map_or(Duration::ZERO, |e| e.ack_delay)
+    }
+
     /// The probe timeout: max(2 SRTT, SRTT + max(4 RTTVAR, 1 ms)) plus the peer's observed ack
     /// delay, or `initial` before any sample; clamped to `[min, max]`.
     pub(crate) fn pto(&self, initial: Duration, min: Duration, max: Duration) -> Duration {

@@ -11,7 +11,7 @@ use soe_wire::varint::group_len_size;
 
 use crate::arena::{ARENA_CHUNK, reserve};
 use crate::channel::{Opcodes, put_header};
-use crate::congestion::Congestion;
+use crate::congestion::{Congestion, PathShare};
 use crate::pacing::Pacer;
 use crate::rtt::RttEstimator;
 use crate::seq::expand;
@@ -216,6 +216,18 @@ impl Sender {
 
     pub(crate) fn rtt(&self) -> &RttEstimator {
         &self.rtt
+    }
+
+    /// The round trip and how long the peer holds acks, for a window reduction. The observed
+    /// ack delay is measured against the shortest round trip, so it also holds the queueing of
+    /// the moment; that part (SRTT beyond the shortest round trip) is on the path, not held.
+    fn path_share(&self) -> PathShare {
+        let rtt = self.rtt.smoothed().unwrap_or_default();
+        let queueing = rtt.saturating_sub(self.rtt.min().unwrap_or_default());
+        PathShare {
+            rtt,
+            ack_delay: self.rtt.ack_delay().saturating_sub(queueing),
+        }
     }
 
     pub(crate) fn congestion_window(&self) -> u32 {
@@ -603,27 +615,46 @@ impl Sender {
         self.check_flight();
     }
 
-    /// Declares lost every unacknowledged packet sent before a delivered one that is either
-    /// [`PACKET_THRESHOLD`] sequences behind the highest acknowledged, or out longer than the
-    /// time threshold; arms the loss timer for the rest of the candidates.
+    /// Declares lost every unacknowledged packet sent before a delivered one that is known to be
+    /// missing at the peer and either [`PACKET_THRESHOLD`] sequences behind the highest
+    /// acknowledged or out longer than the time threshold; arms the loss timer for the rest of
+    /// the candidates.
+    ///
+    /// A peer acknowledges selectively only packets that arrive ahead of its next expected
+    /// sequence, and may hold the cumulative ack of the packets before that hole for its ack
+    /// delay (h1z1-server: about 24 ms). So an unacknowledged packet is known to be missing when
+    /// a selectively acknowledged one precedes it or comes right after it; the unacknowledged
+    /// run below the lowest selective ack may instead have arrived in order and be waiting for
+    /// that delayed cumulative ack. Packets of that run are declared lost only by the time
+    /// threshold plus the peer's observed ack delay, so a slow acker's in-order packets are not
+    /// resent each time a later packet is lost.
     fn detect_losses(&mut self, now: Instant, stats: &mut ChannelStats) {
         self.loss_time = None;
         let (Some(rack), Some(delay)) = (self.rack_sent, self.rtt.loss_delay(self.reorder_extra))
         else {
             return;
         };
+        let held_delay = delay + self.rtt.ack_delay();
         let largest = self.largest_acked.unwrap_or(0);
         let mut first_lost = None;
-        for (index, slot) in self.in_flight.iter_mut().enumerate() {
-            let Some(packet) = slot else { continue };
+        // Whether a selectively acknowledged packet precedes the current one.
+        let mut past_hole = false;
+        for index in 0..self.in_flight.len() {
+            let before_acked = matches!(self.in_flight.get(index + 1), Some(None));
+            let Some(Some(packet)) = self.in_flight.get_mut(index) else {
+                past_hole = true;
+                continue;
+            };
             let sequence = self.base + index as u64;
             let sent_before = packet.last_sent < rack
                 || (packet.last_sent == rack && packet.transmissions == 1 && sequence < largest);
             if packet.resend_queued || !sent_before {
                 continue;
             }
-            let by_count = packet.transmissions == 1 && sequence + PACKET_THRESHOLD <= largest;
-            let lost_at = packet.last_sent + delay;
+            let missing = past_hole || before_acked;
+            let by_count =
+                missing && packet.transmissions == 1 && sequence + PACKET_THRESHOLD <= largest;
+            let lost_at = packet.last_sent + if missing { delay } else { held_delay };
             if by_count || lost_at <= now {
                 packet.resend_queued = true;
                 packet.fast = true;
@@ -639,6 +670,7 @@ impl Sender {
                 sequence,
                 self.next,
                 self.rtt.queueing(),
+                self.path_share(),
             ));
         }
     }
@@ -712,6 +744,7 @@ impl Sender {
                             base,
                             self.next,
                             self.rtt.queueing(),
+                            self.path_share(),
                         ));
                     }
                 }

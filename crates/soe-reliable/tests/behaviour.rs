@@ -278,21 +278,24 @@ fn losses_found_by_packet_and_time_threshold_without_a_timer() {
     drain(&mut tx, t0);
     tx.handle_ack_all(t0 + 50 * MS, 0); // SRTT 50 ms
     let t1 = t0 + 60 * MS;
-    for m in [&b"p1"[..], b"p2", b"p3", b"p4"] {
+    for m in [&b"p1"[..], b"p2", b"p3", b"p4", b"p5"] {
         tx.send(Bytes::from_static(m)).unwrap();
     }
-    assert_eq!(drain(&mut tx, t1).len(), 4);
-    // p4 acknowledged: p1 is three sequences behind it (the packet threshold) and is resent at
-    // once; p2 and p3 wait for the time threshold.
-    tx.handle_ack(t1 + 20 * MS, 4);
+    assert_eq!(drain(&mut tx, t1).len(), 5);
+    // p2 and p5 acknowledged selectively: the peer lacks p1 (right below p2) and p3 and p4
+    // (past the first selective ack). p1 is three sequences behind p5 (the packet threshold)
+    // and is resent at once; p3 and p4 wait for the time threshold.
+    tx.handle_ack(t1 + 20 * MS, 2);
+    tx.handle_ack(t1 + 20 * MS, 5);
     let resent: Vec<u16> = drain(&mut tx, t1 + 20 * MS)
         .iter()
         .map(|p| sequence_of(p))
         .collect();
     assert_eq!(resent, [1]);
-    // 9/8 of max(SRTT 46.25 ms, latest 20 ms) after their send: long before any probe timer.
+    // 9/8 of max(SRTT, latest 20 ms) after their send: long before any probe timer.
+    let rtt = tx.rtt().unwrap();
     let deadline = tx.poll_timeout().unwrap();
-    assert_eq!(deadline, t1 + Duration::from_nanos(52_031_250));
+    assert_eq!(deadline, t1 + rtt.smoothed + rtt.smoothed / 8);
     tx.handle_timeout(deadline - MS).unwrap();
     assert!(drain(&mut tx, deadline - MS).is_empty(), "not yet");
     tx.handle_timeout(deadline).unwrap();
@@ -300,14 +303,61 @@ fn losses_found_by_packet_and_time_threshold_without_a_timer() {
         .iter()
         .map(|p| sequence_of(p))
         .collect();
-    assert_eq!(resent, [2, 3]);
+    assert_eq!(resent, [3, 4]);
     assert_eq!(tx.stats().fast_resends, 3);
     assert_eq!(tx.stats().timeouts, 0, "no timer was needed");
-    // p2 and p3 were only late: their acks come 2 ms after the resends, sooner than any round
+    // p3 and p4 were only late: their acks come 2 ms after the resends, sooner than any round
     // trip, so the resends were spurious. p1's ack is for its resend.
-    tx.handle_ack_all(deadline + 2 * MS, 3);
+    tx.handle_ack_all(deadline + 2 * MS, 4);
     assert!(tx.is_flushed());
     assert_eq!(tx.stats().spurious_resends, 2);
+}
+
+/// A peer that holds its cumulative ack (h1z1-server: about 24 ms) acknowledges the packets
+/// after a lost one selectively at once, while the in-order packets before the loss wait for its
+/// ack timer. Only the lost packet is resent; the in-order run is taken as lost only after the
+/// time threshold plus the peer's observed ack delay, which its late cumulative ack beats.
+#[test]
+fn in_order_packets_awaiting_a_delayed_ack_are_not_resent() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default().with_bundle_messages(false);
+    let mut tx = channel_with(config, 496);
+    tx.send(Bytes::from_static(b"p0")).unwrap();
+    drain(&mut tx, t0);
+    tx.handle_ack_all(t0 + 10 * MS, 0); // the shortest round trip: 10 ms
+    // The next cumulative ack comes 34 ms after its packet: the peer held it 24 ms.
+    tx.send(Bytes::from_static(b"p1")).unwrap();
+    drain(&mut tx, t0 + 20 * MS);
+    tx.handle_ack_all(t0 + 54 * MS, 1);
+    assert_eq!(tx.rtt().unwrap().ack_delay, 24 * MS);
+    let t1 = t0 + 60 * MS;
+    for i in 2..=9u8 {
+        tx.send(Bytes::from(vec![b'p', i])).unwrap();
+    }
+    assert_eq!(drain(&mut tx, t1).len(), 8);
+    // p2 to p4 arrived in order and wait for the peer's timer; p5 is lost; p6 to p9 arrive
+    // ahead of the hole and are acknowledged selectively at once.
+    for s in 6..=9 {
+        tx.handle_ack(t1 + 10 * MS, s);
+    }
+    let resent: Vec<u16> = drain(&mut tx, t1 + 10 * MS)
+        .iter()
+        .map(|p| sequence_of(p))
+        .collect();
+    assert_eq!(
+        resent,
+        [5],
+        "only the packet right below the selective acks"
+    );
+    // The in-order run is not declared lost before its cumulative ack is due.
+    let t2 = t1 + 24 * MS;
+    tx.handle_timeout(t2).unwrap();
+    assert!(drain(&mut tx, t2).is_empty(), "p2 to p4 are not resent");
+    tx.handle_ack_all(t2, 4);
+    tx.handle_ack_all(t2 + 10 * MS, 9);
+    assert!(tx.is_flushed());
+    assert_eq!(tx.stats().packets_resent, 1);
+    assert_eq!(tx.stats().spurious_resends, 0);
 }
 
 #[test]
