@@ -31,8 +31,8 @@ const DRAIN: Duration = Duration::from_secs(60);
 
 fn describe(r: &RunResult, w: Workload) -> String {
     format!(
-        "seed {} ({}): connected {}, death {:?}, {:?}, resends {}/{} (replay with \
-         SOE_NETEM_SEED={})",
+        "seed {} ({}): connected {}, death {:?}, {:?}, resends {}/{}, {} arrived twice (replay \
+         with SOE_NETEM_SEED={})",
         r.seed,
         w.name(),
         r.connected,
@@ -40,28 +40,46 @@ fn describe(r: &RunResult, w: Workload) -> String {
         r.verdict,
         r.counters.packets_resent,
         r.counters.packets_sent,
+        r.counters.duplicates_received,
         r.seed
     )
 }
 
-/// Runs echo, bulk and tick traffic under `condition` at each round trip for every seed; fails
-/// listing every unclean run.
-fn exactly_once(stack: StackKind, condition: Condition) {
+/// Runs `config(seed, rtt, workload)` for every seed, round trip and workload; returns a line
+/// for each run that is unclean or that `fails`.
+fn failing_runs(
+    config: impl Fn(u64, Duration, Workload) -> RunConfig,
+    fails: impl Fn(&RunResult, Workload) -> bool,
+) -> Vec<String> {
     let mut failures = Vec::new();
     for seed in seeds() {
         for rtt in RTTS.map(Duration::from_millis) {
             for workload in Workload::ALL {
-                let mut config = RunConfig::new(stack, workload, rtt, condition.clone(), seed)
-                    .with_duration(TRAFFIC);
-                config.drain = DRAIN;
-                let r = run(&config);
-                assert!(r.verdict.sent > 0, "{}", describe(&r, workload));
-                if !r.is_clean() {
+                let r = run(&config(seed, rtt, workload));
+                if !r.is_clean() || fails(&r, workload) {
                     failures.push(format!("RTT {rtt:?}: {}", describe(&r, workload)));
                 }
             }
         }
     }
+    failures
+}
+
+/// Runs echo, bulk and tick traffic under `condition` at each round trip for every seed; fails
+/// listing every unclean run.
+fn exactly_once(stack: StackKind, condition: Condition) {
+    let failures = failing_runs(
+        |seed, rtt, workload| {
+            let mut config = RunConfig::new(stack, workload, rtt, condition.clone(), seed)
+                .with_duration(TRAFFIC);
+            config.drain = DRAIN;
+            config
+        },
+        |r, workload| {
+            assert!(r.verdict.sent > 0, "{}", describe(r, workload));
+            false
+        },
+    );
     assert!(
         failures.is_empty(),
         "{} under {}: {} unclean runs:\n{}",
@@ -136,29 +154,20 @@ fn slow_acker_duplication() {
 /// (spuriously, since nothing is lost) at most 1 % of its packets.
 #[test]
 fn slow_acker_no_spurious_resends_on_clean_path() {
-    let mut failures = Vec::new();
-    for seed in seeds() {
-        for rtt in RTTS.map(Duration::from_millis) {
-            for workload in Workload::ALL {
-                let config = RunConfig {
-                    rate: 0,
-                    ..RunConfig::new(
-                        StackKind::OursVsSlowAcker,
-                        workload,
-                        rtt,
-                        Condition::loss(0.0),
-                        seed,
-                    )
-                    .with_duration(TRAFFIC)
-                };
-                let r = run(&config);
-                let c = r.counters;
-                if !r.is_clean() || c.packets_resent * 100 > c.packets_sent {
-                    failures.push(format!("RTT {rtt:?}: {}", describe(&r, workload)));
-                }
-            }
-        }
-    }
+    let failures = failing_runs(
+        |seed, rtt, workload| RunConfig {
+            rate: 0,
+            ..RunConfig::new(
+                StackKind::OursVsSlowAcker,
+                workload,
+                rtt,
+                Condition::loss(0.0),
+                seed,
+            )
+            .with_duration(TRAFFIC)
+        },
+        |r, _| r.counters.packets_resent * 100 > r.counters.packets_sent,
+    );
     assert!(
         failures.is_empty(),
         "spurious resends above 1% (or unclean runs):\n{}",
@@ -174,30 +183,19 @@ fn slow_acker_no_spurious_resends_on_clean_path() {
 /// are acknowledged selectively (that made 7 % to 11 % of bulk packets arrive twice).
 #[test]
 fn slow_acker_resends_what_the_peer_lacks() {
-    let mut failures = Vec::new();
-    for seed in seeds() {
-        for rtt in RTTS.map(Duration::from_millis) {
-            for workload in Workload::ALL {
-                let config = RunConfig::new(
-                    StackKind::OursVsSlowAcker,
-                    workload,
-                    rtt,
-                    Condition::loss(0.01),
-                    seed,
-                )
-                .with_duration(TRAFFIC);
-                let r = run(&config);
-                let c = r.counters;
-                if !r.is_clean() || c.duplicates_received * 100 > c.packets_sent * 3 {
-                    failures.push(format!(
-                        "RTT {rtt:?}: {}, {} arrived twice",
-                        describe(&r, workload),
-                        c.duplicates_received
-                    ));
-                }
-            }
-        }
-    }
+    let failures = failing_runs(
+        |seed, rtt, workload| {
+            RunConfig::new(
+                StackKind::OursVsSlowAcker,
+                workload,
+                rtt,
+                Condition::loss(0.01),
+                seed,
+            )
+            .with_duration(TRAFFIC)
+        },
+        |r, _| r.counters.duplicates_received * 100 > r.counters.packets_sent * 3,
+    );
     assert!(
         failures.is_empty(),
         "needless resends above 3% at 1% loss (or unclean runs):\n{}",

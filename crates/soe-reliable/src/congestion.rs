@@ -16,14 +16,14 @@ const BETA_NUM: u32 = 7;
 const BETA_DEN: u32 = 10;
 
 /// What a window spans: a round trip on the path, and the time the peer holds an ack back.
-/// Packets in flight for the ack delay have arrived and sit in no queue, so a reduction leaves
-/// that share of the window alone (zero `ack_delay`: the plain 7/10 cut).
+/// Packets in flight for that hold have arrived and sit in no queue, so a reduction leaves that
+/// share of the window alone (zero `hold`: the plain 7/10 cut).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PathShare {
     /// The smoothed round trip.
     pub(crate) rtt: Duration,
-    /// The peer's observed ack delay.
-    pub(crate) ack_delay: Duration,
+    /// How long the peer holds its acks, beyond the round trip.
+    pub(crate) hold: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -119,7 +119,7 @@ impl Congestion {
         // Only the share of the window that is on the path is cut; the share the peer holds
         // unacknowledged for its ack delay occupies no queue.
         let rtt = path.rtt.as_nanos().max(1);
-        let held = path.ack_delay.as_nanos();
+        let held = path.hold.as_nanos();
         let window = u128::from(self.window);
         // Rounded up, so that with no hold the window is the plain 7/10 of itself, rounded down.
         let den = u128::from(BETA_DEN) * (rtt + held);
@@ -165,7 +165,7 @@ mod tests {
 
     const NO_HOLD: PathShare = PathShare {
         rtt: Duration::from_millis(10),
-        ack_delay: Duration::ZERO,
+        hold: Duration::ZERO,
     };
 
     #[test]
@@ -263,7 +263,7 @@ mod tests {
         // acknowledged-to-be at the peer, so only the quarter on the path is cut by 3/10.
         let held = PathShare {
             rtt: Duration::from_millis(10),
-            ack_delay: Duration::from_millis(30),
+            hold: Duration::from_millis(30),
         };
         assert!(c.on_loss(95, 120, true, held));
         assert_eq!(

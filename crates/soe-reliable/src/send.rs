@@ -226,7 +226,7 @@ impl Sender {
         let queueing = rtt.saturating_sub(self.rtt.min().unwrap_or_default());
         PathShare {
             rtt,
-            ack_delay: self.rtt.ack_delay().saturating_sub(queueing),
+            hold: self.rtt.ack_delay().saturating_sub(queueing),
         }
     }
 

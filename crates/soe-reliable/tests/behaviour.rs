@@ -34,6 +34,11 @@ fn sequence_of(packet: &[u8]) -> u16 {
     u16::from_be_bytes([packet[2], packet[3]])
 }
 
+/// The sequences of the packets the channel sends at `now`.
+fn sent_sequences(ch: &mut ReliableChannel, now: Instant) -> Vec<u16> {
+    drain(ch, now).iter().map(|p| sequence_of(p)).collect()
+}
+
 #[test]
 fn small_messages_are_grouped_and_escaped() {
     let now = Instant::now();
@@ -287,10 +292,7 @@ fn losses_found_by_packet_and_time_threshold_without_a_timer() {
     // and is resent at once; p3 and p4 wait for the time threshold.
     tx.handle_ack(t1 + 20 * MS, 2);
     tx.handle_ack(t1 + 20 * MS, 5);
-    let resent: Vec<u16> = drain(&mut tx, t1 + 20 * MS)
-        .iter()
-        .map(|p| sequence_of(p))
-        .collect();
+    let resent = sent_sequences(&mut tx, t1 + 20 * MS);
     assert_eq!(resent, [1]);
     // 9/8 of max(SRTT, latest 20 ms) after their send: long before any probe timer.
     let rtt = tx.rtt().unwrap();
@@ -299,10 +301,7 @@ fn losses_found_by_packet_and_time_threshold_without_a_timer() {
     tx.handle_timeout(deadline - MS).unwrap();
     assert!(drain(&mut tx, deadline - MS).is_empty(), "not yet");
     tx.handle_timeout(deadline).unwrap();
-    let resent: Vec<u16> = drain(&mut tx, deadline)
-        .iter()
-        .map(|p| sequence_of(p))
-        .collect();
+    let resent = sent_sequences(&mut tx, deadline);
     assert_eq!(resent, [3, 4]);
     assert_eq!(tx.stats().fast_resends, 3);
     assert_eq!(tx.stats().timeouts, 0, "no timer was needed");
@@ -340,10 +339,7 @@ fn in_order_packets_awaiting_a_delayed_ack_are_not_resent() {
     for s in 6..=9 {
         tx.handle_ack(t1 + 10 * MS, s);
     }
-    let resent: Vec<u16> = drain(&mut tx, t1 + 10 * MS)
-        .iter()
-        .map(|p| sequence_of(p))
-        .collect();
+    let resent = sent_sequences(&mut tx, t1 + 10 * MS);
     assert_eq!(
         resent,
         [5],
