@@ -39,8 +39,9 @@ pub(crate) fn put_header(out: &mut Vec<u8>, opcode: u16, sequence: u64) {
 ///
 /// Memory is bounded by the configuration: the send queue by `max_queued_messages` (plus the
 /// packets in flight, at most `max_send_window`), out-of-order storage by `receive_window`
-/// packets, reassembly by `max_message_size`, and undelivered messages by `max_queued_messages`
-/// and `max_message_size` (plus what one packet and the stored window hold).
+/// packets (the expected packet, when held for lack of room, included), reassembly by
+/// `max_message_size`, and undelivered messages by `max_queued_messages` and `max_message_size`
+/// exactly (an empty queue takes any one packet, which may exceed them).
 #[derive(Debug)]
 pub struct ReliableChannel {
     channel: Channel,
@@ -214,12 +215,14 @@ impl ReliableChannel {
         Some(len)
     }
 
-    /// The earliest timer: delayed cumulative ack, loss detection (a loss candidate's time
+    /// The earliest timer: delayed cumulative ack, delivery of a packet held for lack of room
+    /// (due once the application has taken enough messages), loss detection (a loss candidate's time
     /// threshold, or the probe timeout), the pacer releasing a held-back packet, or the
     /// unacknowledged limit.
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
             self.rx.ack_deadline(),
+            self.rx.resume_deadline(&self.config),
             self.tx.loss_deadline(&self.config),
             self.tx.pacing_deadline(),
             self.tx.give_up_deadline(&self.config),
@@ -233,6 +236,7 @@ impl ReliableChannel {
     /// [`ReliableError::UnacknowledgedTimeout`] when a packet has waited past
     /// `unacknowledged_timeout`.
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ReliableError> {
+        self.rx.resume(now, &self.config, &mut self.stats)?;
         self.tx.on_timeout(now, &self.config, &mut self.stats)
     }
 

@@ -8,6 +8,11 @@ use crate::ReliableError;
 /// from "behind" only within half the sequence space.
 pub const MAX_WINDOW: u16 = 32768;
 
+/// The longest duration [`ReliableConfig::validate`] accepts for any timing (one year, as
+/// `SessionConfig` keeps): deadlines are computed as `now + duration`, and a longer duration
+/// could overflow `Instant` there.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Limits and timings shared by the channels of a session (wrap it in an `Arc`).
 ///
 /// Every limit bounds memory or time a peer can make this side spend; the defaults are safe for
@@ -19,8 +24,11 @@ pub const MAX_WINDOW: u16 = 32768;
 pub struct ReliableConfig {
     /// Messages the application may queue per channel before [`send`] answers
     /// [`SendError::QueueFull`](crate::SendError::QueueFull). Also bounds messages received and
-    /// not yet taken with [`poll_message`]: past it, new in-order packets are left unacknowledged
-    /// so the peer sends them again later. Default 4096; at least 1.
+    /// not yet taken with [`poll_message`], exactly: an in-order packet whose messages would go
+    /// past it (or past `max_message_size` bytes) is kept within the receive window but not
+    /// acknowledged, and is delivered once the application has taken enough messages. The one
+    /// exception is an empty queue, which takes any single packet (a Group may carry more
+    /// messages than the limit). Default 4096; at least 1.
     ///
     /// [`send`]: crate::ReliableChannel::send
     /// [`poll_message`]: crate::ReliableChannel::poll_message
@@ -233,7 +241,8 @@ impl ReliableConfig {
         with_ack_elicitor, ack_elicitor: AckElicitor
     );
 
-    /// Checks every field against its documented range.
+    /// Checks every field against its documented range. Every duration must be at most
+    /// [`MAX_DURATION`].
     pub fn validate(&self) -> Result<(), ReliableError> {
         fn check(
             ok: bool,
@@ -252,6 +261,21 @@ impl ReliableConfig {
             }
         }
         let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        for (field, d) in [
+            ("ack_delay (ms)", self.ack_delay),
+            ("initial_rto (ms)", self.initial_rto),
+            ("min_rto (ms)", self.min_rto),
+            ("max_rto (ms)", self.max_rto),
+            ("max_ack_delay (ms)", self.max_ack_delay),
+            ("unacknowledged_timeout (ms)", self.unacknowledged_timeout),
+        ] {
+            check(
+                d <= MAX_DURATION,
+                field,
+                millis(d),
+                "at most MAX_DURATION (one year)",
+            )?;
+        }
         check(
             self.max_queued_messages >= 1,
             "max_queued_messages",
@@ -349,5 +373,14 @@ mod tests {
                 .validate()
                 .is_err()
         );
+        let err = ReliableConfig::default()
+            .with_ack_delay(MAX_DURATION + Duration::from_nanos(1))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("ack_delay"), "{err}");
+        ReliableConfig::default()
+            .with_ack_delay(MAX_DURATION)
+            .validate()
+            .unwrap();
     }
 }

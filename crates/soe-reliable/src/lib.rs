@@ -69,7 +69,7 @@ mod seq;
 mod stats;
 
 pub use channel::{MIN_PACKET_LEN, ReliableChannel};
-pub use config::{AckElicitor, MAX_WINDOW, ReliableConfig};
+pub use config::{AckElicitor, MAX_DURATION, MAX_WINDOW, ReliableConfig};
 pub use error::{ReliableError, SendError};
 pub use ordered::{OrderedReceiver, OrderedSender};
 pub use rtt::RttEstimate;

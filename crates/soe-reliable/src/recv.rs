@@ -38,6 +38,23 @@ struct Reassembly {
     buf: Vec<u8>,
 }
 
+/// What became of an in-order packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admit {
+    /// Taken: delivered, or added to a reassembly.
+    Taken,
+    /// Its messages would take the undelivered queue past `max_queued_messages` or
+    /// `max_message_size`: it must wait, unacknowledged, until the application takes messages.
+    NoRoom(Need),
+}
+
+/// The undelivered messages and bytes a packet would add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Need {
+    messages: usize,
+    bytes: usize,
+}
+
 /// Packet data on its way to delivery.
 enum Payload<'a> {
     Borrowed(&'a [u8]),
@@ -75,6 +92,12 @@ pub(crate) struct Receiver {
     unacked: u16,
     /// Sequences stored ahead of the window, to acknowledge selectively.
     selective: VecDeque<u64>,
+    /// The expected packet is held in `slots[0]`, unacknowledged, because its messages do not
+    /// fit the undelivered queue; this is what it needs.
+    blocked: Option<Need>,
+    /// The latest time a packet arrived or a timer ran (a held packet delivered later is
+    /// acknowledged as of then).
+    last_now: Option<Instant>,
 }
 
 impl Receiver {
@@ -91,6 +114,8 @@ impl Receiver {
             ack_all_due: None,
             unacked: 0,
             selective: VecDeque::new(),
+            blocked: None,
+            last_now: None,
         }
     }
 
@@ -104,10 +129,31 @@ impl Receiver {
         self.ack_all_due
     }
 
-    /// Whether the application has left so much undelivered that new packets must wait.
-    fn backlogged(&self, config: &ReliableConfig) -> bool {
-        self.delivered.len() >= config.max_queued_messages
-            || self.delivered_bytes >= config.max_message_size
+    /// When a held packet can be delivered: at once (as of the last packet or timer), once the
+    /// application has taken enough messages for it.
+    pub(crate) fn resume_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
+        let need = self.blocked?;
+        fits(need, self.delivered.len(), self.delivered_bytes, config)
+            .then_some(self.last_now)
+            .flatten()
+    }
+
+    /// Delivers the held packets that fit now (see [`Receiver::resume_deadline`]).
+    pub(crate) fn resume(
+        &mut self,
+        now: Instant,
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) -> Result<(), ReliableError> {
+        self.last_now = Some(now);
+        if self.resume_deadline(config).is_none() {
+            return Ok(());
+        }
+        self.blocked = None;
+        if self.drain(now, config, stats)? {
+            self.ack_now(now);
+        }
+        Ok(())
     }
 
     fn ack_now(&mut self, now: Instant) {
@@ -125,6 +171,7 @@ impl Receiver {
         config: &ReliableConfig,
         stats: &mut ChannelStats,
     ) -> Result<(), ReliableError> {
+        self.resume(now, config, stats)?;
         let Some(sequence) = expand(self.expected, sequence).filter(|&s| s >= self.expected) else {
             // Already delivered: the ack was lost, so say it again.
             stats.duplicates += 1;
@@ -142,30 +189,54 @@ impl Receiver {
             self.store(offset as usize, kind, data, config, stats);
             return Ok(());
         }
-        if self.backlogged(config) {
-            stats.dropped += 1;
+        if matches!(self.slots.front(), Some(Some(_))) {
+            // Held, unacknowledged, for lack of room: the peer sent it again.
+            stats.duplicates += 1;
             return Ok(());
         }
         stats.packets_received += 1;
-        self.advance(now, config);
-        self.process(sequence, kind, Payload::Borrowed(data), config, stats)?;
-        let mut filled_gap = false;
-        while let Some(slot) = self.slots.front_mut().and_then(Option::take) {
-            let sequence = self.expected;
-            self.advance(now, config);
-            self.process(
-                sequence,
-                slot.kind,
-                Payload::Shared(slot.data),
-                config,
-                stats,
-            )?;
-            filled_gap = true;
+        if let Admit::NoRoom(need) =
+            self.process(sequence, kind, Payload::Borrowed(data), config, stats)?
+        {
+            // Kept (the receive window bounds it) but not acknowledged: delivered once the
+            // application takes messages.
+            let data = copy_to_arena(&mut self.arena, data);
+            match self.slots.front_mut() {
+                Some(slot) => *slot = Some(Slot { kind, data }),
+                None => self.slots.push_back(Some(Slot { kind, data })),
+            }
+            self.blocked = Some(need);
+            return Ok(());
         }
-        if filled_gap {
+        self.advance(now, config);
+        if self.drain(now, config, stats)? {
             self.ack_now(now);
         }
         Ok(())
+    }
+
+    /// Delivers the stored packets that continue the sequence, while their messages fit the
+    /// undelivered queue. Returns whether any was delivered.
+    fn drain(
+        &mut self,
+        now: Instant,
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) -> Result<bool, ReliableError> {
+        let mut any = false;
+        while let Some(Some(slot)) = self.slots.front() {
+            let (kind, data) = (slot.kind, slot.data.clone());
+            let sequence = self.expected;
+            if let Admit::NoRoom(need) =
+                self.process(sequence, kind, Payload::Shared(data), config, stats)?
+            {
+                self.blocked = Some(need);
+                break;
+            }
+            self.advance(now, config);
+            any = true;
+        }
+        Ok(any)
     }
 
     /// Moves the window past the expected packet and schedules the cumulative ack.
@@ -212,7 +283,8 @@ impl Receiver {
         }
     }
 
-    /// Handles the in-order packet `sequence`.
+    /// Handles the in-order packet `sequence`, unless the messages it completes do not fit the
+    /// undelivered queue: then nothing changes and it must wait.
     fn process(
         &mut self,
         sequence: u64,
@@ -220,9 +292,9 @@ impl Receiver {
         data: Payload<'_>,
         config: &ReliableConfig,
         stats: &mut ChannelStats,
-    ) -> Result<(), ReliableError> {
+    ) -> Result<Admit, ReliableError> {
         match (kind, &mut self.reassembly) {
-            (Kind::Whole, None) => self.deliver(data, stats),
+            (Kind::Whole, None) => self.deliver(data, config, stats),
             (Kind::Whole, Some(r)) => Err(ReliableError::InterruptedReassembly {
                 sequence,
                 received: r.buf.len(),
@@ -237,13 +309,22 @@ impl Receiver {
                         received,
                     });
                 }
+                let before = r.buf.len();
                 append_bounded(&mut r.buf, bytes, r.total);
-                if received == r.total {
-                    let buf = std::mem::take(&mut r.buf);
-                    self.reassembly = None;
-                    self.deliver(Payload::Owned(buf), stats)?;
+                if received < r.total {
+                    return Ok(Admit::Taken);
                 }
-                Ok(())
+                self.ranges.clear();
+                message_ranges(&r.buf, self.cipher.is_none(), &mut self.ranges)?;
+                let need = need_of(&self.ranges);
+                if !fits(need, self.delivered.len(), self.delivered_bytes, config) {
+                    r.buf.truncate(before);
+                    return Ok(Admit::NoRoom(need));
+                }
+                let buf = std::mem::take(&mut r.buf);
+                self.reassembly = None;
+                self.push_ranges(Payload::Owned(buf), stats);
+                Ok(Admit::Taken)
             }
             (Kind::Fragment, None) => {
                 let (total, rest) = split_first_fragment(data.as_slice())?;
@@ -262,28 +343,39 @@ impl Receiver {
                     // A message in a single fragment.
                     let payload = match &data {
                         Payload::Shared(b) => Payload::Shared(b.slice_ref(rest)),
-                        _ => Payload::Owned(rest.to_vec()),
+                        _ => Payload::Borrowed(rest),
                     };
-                    return self.deliver(payload, stats);
+                    return self.deliver(payload, config, stats);
                 }
                 // Room for the first chunk of the message only: the total is the peer's claim,
                 // so the buffer grows by doubling as data arrives rather than being reserved.
                 let mut buf = Vec::with_capacity(total.min(FIRST_RESERVE.max(rest.len())));
                 append_bounded(&mut buf, rest, total);
                 self.reassembly = Some(Reassembly { total, buf });
-                Ok(())
+                Ok(Admit::Taken)
             }
         }
     }
 
-    /// Unbundles, unescapes and decrypts a complete payload and queues its messages.
+    /// Unbundles, unescapes and decrypts a complete payload and queues its messages, if they fit.
     fn deliver(
         &mut self,
         payload: Payload<'_>,
+        config: &ReliableConfig,
         stats: &mut ChannelStats,
-    ) -> Result<(), ReliableError> {
+    ) -> Result<Admit, ReliableError> {
         self.ranges.clear();
         message_ranges(payload.as_slice(), self.cipher.is_none(), &mut self.ranges)?;
+        let need = need_of(&self.ranges);
+        if !fits(need, self.delivered.len(), self.delivered_bytes, config) {
+            return Ok(Admit::NoRoom(need));
+        }
+        self.push_ranges(payload, stats);
+        Ok(Admit::Taken)
+    }
+
+    /// Decrypts a complete payload and queues the messages `self.ranges` finds in it.
+    fn push_ranges(&mut self, payload: Payload<'_>, stats: &mut ChannelStats) {
         let bytes = match (payload, self.cipher.as_mut()) {
             (Payload::Shared(b), None) => b,
             (Payload::Owned(v), None) => Bytes::from(v),
@@ -311,7 +403,6 @@ impl Receiver {
                 self.push(bytes.slice(start..end), stats);
             }
         }
-        Ok(())
     }
 
     fn push(&mut self, message: Bytes, stats: &mut ChannelStats) {
@@ -356,6 +447,23 @@ impl Receiver {
         }
         None
     }
+}
+
+/// The undelivered messages and bytes that the message ranges of a payload add.
+fn need_of(ranges: &[(usize, usize)]) -> Need {
+    Need {
+        messages: ranges.len(),
+        bytes: ranges.iter().map(|&(start, end)| end - start).sum(),
+    }
+}
+
+/// Whether `need` fits beside `held` undelivered messages of `held_bytes` bytes. An empty queue
+/// takes any one packet (a packet whose messages alone exceed the limits could otherwise never
+/// be delivered); otherwise `max_queued_messages` and `max_message_size` hold exactly.
+fn fits(need: Need, held: usize, held_bytes: usize, config: &ReliableConfig) -> bool {
+    held == 0
+        || (held.saturating_add(need.messages) <= config.max_queued_messages
+            && held_bytes.saturating_add(need.bytes) <= config.max_message_size)
 }
 
 /// Finds each message of a reassembled payload as a range of it: a Group's items unescaped, or
