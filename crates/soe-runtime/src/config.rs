@@ -10,6 +10,14 @@ use crate::socket::SocketConfig;
 /// The default bound on the bytes of received messages one connection may hold unread: 8 MiB.
 pub const DEFAULT_RECEIVE_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 
+/// What each received message costs against [`Config::receive_queue_bytes`] beyond its own
+/// length: 64 bytes. A queued message takes a queue entry (40 bytes in per-connection mode, 48 in
+/// stream mode: the channel, the `Bytes` handle and, in stream mode, the connection id) plus its
+/// share of the buffer it points into, so counting only the data would let empty or one-byte
+/// messages queue by the million (8 MiB of 1-byte messages is about 8 million entries, some
+/// 330 MiB). With the overhead, the default 8 MiB bound holds at most 131,072 messages.
+pub const MESSAGE_OVERHEAD: usize = 64;
+
 /// How an endpoint hands sessions and messages to the application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -36,7 +44,8 @@ pub struct Config {
     /// How sessions and messages reach the application. Default [`EventMode::PerConnection`].
     pub event_mode: EventMode,
     /// The most bytes of received messages one connection may hold before the application reads
-    /// them. A connection that goes past it is closed with `ReliableOverflow`: the peer keeps
+    /// them, each message counted as its length plus [`MESSAGE_OVERHEAD`] (64 bytes, so an empty
+    /// message counts too). A connection that goes past it is closed with `ReliableOverflow`: the peer keeps
     /// sending, the reliable layer acknowledges what it delivered, so without this bound an
     /// application that stops reading would let a peer fill memory. Default
     /// [`DEFAULT_RECEIVE_QUEUE_BYTES`] (8 MiB); at least one message is always accepted.

@@ -35,8 +35,8 @@
 //!   only).
 //! * Receiving: the reliable layer delivers at most its window ahead, but it acknowledges what it
 //!   delivered, so a peer can keep sending while the application does not read. Each connection
-//!   therefore holds at most [`Config::receive_queue_bytes`] unread bytes (8 MiB by default); a
-//!   connection past it is closed with `ReliableOverflow` (the protocol's reason for exactly
+//!   therefore holds at most [`Config::receive_queue_bytes`] unread bytes (8 MiB by default;
+//!   each message counts [`MESSAGE_OVERHEAD`] bytes on top of its length); a connection past it is closed with `ReliableOverflow` (the protocol's reason for exactly
 //!   this). Other sessions are never held up by one slow reader.
 //!
 //! # Shutdown
@@ -64,7 +64,7 @@ pub mod runtime;
 mod shared;
 pub mod socket;
 
-pub use config::{Config, DEFAULT_RECEIVE_QUEUE_BYTES, EventMode};
+pub use config::{Config, DEFAULT_RECEIVE_QUEUE_BYTES, EventMode, MESSAGE_OVERHEAD};
 pub use connection::{CloseReason, Connection, ConnectionId};
 pub use endpoint::{Endpoint, EndpointEvent, Events};
 pub use error::{ConnectError, RecvTimeoutError, SendError, TrySendError};

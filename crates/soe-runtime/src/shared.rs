@@ -90,6 +90,15 @@ pub(crate) enum Phase {
     Closed(CloseReason),
 }
 
+/// What one received message counts against [`Config::receive_queue_bytes`]: its length plus
+/// [`MESSAGE_OVERHEAD`], so empty or tiny messages cannot queue without bound.
+///
+/// [`Config::receive_queue_bytes`]: crate::Config::receive_queue_bytes
+/// [`MESSAGE_OVERHEAD`]: crate::MESSAGE_OVERHEAD
+fn charge(data: &Bytes) -> usize {
+    data.len().saturating_add(crate::config::MESSAGE_OVERHEAD)
+}
+
 /// One connection's queues.
 #[derive(Debug)]
 pub(crate) struct ConnState {
@@ -285,7 +294,7 @@ impl State {
     pub(crate) fn take_message(&mut self, id: ConnectionId) -> Option<(Channel, Bytes)> {
         let conn = self.conns.get_mut(&id)?;
         let (channel, data) = conn.recv.pop_front()?;
-        conn.queued_bytes = conn.queued_bytes.saturating_sub(data.len());
+        conn.queued_bytes = conn.queued_bytes.saturating_sub(charge(&data));
         Some((channel, data))
     }
 
@@ -294,7 +303,7 @@ impl State {
         let event = self.events.pop_front()?;
         if let RawEvent::Message { id, data, .. } = &event {
             if let Some(conn) = self.conns.get_mut(id) {
-                conn.queued_bytes = conn.queued_bytes.saturating_sub(data.len());
+                conn.queued_bytes = conn.queued_bytes.saturating_sub(charge(data));
             }
         }
         Some(event)
@@ -370,7 +379,8 @@ impl State {
             // Nobody will read it: the connection was dropped and is closing.
             return;
         }
-        if conn.queued_bytes > 0 && conn.queued_bytes.saturating_add(data.len()) > limit {
+        let cost = charge(&data);
+        if conn.queued_bytes > 0 && conn.queued_bytes.saturating_add(cost) > limit {
             tracing::debug!(
                 connection = %id,
                 queued = conn.queued_bytes,
@@ -381,7 +391,7 @@ impl State {
                 .close(now, handle, DisconnectReason::ReliableOverflow);
             return;
         }
-        conn.queued_bytes += data.len();
+        conn.queued_bytes += cost;
         match mode {
             EventMode::PerConnection => {
                 conn.recv.push_back((channel, data));
