@@ -51,8 +51,11 @@ pub struct Config {
     /// [`DEFAULT_RECEIVE_QUEUE_BYTES`] (8 MiB); at least one message is always accepted.
     pub receive_queue_bytes: usize,
     /// The receive buffer size per datagram: the longest datagram read whole (a longer one is
-    /// cut, then fails its CRC). Default `None`: the largest `udp_length` this endpoint announces
-    /// (peers keep their datagrams within it), at least 512 bytes.
+    /// cut, then fails its CRC). Default `None`: the largest `udp_length` this endpoint announces,
+    /// but at least 9,000 bytes, because some peers send up to their own `udp_length` whatever
+    /// this side announces (docs/interop.md). `Some(n)` reads at most `n` bytes (at least 512).
+    /// With GRO (Linux, async driver) a slot holds up to 64 coalesced datagrams of the announced
+    /// size, and one datagram of up to that whole slot.
     pub max_datagram_size: Option<usize>,
 }
 
@@ -86,8 +89,8 @@ impl Config {
         self
     }
 
-    /// Sets the receive buffer size per datagram (`None`: the announced `udp_length`; at least
-    /// 512 bytes are used).
+    /// Sets the receive buffer size per datagram (`None`: the announced `udp_length`, at least
+    /// 9,000 bytes; `Some(n)`: `n`, at least 512 bytes).
     pub fn with_max_datagram_size(mut self, bytes: Option<usize>) -> Self {
         self.max_datagram_size = bytes;
         self

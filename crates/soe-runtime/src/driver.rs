@@ -20,14 +20,20 @@ use crate::config::Config;
 use crate::runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
 use crate::shared::{Shared, State};
 
-/// The most datagrams one wake-up reads before yielding.
+/// The most datagrams one wake-up reads before yielding (with GRO, the last receive call may
+/// bring one slot's coalesced datagrams, at most 63, past it).
 pub(crate) const RECV_BUDGET: usize = 64;
-/// The most datagrams one wake-up sends before yielding.
+/// The most datagrams one wake-up sends before yielding (exactly: a GSO batch is cut to what is
+/// left of it).
 pub(crate) const SEND_BUDGET: usize = 64;
 /// The most bytes one segmented send carries (a UDP datagram's limit, before splitting).
 const GSO_MAX_BYTES: usize = 64_000;
-/// The smallest receive buffer per datagram.
+/// The smallest receive buffer per datagram, when one is configured.
 const MIN_DATAGRAM_SIZE: usize = 512;
+/// The smallest receive buffer per datagram by default: peers that ignore the udp_length this
+/// side announces (soe-protocol sends up to its own; docs/interop.md) still have their datagrams
+/// read whole up to this size, without GRO too.
+pub(crate) const DEFAULT_MIN_DATAGRAM_SIZE: usize = 9000;
 /// Receive buffers of one batch, all slots together, when the platform coalesces (GRO).
 const GRO_BUFFER_BUDGET: usize = 1024 * 1024;
 
@@ -61,10 +67,14 @@ impl Driver {
         runtime: Arc<dyn Runtime>,
         config: &Config,
     ) -> Self {
-        let datagram = max_datagram_size(config);
+        let datagram = announced_datagram_size(config);
         let segments = socket.max_receive_segments().max(1);
         let max_send_segments = socket.max_send_segments().clamp(1, SEND_BUDGET);
-        let slot_size = datagram.saturating_mul(segments);
+        // With GRO a slot takes `segments` coalesced datagrams, or one datagram of up to the
+        // whole slot; it is never smaller than one datagram buffer.
+        let slot_size = datagram
+            .saturating_mul(segments)
+            .max(max_datagram_size(config));
         let slots = (GRO_BUFFER_BUDGET / slot_size.max(1)).clamp(1, BATCH_SIZE);
         let slots = if segments == 1 { BATCH_SIZE } else { slots };
         Self {
@@ -93,7 +103,13 @@ impl Driver {
                 let mut chunks = self.recv_buf.chunks_mut(self.slot_size);
                 let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
                     std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
-                let slots = self.slots.min(BATCH_SIZE);
+                // No more slots than the budget has datagrams left: without GRO a wake-up reads
+                // at most RECV_BUDGET datagrams; with GRO, the last slot may bring up to one
+                // slot's coalesced datagrams past it.
+                let slots = self
+                    .slots
+                    .min(BATCH_SIZE)
+                    .min(RECV_BUDGET.saturating_sub(received).max(1));
                 let (Some(iovs), Some(metas)) =
                     (iovs.get_mut(..slots), self.metas.get_mut(..slots))
                 else {
@@ -129,8 +145,10 @@ impl Driver {
                 } else {
                     meta.stride
                 };
-                // Once the endpoint is closing, strangers cannot open sessions any more.
+                // Once the endpoint is closing, strangers cannot open sessions any more (their
+                // datagrams still count against the budget).
                 if state.closing.is_some() && state.proto.handle_of(meta.addr).is_none() {
+                    received += buf.len().div_ceil(stride);
                     continue;
                 }
                 for datagram in buf.chunks(stride) {
@@ -157,7 +175,7 @@ impl Driver {
                     if sent >= SEND_BUDGET {
                         return true;
                     }
-                    match self.fill_batch(state, now) {
+                    match self.fill_batch(state, now, SEND_BUDGET.saturating_sub(sent)) {
                         Some(batch) => batch,
                         None => return false,
                     }
@@ -192,13 +210,14 @@ impl Driver {
         }
     }
 
-    /// Moves the next batch into `batch`: (destination, segment size, datagrams), or `None` when
-    /// the endpoint has nothing to send. A datagram that cannot join stays in `tx_buf` for the
-    /// next batch.
+    /// Moves the next batch of at most `budget` datagrams into `batch`: (destination, segment
+    /// size, datagrams), or `None` when the endpoint has nothing to send. A datagram that cannot
+    /// join stays in `tx_buf` for the next batch.
     fn fill_batch(
         &mut self,
         state: &mut State,
         now: Instant,
+        budget: usize,
     ) -> Option<(SocketAddr, usize, usize)> {
         self.batch.clear();
         let (destination, segment) = match self.carry.take() {
@@ -213,6 +232,7 @@ impl Driver {
         let max = self
             .max_send_segments
             .min(GSO_MAX_BYTES / segment.max(1))
+            .min(budget)
             .max(1);
         let mut count = 1;
         while count < max {
@@ -312,14 +332,142 @@ impl Drop for Driver {
     }
 }
 
-/// The receive buffer size per datagram: the configured one, else the largest `udp_length` this
-/// endpoint announces; at least [`MIN_DATAGRAM_SIZE`].
+/// The receive buffer size per datagram: the configured one (at least [`MIN_DATAGRAM_SIZE`]),
+/// else the largest `udp_length` this endpoint announces but at least
+/// [`DEFAULT_MIN_DATAGRAM_SIZE`].
 pub(crate) fn max_datagram_size(config: &Config) -> usize {
-    let size = config.max_datagram_size.unwrap_or_else(|| {
-        let endpoint = &config.endpoint;
-        let client = endpoint.client_config().udp_length();
-        let server = endpoint.server_config().map_or(0, |s| s.udp_length());
-        usize::try_from(client.max(server)).unwrap_or(usize::MAX)
-    });
-    size.max(MIN_DATAGRAM_SIZE)
+    match config.max_datagram_size {
+        Some(size) => size.max(MIN_DATAGRAM_SIZE),
+        None => announced(config).max(DEFAULT_MIN_DATAGRAM_SIZE),
+    }
+}
+
+/// The per-datagram size GRO slots are counted in: the configured size, else the largest
+/// announced `udp_length` (at least [`MIN_DATAGRAM_SIZE`]); coalesced datagrams are at most that.
+fn announced_datagram_size(config: &Config) -> usize {
+    config
+        .max_datagram_size
+        .unwrap_or_else(|| announced(config))
+        .max(MIN_DATAGRAM_SIZE)
+}
+
+/// The largest `udp_length` this endpoint announces.
+fn announced(config: &Config) -> usize {
+    let endpoint = &config.endpoint;
+    let client = endpoint.client_config().udp_length();
+    let server = endpoint.server_config().map_or(0, |s| s.udp_length());
+    usize::try_from(client.max(server)).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Waker;
+
+    use soe_session::{EndpointConfig, SessionConfig};
+
+    use super::*;
+
+    /// A socket that always has `per_call` datagrams of garbage ready (or fewer, if fewer
+    /// buffers are offered) and counts what it handed out.
+    #[derive(Debug)]
+    struct Flood {
+        per_call: usize,
+        handed: AtomicUsize,
+        buffer_sizes: Mutex<Vec<usize>>,
+    }
+
+    impl AsyncUdpSocket for Flood {
+        fn poll_recv(
+            &self,
+            _cx: &mut Context<'_>,
+            bufs: &mut [IoSliceMut<'_>],
+            meta: &mut [RecvMeta],
+        ) -> Poll<io::Result<usize>> {
+            let n = self.per_call.min(bufs.len());
+            let from: SocketAddr = "127.0.0.1:9"
+                .parse()
+                .unwrap_or(SocketAddr::from(([0; 4], 9)));
+            for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()).take(n) {
+                self.buffer_sizes.lock().unwrap().push(buf.len());
+                buf[..4].copy_from_slice(&[0xDE, 0xAD, 0xBE, 0xEF]);
+                m.addr = from;
+                m.len = 4;
+                m.stride = 4;
+            }
+            self.handed.fetch_add(n, Ordering::SeqCst);
+            Poll::Ready(Ok(n))
+        }
+        fn try_send(&self, _: SocketAddr, _: &[u8]) -> io::Result<()> {
+            Ok(())
+        }
+        fn poll_writable(&self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn local_addr(&self) -> io::Result<SocketAddr> {
+            Ok(SocketAddr::from(([127, 0, 0, 1], 1)))
+        }
+    }
+
+    #[derive(Debug)]
+    struct NoRuntime;
+
+    impl Runtime for NoRuntime {
+        fn new_timer(&self, _: Instant) -> Pin<Box<dyn AsyncTimer>> {
+            unreachable!("receive builds no timer")
+        }
+        fn spawn(&self, _: Pin<Box<dyn Future<Output = ()> + Send>>) {}
+        fn wrap_udp_socket(&self, _: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
+            Err(io::ErrorKind::Unsupported.into())
+        }
+    }
+
+    fn driver(per_call: usize, udp_length: u32) -> (Driver, Arc<Flood>) {
+        let session = Arc::new(SessionConfig::new("T").with_udp_length(udp_length));
+        let config = Config::new(Arc::new(EndpointConfig::server(session)));
+        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let shared = Arc::new(Shared::new(proto, &config));
+        let socket = Arc::new(Flood {
+            per_call,
+            handed: AtomicUsize::new(0),
+            buffer_sizes: Mutex::new(Vec::new()),
+        });
+        let driver = Driver::new(shared, socket.clone(), Arc::new(NoRuntime), &config);
+        (driver, socket)
+    }
+
+    #[test]
+    fn one_wake_up_reads_at_most_the_budget() {
+        // Issue 22 A10: the loop checked the budget only between batches, so a wake-up could
+        // read 63 datagrams and then a whole batch more.
+        let mut cx = Context::from_waker(Waker::noop());
+        for per_call in [1, 7, 31, 32, 33, 63, 64] {
+            let (mut driver, socket) = driver(per_call, 512);
+            let received = driver.receive(&mut cx);
+            assert_eq!(received, RECV_BUDGET, "per_call {per_call}");
+            assert_eq!(
+                socket.handed.load(Ordering::SeqCst),
+                RECV_BUDGET,
+                "per_call {per_call}: datagrams read in one wake-up"
+            );
+        }
+    }
+
+    #[test]
+    fn receive_slots_follow_the_udp_length_with_a_floor() {
+        let mut cx = Context::from_waker(Waker::noop());
+        for (udp_length, expected) in [(512, 9000), (1400, 9000), (12_000, 12_000)] {
+            let (mut driver, socket) = driver(1, udp_length);
+            driver.receive(&mut cx);
+            let sizes = socket.buffer_sizes.lock().unwrap();
+            assert!(!sizes.is_empty());
+            // The test socket has no GRO: one datagram per slot.
+            assert!(
+                sizes.iter().all(|&s| s == expected),
+                "udp_length {udp_length}: slots {:?}",
+                &sizes[..1]
+            );
+        }
+    }
 }

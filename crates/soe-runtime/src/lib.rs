@@ -24,8 +24,9 @@
 //! handles (never held across an `.await`). It sleeps until the next datagram, the endpoint's next
 //! deadline, or a handle's request: no periodic tick, and the one timer is re-armed only when the
 //! deadline moves. Each wake-up reads at most 64 datagrams (in batches of up to 32 with
-//! `recvmmsg` through `quinn-udp` where the platform has it) and sends at most 64, then yields if
-//! there is more, so one busy peer cannot starve the others.
+//! `recvmmsg` through `quinn-udp` where the platform has it, never asking for more than the
+//! budget has left; only a GRO-coalesced buffer can bring up to 63 more) and sends at most 64,
+//! then yields if there is more, so one busy peer cannot starve the others.
 //!
 //! # Bounds
 //!

@@ -98,3 +98,127 @@ fn a_few_empty_messages_within_the_bound_are_delivered() {
     client.wait_idle();
     server.wait_idle();
 }
+
+/// Echoes `count` messages of `len` bytes between two blocking endpoints with `udp_length`;
+/// returns the client's statistics.
+fn blocking_echo(udp_length: u32, count: usize, len: usize) -> soe_runtime::SessionStats {
+    let server = Endpoint::bind(local(), EndpointConfig::server(session(udp_length))).unwrap();
+    let addr = server.local_addr();
+    let acceptor = server.clone();
+    let echo = thread::spawn(move || {
+        let conn = acceptor.accept().expect("a session");
+        while let Some(m) = conn.recv() {
+            conn.send(m).unwrap();
+        }
+    });
+    let client = Endpoint::bind(local(), EndpointConfig::client(session(udp_length))).unwrap();
+    let conn = client.connect(addr).unwrap();
+    for i in 0..count {
+        let message = Bytes::from(vec![(i % 251) as u8; len]);
+        conn.send(message.clone()).unwrap();
+        let back = conn
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|e| panic!("message {i} of {len} bytes not echoed: {e:?}"));
+        assert_eq!(back, message, "message {i}");
+    }
+    let stats = conn.stats().expect("open");
+    conn.close(DisconnectReason::Application);
+    echo.join().unwrap();
+    client.close(DisconnectReason::Application);
+    server.close(DisconnectReason::ManagerDeleted);
+    client.wait_idle();
+    server.wait_idle();
+    stats
+}
+
+#[test]
+fn a_1400_byte_udp_length_works_end_to_end_on_the_blocking_driver() {
+    // Issue 22 A9: the blocking driver reads each datagram whole up to the announced udp_length.
+    let stats = blocking_echo(1400, 20, 6000);
+    assert_eq!(stats.crc_rejects, 0, "no datagram was cut");
+    assert!(
+        stats.bytes_received / stats.datagrams_received.max(1) > 700,
+        "datagrams of up to 1400 bytes were used: {stats:?}"
+    );
+}
+
+/// A one-socket relay between a client and `server` that rewrites the udp_length of the
+/// server's SessionReply to `udp_length`, so the client sends datagrams larger than the server
+/// announced (as peers that ignore the other side's udp_length do). Runs until `stop` is set.
+fn rewriting_relay(
+    server: std::net::SocketAddr,
+    udp_length: u32,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> (std::net::SocketAddr, thread::JoinHandle<usize>) {
+    let socket = std::net::UdpSocket::bind(local()).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap();
+    let relay = thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let mut client = None;
+        let mut largest = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok((len, from)) = socket.recv_from(&mut buf) else {
+                continue;
+            };
+            let datagram = &mut buf[..len];
+            if from == server {
+                // SessionReply: 00 02, id, seed, crc length, compression, encryption, udp_length.
+                if len == 21 && datagram[..2] == [0, 2] {
+                    datagram[13..17].copy_from_slice(&udp_length.to_be_bytes());
+                }
+                if let Some(client) = client {
+                    let _ = socket.send_to(datagram, client);
+                }
+            } else {
+                client = Some(from);
+                largest = largest.max(len);
+                let _ = socket.send_to(datagram, server);
+            }
+        }
+        largest
+    });
+    (addr, relay)
+}
+
+#[test]
+fn datagrams_beyond_the_announced_udp_length_are_read_whole() {
+    // Issue 22 A9 (and docs/interop.md): a peer may send up to its own udp_length whatever we
+    // announce; without GRO (the blocking driver, non-Linux platforms) the receive slot must
+    // still hold such a datagram whole, or it is cut and fails its CRC for good.
+    let server = Endpoint::bind(local(), EndpointConfig::server(session(512))).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (relay_addr, relay) = rewriting_relay(server.local_addr(), 1400, stop.clone());
+    let acceptor = server.clone();
+    let echo = thread::spawn(move || {
+        let conn = acceptor.accept().expect("a session");
+        while let Some(m) = conn.recv() {
+            conn.send(m).unwrap();
+        }
+        conn.stats()
+    });
+    let client = Endpoint::bind(local(), EndpointConfig::client(session(1400))).unwrap();
+    let conn = client.connect(relay_addr).unwrap();
+    for i in 0..10 {
+        let message = Bytes::from(vec![i as u8; 5000]);
+        conn.send(message.clone()).unwrap();
+        let back = conn
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|e| panic!("message {i} not echoed: {e:?}"));
+        assert_eq!(back, message);
+    }
+    conn.close(DisconnectReason::Application);
+    let _ = echo.join().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let largest = relay.join().unwrap();
+    assert!(
+        largest > 1000,
+        "the client sent datagrams of up to 1400 bytes: {largest}"
+    );
+    client.close(DisconnectReason::Application);
+    server.close(DisconnectReason::ManagerDeleted);
+    client.wait_idle();
+    server.wait_idle();
+}
