@@ -339,6 +339,9 @@ pub struct EndpointConfig {
     source_table_size: usize,
     stateless_reply_rate: u32,
     max_queued_replies: usize,
+    replace_after_silence: Duration,
+    remap_interval: Duration,
+    max_tombstones: usize,
     rng_seed: Option<u64>,
 }
 
@@ -353,6 +356,9 @@ impl Default for EndpointConfig {
             source_table_size: 4096,
             stateless_reply_rate: 200,
             max_queued_replies: 256,
+            replace_after_silence: Duration::from_secs(2),
+            remap_interval: Duration::from_secs(1),
+            max_tombstones: 4096,
             rng_seed: None,
         }
     }
@@ -387,7 +393,8 @@ impl EndpointConfig {
 
     /// The most sessions (established, closing, and client sessions; half-open ones are counted
     /// apart). A SessionRequest beyond it is refused with
-    /// [`ConnectionRefused`](soe_wire::DisconnectReason::ConnectionRefused). Default 10,000
+    /// [`ConnectionRefused`](soe_wire::DisconnectReason::ConnectionRefused), and so is a
+    /// half-open session whose handshake any datagram would complete while the cap is reached. Default 10,000
     /// (about 10 MB of idle sessions, more when they carry traffic); at least 1.
     #[must_use]
     pub fn with_max_sessions(mut self, max: usize) -> Self {
@@ -437,6 +444,45 @@ impl EndpointConfig {
         self
     }
 
+    /// How a SessionRequest with a new session id, from the address of an established session,
+    /// is treated. Such a request is how a client that restarted on the same address starts
+    /// over, but its address is all it proves, so anyone who can spoof that address could send
+    /// it. The endpoint therefore does not end the old session on the first such request: it
+    /// sends the old session a Heartbeat (a live peer answers it) and ignores the request. A
+    /// later request (clients resend theirs every second) replaces the old session (which ends
+    /// with `NewConnectionAttempt`) only once that Heartbeat has gone unanswered, with nothing
+    /// else heard from the peer either, for at least this long. A live client is therefore never
+    /// replaced by a spoofer unless its traffic is also cut off for this long; a restarted
+    /// client gets in this much later (plus up to one resend interval). A closed or half-open
+    /// session is replaced at once. Default 2 s; at most one year.
+    #[must_use]
+    pub fn with_replace_after_silence(mut self, silence: Duration) -> Self {
+        self.replace_after_silence = silence.min(MAX_DURATION);
+        self
+    }
+
+    /// The shortest time between two moves of one live session to a new address by
+    /// RemapConnection; remaps also count against the per-source SessionRequest limit of the new
+    /// address. A client resends RemapConnection once per `retry_interval`, so a real move is
+    /// delayed at most by that. Default 1 s; at most one year.
+    #[must_use]
+    pub fn with_remap_interval(mut self, interval: Duration) -> Self {
+        self.remap_interval = interval.min(MAX_DURATION);
+        self
+    }
+
+    /// Closed server sessions whose (session id, CRC seed) the endpoint remembers, so that a
+    /// RemapConnection carrying their cookie cannot rebuild them within the cookie's lifetime
+    /// (60 s). When more sessions close within a lifetime than this, the oldest entry is dropped
+    /// and, until that entry would have expired, no session is rebuilt from a cookie at all (a
+    /// client that needed it reconnects): the promise holds, at the cost of recovery during a
+    /// mass close. Each entry costs about 40 bytes. Default 4,096; at least 1.
+    #[must_use]
+    pub fn with_max_tombstones(mut self, n: usize) -> Self {
+        self.max_tombstones = n.max(1);
+        self
+    }
+
     /// Seeds the endpoint's generator (session ids, CRC-seed secret) for reproducible tests.
     /// Default: the client config's seed if it has one, else the OS.
     #[must_use]
@@ -476,6 +522,18 @@ impl EndpointConfig {
     /// See [`with_max_queued_replies`](Self::with_max_queued_replies).
     pub fn max_queued_replies(&self) -> usize {
         self.max_queued_replies
+    }
+    /// See [`with_replace_after_silence`](Self::with_replace_after_silence).
+    pub fn replace_after_silence(&self) -> Duration {
+        self.replace_after_silence
+    }
+    /// See [`with_remap_interval`](Self::with_remap_interval).
+    pub fn remap_interval(&self) -> Duration {
+        self.remap_interval
+    }
+    /// See [`with_max_tombstones`](Self::with_max_tombstones).
+    pub fn max_tombstones(&self) -> usize {
+        self.max_tombstones
     }
     /// See [`with_rng_seed`](Self::with_rng_seed).
     pub fn rng_seed(&self) -> Option<u64> {

@@ -20,11 +20,12 @@ use crate::{
 
 /// Seconds per CRC-seed cookie epoch; a cookie is honoured in its epoch and the next.
 const COOKIE_EPOCH_SECS: u64 = 30;
+/// How long a closed session's cookie stays valid, and its tombstone is kept: the cookie's epoch
+/// and the next.
+const TOMBSTONE_LIFETIME: Duration = Duration::from_secs(2 * COOKIE_EPOCH_SECS);
 /// The udp_length assumed for a session recovered from a cookie (the client's own is unknown):
 /// 512, what every known peer announces, capped by the server's.
 const RECOVERED_UDP_LENGTH: u32 = 512;
-/// Closed server sessions remembered so that a cookie cannot bring them back.
-const MAX_TOMBSTONES: usize = 4096;
 /// The longest stateless reply (a refusal).
 const MAX_REPLY: usize = 8;
 /// At most one event of a rate-limited kind (CRC rejects of one session, flood limits, refusals)
@@ -83,6 +84,15 @@ pub struct EndpointStats {
     pub replies_dropped: u64,
     /// Live sessions moved to a new address by RemapConnection.
     pub remaps: u64,
+    /// RemapConnections for a live session dropped by the per-session remap interval or the
+    /// per-source limit.
+    pub remaps_limited: u64,
+    /// Established sessions replaced by a SessionRequest with a new session id from their
+    /// address, after an unanswered liveness probe.
+    pub replaced: u64,
+    /// Such SessionRequests ignored because the old session answered, or has not yet had time
+    /// to answer, its liveness probe.
+    pub replacements_deferred: u64,
     /// Sessions rebuilt from a RemapConnection whose CRC seed matched our cookie after the
     /// half-open state was lost.
     pub recovered: u64,
@@ -208,6 +218,10 @@ struct LogThrottles {
     rate_limited: LogThrottle,
     replies_dropped: LogThrottle,
     half_open_evicted: LogThrottle,
+    remapped: LogThrottle,
+    remaps_limited: LogThrottle,
+    recovered: LogThrottle,
+    replaced: LogThrottle,
 }
 
 /// One slab entry.
@@ -225,6 +239,9 @@ struct Entry<A> {
     in_by_id: bool,
     /// Rate limit of this session's CRC-reject events.
     crc_log: SessionLogThrottle,
+    /// When the session was last moved by RemapConnection: milliseconds since the endpoint's
+    /// origin, wrapping, never 0 (0: never; 4 bytes where an `Option` would take 8).
+    remapped_at: u32,
     /// The session's resend count (low 32 bits) at its previous timer wake-up (resend-burst
     /// events).
     resends_seen: u32,
@@ -251,6 +268,9 @@ pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
     /// (session id, CRC seed) of server sessions closed within the cookie lifetime.
     tombstones: HashSet<(u32, u32)>,
     tombstone_order: VecDeque<((u32, u32), Instant)>,
+    /// Until when no session is rebuilt from a cookie, because a tombstone was dropped before
+    /// its time (the table was full).
+    tombstones_lost_until: Option<Instant>,
     replies: VecDeque<(A, [u8; MAX_REPLY], u8)>,
     reply_bucket: Option<Bucket>,
     sources: SourceLimiter<A>,
@@ -281,6 +301,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             half_open_count: 0,
             tombstones: HashSet::new(),
             tombstone_order: VecDeque::new(),
+            tombstones_lost_until: None,
             replies: VecDeque::new(),
             reply_bucket: None,
             sources: SourceLimiter {
@@ -476,8 +497,12 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 return;
             };
             if r.session_id != session.session_id() || session.is_closed() {
-                // The client at this address started over.
+                // The client at this address started over, or someone spoofs its address.
+                let established = !session.is_closed() && !session.is_half_open();
                 if !self.allow_request(now, remote) {
+                    return;
+                }
+                if established && !self.may_replace(now, key) {
                     return;
                 }
                 if let Some(e) = self.sessions.get_mut(key) {
@@ -492,10 +517,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if !self.allow_request(now, remote) {
                 return;
             }
-        } else if entry.half_open
-            && datagram.first() == Some(&0)
-            && self.established() >= self.config.max_sessions()
-        {
+        } else if entry.half_open && self.established() >= self.config.max_sessions() {
+            // Any datagram may complete the handshake (an unreliable one too), so none may when
+            // the endpoint is full: the half-open session is refused instead.
             if let Some(e) = self.sessions.get_mut(key) {
                 e.session.refuse(DisconnectReason::ConnectionRefused);
                 if let Some(refused) = self.log.refused.hit(now) {
@@ -530,6 +554,38 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             }
         }
         self.touched(key);
+    }
+
+    /// Whether a SessionRequest with a new session id may replace the established session
+    /// `key` (see [`EndpointConfig::with_replace_after_silence`]): only once a liveness probe has
+    /// gone unanswered for that long. Otherwise sends the probe (again).
+    fn may_replace(&mut self, now: Instant, key: usize) -> bool {
+        let wait = self.config.replace_after_silence();
+        let Some(e) = self.sessions.get_mut(key) else {
+            return false;
+        };
+        match e.session.unanswered_probe(now) {
+            Some(silent) if silent >= wait => {
+                self.stats.replaced += 1;
+                if let Some(replaced) = self.log.replaced.hit(now) {
+                    info!(
+                        remote = ?e.remote,
+                        session_id = e.session.session_id(),
+                        silent_ms = silent.as_millis() as u64,
+                        replaced,
+                        "session replaced by a new SessionRequest from its address"
+                    );
+                }
+                true
+            }
+            _ => {
+                // Probe (again: the last one may have been lost) and wait.
+                e.session.probe_liveness(now);
+                self.stats.replacements_deferred += 1;
+                self.touched(key);
+                false
+            }
+        }
     }
 
     fn on_request(&mut self, now: Instant, remote: A, r: &soe_wire::SessionRequest<'_>) {
@@ -641,26 +697,54 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if e.session.is_closed() {
                 return;
             }
+            // Wrapping milliseconds: exact while the last remap is under 49 days old.
+            let millis = self.millis(now).max(1);
+            let interval = self.config.remap_interval().as_millis();
+            let too_soon = self.sessions.get(key).is_some_and(|e| {
+                e.remapped_at != 0 && u128::from(millis.wrapping_sub(e.remapped_at)) < interval
+            });
+            if too_soon || !self.allow_request(now, remote) {
+                self.stats.remaps_limited += 1;
+                if let Some(limited) = self.log.remaps_limited.hit(now) {
+                    warn!(
+                        ?remote,
+                        session_id,
+                        limited,
+                        "flood limit: RemapConnections dropped by the remap limits"
+                    );
+                }
+                return;
+            }
+            let Some(e) = self.sessions.get_mut(key) else {
+                return;
+            };
+            e.remapped_at = millis;
             let old = std::mem::replace(&mut e.remote, remote);
             if self.by_addr.get(&old) == Some(&key) {
                 self.by_addr.remove(&old);
             }
             self.by_addr.insert(remote, key);
             self.stats.remaps += 1;
-            info!(
-                ?remote,
-                old_remote = ?old,
-                session_id,
-                "session remapped to a new address"
-            );
+            if let Some(remapped) = self.log.remapped.hit(now) {
+                info!(
+                    ?remote,
+                    old_remote = ?old,
+                    session_id,
+                    remapped,
+                    "session remapped to a new address"
+                );
+            }
             self.touched(key);
             return;
         }
         // No live session: was this seed ours for this client and address? (Its half-open
         // state may have been evicted during a flood.)
         self.prune_tombstones(now);
-        if self.tombstones.contains(&(session_id, crc_seed)) {
-            // That session was closed here; a cookie does not bring it back.
+        if self.tombstones.contains(&(session_id, crc_seed))
+            || self.tombstones_lost_until.is_some_and(|until| now < until)
+        {
+            // That session was closed here (or may have been: a tombstone was dropped early);
+            // a cookie does not bring it back.
             return;
         }
         let epoch = self.epoch(now);
@@ -676,11 +760,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let session =
             Session::server_recovered(now, config, session_id, crc_seed, RECOVERED_UDP_LENGTH);
         self.stats.recovered += 1;
-        info!(
-            ?remote,
-            session_id,
-            "session recovered from its CRC-seed cookie after its half-open state was lost"
-        );
+        if let Some(recovered) = self.log.recovered.hit(now) {
+            info!(
+                ?remote,
+                session_id,
+                recovered,
+                "session recovered from its CRC-seed cookie after its half-open state was lost"
+            );
+        }
         self.insert(remote, session, false);
     }
 
@@ -890,6 +977,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             half_open,
             in_by_id: false,
             crc_log: SessionLogThrottle::default(),
+            remapped_at: 0,
             resends_seen: 0,
         });
         self.by_addr.insert(remote, key);
@@ -977,9 +1065,13 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if self.by_id.get(&id) == Some(&key) {
                 self.by_id.remove(&id);
             }
-            if self.tombstones.len() >= MAX_TOMBSTONES {
-                if let Some((old, _)) = self.tombstone_order.pop_front() {
+            if self.tombstones.len() >= self.config.max_tombstones() {
+                if let Some((old, at)) = self.tombstone_order.pop_front() {
                     self.tombstones.remove(&old);
+                    // Until it would have expired, no cookie is trusted.
+                    let until = at + TOMBSTONE_LIFETIME;
+                    self.tombstones_lost_until =
+                        Some(self.tombstones_lost_until.map_or(until, |u| u.max(until)));
                 }
             }
             if self.tombstones.insert(id) {
@@ -993,14 +1085,19 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     }
 
     fn prune_tombstones(&mut self, now: Instant) {
-        let lifetime = Duration::from_secs(2 * COOKIE_EPOCH_SECS);
         while let Some(&(id, at)) = self.tombstone_order.front() {
-            if now.saturating_duration_since(at) <= lifetime {
+            if now.saturating_duration_since(at) <= TOMBSTONE_LIFETIME {
                 break;
             }
             self.tombstone_order.pop_front();
             self.tombstones.remove(&id);
         }
+    }
+
+    /// Milliseconds since the endpoint's first call, wrapping.
+    fn millis(&self, now: Instant) -> u32 {
+        let origin = self.origin.unwrap_or(now);
+        now.saturating_duration_since(origin).as_millis() as u32
     }
 
     fn epoch(&self, now: Instant) -> u64 {

@@ -89,7 +89,8 @@
 //! * Half-open sessions are capped (`max_half_open`, 1024) and expire after the longer of
 //!   `connect_timeout` and `idle_timeout` (30 s);
 //!   when the cap is reached the oldest is dropped for the new one. They surface no event.
-//! * Established sessions are capped (`max_sessions`, 10,000); past it requests are refused.
+//! * Established sessions are capped (`max_sessions`, 10,000); past it requests are refused,
+//!   and a half-open session is refused (not promoted) whatever datagram would complete it.
 //! * Requests per source address are rate limited (30 per minute, a bounded table of 4096
 //!   sources), and all replies sent without a session (UnknownSender, refusals) share one
 //!   budget (200 per second) and one bounded queue.
@@ -119,11 +120,21 @@
 //! * Packets of 255 bytes or less are packed into MultiPackets up to the datagram size; a lone
 //!   packet goes unwrapped. Unreliable messages (first byte non-zero) travel as bare datagrams.
 //! * RemapConnection moves a live session to a new address only when both the session id and
-//!   the CRC seed match. A client told UnknownSender by its server sends RemapConnection (once
-//!   per `retry_interval`, three times at most, then `UnreachableConnection`).
+//!   the CRC seed match, at most once per `remap_interval` (1 s) per session, and within the
+//!   per-source request limit of the new address. A client told UnknownSender by its server
+//!   sends RemapConnection (once per `retry_interval`, three times at most, then
+//!   `UnreachableConnection`).
 //! * A second SessionRequest from the address of a live session with the same session id is
-//!   answered again; with another session id the old session ends (`NewConnectionAttempt`,
-//!   `by_peer: true`) and a new one starts.
+//!   answered again. One with another session id (a client restarted on the same address, or
+//!   anyone spoofing that address) does not end an established session at once: the server
+//!   sends the old session a Heartbeat and ignores the request; a later request replaces the
+//!   old session (`NewConnectionAttempt`, `by_peer: true`) only once that Heartbeat has gone
+//!   unanswered, with nothing heard from the peer, for `replace_after_silence` (2 s). A live
+//!   client is never replaced by a spoofer; a restarted one gets in about 2 to 3 s later. A
+//!   closed or half-open session is replaced at once.
+//! * Closed server sessions are remembered for the cookie lifetime (60 s) so that their cookie
+//!   cannot rebuild them; past `max_tombstones` (4,096) closed within that time, no session is
+//!   rebuilt from a cookie until the dropped entries would have expired.
 //!
 //! # Logging
 //!
@@ -131,12 +142,13 @@
 //! `soe_session::endpoint`), with the remote address, the session id and the reason as fields:
 //!
 //! * INFO: a session accepted, connected or closed (with its reason and `by_peer`), as
-//!   [`Endpoint::poll_event`] hands the event over; a session remapped to a new address or
-//!   recovered from its cookie; a SessionRequest refused for a protocol mismatch.
+//!   [`Endpoint::poll_event`] hands the event over; a session remapped to a new address,
+//!   recovered from its cookie, or replaced by a new SessionRequest (each at most once a second,
+//!   with a count); a SessionRequest refused for a protocol mismatch.
 //! * WARN: a request refused because the endpoint is at `max_sessions`; CRC rejects of a
 //!   session; a resend burst (16 or more reliable packets resent by one session between two of
 //!   its timer wake-ups); the flood limits (per-source request limit, stateless replies dropped,
-//!   half-open sessions evicted).
+//!   half-open sessions evicted, RemapConnections dropped by the remap limits).
 //! * DEBUG: a half-open session that expired.
 //!
 //! Everything a peer or a stranger can trigger at will (refusals, CRC rejects, flood limits) is

@@ -149,6 +149,14 @@ pub struct Session {
     net_tick: u16,
     net_answer: Option<NetAnswer>,
     framer: Option<Framer>,
+    /// The framing the framer adds (kept apart: the framer is taken out while a datagram is
+    /// handled, and a channel created then must see the same packet size).
+    framing_overhead: u8,
+    /// Whole seconds from `start` to the liveness probe sent before a replacement, rounded down,
+    /// plus one (0: none; 4 bytes where an `Option` would take 8).
+    probe_secs: u32,
+    /// Whether the peer was heard (an authentic datagram) since that probe.
+    probe_heard: bool,
     timers: TimerTable,
     start: Instant,
     net_sent_at: Option<Instant>,
@@ -227,7 +235,7 @@ impl Session {
             .with_crc_length(s.config.crc_length())
             .with_compression(s.config.compression())
             .with_max_inflated(s.max_inflated());
-        s.framer = Some(Framer::new(frame));
+        s.set_framer(frame);
         s.pending = P_RESPONSE;
         // A client may stay silent after the handshake until its first heartbeat (soe-protocol
         // 2.3.0 sends nothing until it has data): keep the half-open session at least as long as
@@ -260,7 +268,7 @@ impl Session {
             .with_crc_length(s.config.crc_length())
             .with_compression(s.config.compression())
             .with_max_inflated(s.max_inflated());
-        s.framer = Some(Framer::new(frame));
+        s.set_framer(frame);
         s.promote(now);
         s
     }
@@ -288,6 +296,9 @@ impl Session {
             net_tick: 0,
             net_answer: None,
             framer: None,
+            framing_overhead: MAX_OVERHEAD as u8,
+            probe_secs: 0,
+            probe_heard: false,
             timers: TimerTable::default(),
             start: now,
             net_sent_at: None,
@@ -350,8 +361,42 @@ impl Session {
 
     /// The largest packet (`opcode | body`) that fits one datagram after framing.
     pub fn max_packet_len(&self) -> usize {
-        let overhead = self.framer.as_ref().map_or(MAX_OVERHEAD, Framer::overhead);
-        (self.remote_udp_length as usize).saturating_sub(overhead)
+        (self.remote_udp_length as usize).saturating_sub(usize::from(self.framing_overhead))
+    }
+
+    fn set_framer(&mut self, frame: FrameConfig) {
+        let framer = Framer::new(frame);
+        self.framing_overhead = u8::try_from(framer.overhead()).unwrap_or(u8::MAX);
+        self.framer = Some(framer);
+    }
+
+    /// Sends the peer a Heartbeat, which a live peer answers: the check the endpoint makes
+    /// before a new SessionRequest from this session's address may replace it. A probe already
+    /// unanswered is sent again (it may have been lost) but keeps its start.
+    pub(crate) fn probe_liveness(&mut self, now: Instant) {
+        if self.state == State::Connected {
+            self.pending |= P_HEARTBEAT;
+            self.heartbeat_outstanding = true;
+            if self.unanswered_probe(now).is_none() {
+                let secs = now.saturating_duration_since(self.start).as_secs();
+                self.probe_secs = u32::try_from(secs).unwrap_or(u32::MAX - 1) + 1;
+                self.probe_heard = false;
+            }
+        }
+    }
+
+    /// How long the probe of [`Session::probe_liveness`] has gone unanswered, with nothing
+    /// heard from the peer since it was sent, understated by less than a second. `None` without
+    /// an unanswered probe.
+    pub(crate) fn unanswered_probe(&self, now: Instant) -> Option<Duration> {
+        if self.probe_secs == 0 || self.probe_heard {
+            return None;
+        }
+        // Sent at `probe_secs - 1` whole seconds or later: understated by less than a second.
+        Some(
+            now.saturating_duration_since(self.start)
+                .saturating_sub(Duration::from_secs(u64::from(self.probe_secs))),
+        )
     }
 
     /// When the session last ran (for a closed one: about when it closed).
@@ -844,7 +889,7 @@ impl Session {
             .with_crc_length(crc_length)
             .with_compression(r.compression != 0)
             .with_max_inflated(self.max_inflated());
-        self.framer = Some(Framer::new(frame));
+        self.set_framer(frame);
         let max = self.max_packet_len();
         if let Some(d) = &mut self.data {
             for ch in d.channels.iter_mut().flatten() {
@@ -976,6 +1021,7 @@ impl Session {
 
     /// Liveness: resets the idle and heartbeat timers.
     fn on_peer_heard(&mut self, now: Instant) {
+        self.probe_heard = true;
         if !matches!(self.state, State::Connected | State::Closing) {
             return;
         }

@@ -240,7 +240,19 @@ fn a_request_with_a_new_session_id_replaces_the_live_session() {
     );
     let (_c, s) = p.connect();
     let old_id = p.server.session(s).unwrap().session_id();
-    // The client process restarts on the same address and sends a fresh request.
+    // The client process restarts on the same address and sends a fresh request. The old
+    // session is probed first (the dead process cannot answer) and replaced by a request that
+    // comes after `replace_after_silence` (2 s) without an answer.
+    p.client_alive = false;
+    p.server
+        .handle_datagram(p.now, CLIENT, &request(old_id ^ 1));
+    p.flush();
+    assert_eq!(
+        Pair::closed(&p.server_events, s),
+        None,
+        "not at the first request"
+    );
+    p.run_for(Duration::from_secs(3));
     p.server
         .handle_datagram(p.now, CLIENT, &request(old_id ^ 1));
     p.flush();
