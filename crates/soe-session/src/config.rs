@@ -464,10 +464,10 @@ impl EndpointConfig {
     /// The shortest time between two moves of one live session to a new address by
     /// RemapConnection; remaps also count against the per-source SessionRequest limit of the new
     /// address. A client resends RemapConnection once per `retry_interval`, so a real move is
-    /// delayed at most by that. Default 1 s; at most one year.
+    /// delayed at most by that. Measured in steps of 62 ms. Default 1 s; at most one hour.
     #[must_use]
     pub fn with_remap_interval(mut self, interval: Duration) -> Self {
-        self.remap_interval = interval.min(MAX_DURATION);
+        self.remap_interval = interval.min(Duration::from_secs(3600));
         self
     }
 

@@ -31,6 +31,8 @@ const MAX_REPLY: usize = 8;
 /// At most one event of a rate-limited kind (CRC rejects of one session, flood limits, refusals)
 /// per this interval; the occurrences in between are counted in the next event.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
+/// The unit of a session's last-remap time (16-bit, wrapping after about 68 minutes).
+const REMAP_TICK: Duration = Duration::from_millis(62);
 /// Reliable packets resent by one session between two of its timer wake-ups that are reported
 /// as a resend burst.
 const RESEND_BURST: u64 = 16;
@@ -239,12 +241,13 @@ struct Entry<A> {
     in_by_id: bool,
     /// Rate limit of this session's CRC-reject events.
     crc_log: SessionLogThrottle,
-    /// When the session was last moved by RemapConnection: milliseconds since the endpoint's
-    /// origin, wrapping, never 0 (0: never; 4 bytes where an `Option` would take 8).
-    remapped_at: u32,
-    /// The session's resend count (low 32 bits) at its previous timer wake-up (resend-burst
-    /// events).
-    resends_seen: u32,
+    /// When the session was last moved by RemapConnection, in [`REMAP_TICK`]s since the
+    /// endpoint's origin, wrapping, never 0 (0: never). 2 bytes, so that an idle session stays
+    /// as small as it was.
+    remapped_at: u16,
+    /// The session's resend count (low 16 bits) at its previous timer wake-up (resend-burst
+    /// events; far fewer than 65,536 packets are resent between two wake-ups).
+    resends_seen: u16,
 }
 
 /// Many sessions over one socket, driven without I/O like [`Session`].
@@ -697,11 +700,13 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if e.session.is_closed() {
                 return;
             }
-            // Wrapping milliseconds: exact while the last remap is under 49 days old.
-            let millis = self.millis(now).max(1);
+            // Wrapping ticks: exact while the last remap is under 68 minutes old (an older one
+            // may at worst delay this move by one interval).
+            let tick = self.remap_tick(now).max(1);
             let interval = self.config.remap_interval().as_millis();
             let too_soon = self.sessions.get(key).is_some_and(|e| {
-                e.remapped_at != 0 && u128::from(millis.wrapping_sub(e.remapped_at)) < interval
+                let elapsed = u128::from(tick.wrapping_sub(e.remapped_at)) * REMAP_TICK.as_millis();
+                e.remapped_at != 0 && elapsed < interval
             });
             if too_soon || !self.allow_request(now, remote) {
                 self.stats.remaps_limited += 1;
@@ -718,7 +723,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             let Some(e) = self.sessions.get_mut(key) else {
                 return;
             };
-            e.remapped_at = millis;
+            e.remapped_at = tick;
             let old = std::mem::replace(&mut e.remote, remote);
             if self.by_addr.get(&old) == Some(&key) {
                 self.by_addr.remove(&old);
@@ -914,9 +919,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 }
                 if watch_resends {
                     let resends = e.session.resends();
-                    // Low 32 bits: the difference is right across a wrap.
-                    let burst = u64::from((resends as u32).wrapping_sub(e.resends_seen));
-                    e.resends_seen = resends as u32;
+                    // Low 16 bits: the difference is right across a wrap.
+                    let burst = u64::from((resends as u16).wrapping_sub(e.resends_seen));
+                    e.resends_seen = resends as u16;
                     if burst >= RESEND_BURST {
                         warn!(
                             remote = ?e.remote,
@@ -1094,10 +1099,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
     }
 
-    /// Milliseconds since the endpoint's first call, wrapping.
-    fn millis(&self, now: Instant) -> u32 {
+    /// [`REMAP_TICK`]s since the endpoint's first call, wrapping.
+    fn remap_tick(&self, now: Instant) -> u16 {
         let origin = self.origin.unwrap_or(now);
-        now.saturating_duration_since(origin).as_millis() as u32
+        (now.saturating_duration_since(origin).as_millis() / REMAP_TICK.as_millis()) as u16
     }
 
     fn epoch(&self, now: Instant) -> u64 {

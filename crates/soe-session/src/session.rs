@@ -1,6 +1,7 @@
 //! One side of one session: handshake, framing, timers, and the glue to the reliable channels.
 
 use std::collections::VecDeque;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,8 @@ use crate::{Delivery, Event, RandomSource, SendError, SessionConfig, SessionStat
 const MAX_SUB_PACKET: usize = 255;
 /// The most framing any session adds: a compression flag and a 4-byte CRC.
 const MAX_OVERHEAD: usize = 5;
+/// The bit of `Session::probe` that says the peer answered the liveness probe.
+const PROBE_HEARD: u32 = 1 << 31;
 /// `00 1A | u16 sequence`: the bytes an Ordered packet adds to its message.
 const ORDERED_HEADER: usize = 4;
 /// Post-handshake NetStatus probes a client sends before giving up on an answer.
@@ -152,11 +155,10 @@ pub struct Session {
     /// The framing the framer adds (kept apart: the framer is taken out while a datagram is
     /// handled, and a channel created then must see the same packet size).
     framing_overhead: u8,
-    /// Whole seconds from `start` to the liveness probe sent before a replacement, rounded down,
-    /// plus one (0: none; 4 bytes where an `Option` would take 8).
-    probe_secs: u32,
-    /// Whether the peer was heard (an authentic datagram) since that probe.
-    probe_heard: bool,
+    /// The liveness probe sent before a replacement: 0 for none, else [`PROBE_HEARD`] once the
+    /// peer was heard since, plus the whole seconds from `start` to the probe (rounded down) plus
+    /// one. One `u32` so that an idle session stays as small as it was.
+    probe: u32,
     timers: TimerTable,
     start: Instant,
     net_sent_at: Option<Instant>,
@@ -165,8 +167,9 @@ pub struct Session {
     remap_next: Option<Instant>,
     /// The smoothed and the smallest NetStatus round trip, in microseconds (4 bytes each
     /// instead of a `Duration`'s 16: an idle session costs less at 100k).
-    net_rtt_us: Option<u32>,
-    net_min_rtt_us: Option<u32>,
+    /// (`NonZeroU32`, 0 µs read as 1: an `Option` of it takes 4 bytes, not 8.)
+    net_rtt_us: Option<NonZeroU32>,
+    net_min_rtt_us: Option<NonZeroU32>,
     counters: Counters,
     data: Option<Box<DataPath>>,
     scratch: Option<Box<Scratch>>,
@@ -297,8 +300,7 @@ impl Session {
             net_answer: None,
             framer: None,
             framing_overhead: MAX_OVERHEAD as u8,
-            probe_secs: 0,
-            probe_heard: false,
+            probe: 0,
             timers: TimerTable::default(),
             start: now,
             net_sent_at: None,
@@ -379,8 +381,10 @@ impl Session {
             self.heartbeat_outstanding = true;
             if self.unanswered_probe(now).is_none() {
                 let secs = now.saturating_duration_since(self.start).as_secs();
-                self.probe_secs = u32::try_from(secs).unwrap_or(u32::MAX - 1) + 1;
-                self.probe_heard = false;
+                self.probe = u32::try_from(secs)
+                    .unwrap_or(PROBE_HEARD - 2)
+                    .min(PROBE_HEARD - 2)
+                    + 1;
             }
         }
     }
@@ -389,13 +393,13 @@ impl Session {
     /// heard from the peer since it was sent, understated by less than a second. `None` without
     /// an unanswered probe.
     pub(crate) fn unanswered_probe(&self, now: Instant) -> Option<Duration> {
-        if self.probe_secs == 0 || self.probe_heard {
+        if self.probe == 0 || self.probe & PROBE_HEARD != 0 {
             return None;
         }
-        // Sent at `probe_secs - 1` whole seconds or later: understated by less than a second.
+        // Sent at `probe - 1` whole seconds or later: understated by less than a second.
         Some(
             now.saturating_duration_since(self.start)
-                .saturating_sub(Duration::from_secs(u64::from(self.probe_secs))),
+                .saturating_sub(Duration::from_secs(u64::from(self.probe))),
         )
     }
 
@@ -478,8 +482,8 @@ impl Session {
     pub fn stats(&self) -> SessionStats {
         let c = &self.counters;
         let mut s = SessionStats {
-            rtt: self.net_rtt_us.map(micros),
-            min_rtt: self.net_min_rtt_us.map(micros),
+            rtt: self.net_rtt_us.map(|us| micros(us.get())),
+            min_rtt: self.net_min_rtt_us.map(|us| micros(us.get())),
             datagrams_sent: c.datagrams_sent,
             bytes_sent: c.bytes_sent,
             datagrams_received: c.datagrams_received,
@@ -1021,7 +1025,9 @@ impl Session {
 
     /// Liveness: resets the idle and heartbeat timers.
     fn on_peer_heard(&mut self, now: Instant) {
-        self.probe_heard = true;
+        if self.probe != 0 {
+            self.probe |= PROBE_HEARD;
+        }
         if !matches!(self.state, State::Connected | State::Closing) {
             return;
         }
@@ -1155,12 +1161,14 @@ impl Session {
 
     fn on_rtt_sample(&mut self, sample: Duration) {
         let sample = u32::try_from(sample.as_micros()).unwrap_or(u32::MAX);
-        self.net_rtt_us = Some(match self.net_rtt_us {
+        let smoothed = match self.net_rtt_us {
             None => sample,
             // At most u32::MAX: the weighted mean of two u32 values.
-            Some(s) => ((u64::from(s) * 7 + u64::from(sample)) / 8) as u32,
-        });
-        self.net_min_rtt_us = Some(self.net_min_rtt_us.map_or(sample, |m| m.min(sample)));
+            Some(s) => ((u64::from(s.get()) * 7 + u64::from(sample)) / 8) as u32,
+        };
+        let min = self.net_min_rtt_us.map_or(sample, |m| m.get().min(sample));
+        self.net_rtt_us = NonZeroU32::new(smoothed.max(1));
+        self.net_min_rtt_us = NonZeroU32::new(min.max(1));
     }
 
     fn deliver_unreliable(&mut self, kind: Delivery, data: &[u8]) {
@@ -1338,7 +1346,7 @@ impl Session {
         }
         if self.pending & P_NET_REQUEST != 0 {
             let tick = self.millis(now) as u16;
-            let rtt_ms = |us: Option<u32>| us.map_or(0, |us| us / 1000);
+            let rtt_ms = |us: Option<NonZeroU32>| us.map_or(0, |us| us.get() / 1000);
             let packet = Packet::NetStatusRequest(NetStatusRequest {
                 client_tick: tick,
                 last_update_ms: rtt_ms(self.net_rtt_us),
