@@ -376,6 +376,8 @@ mod tests {
         per_call: usize,
         handed: AtomicUsize,
         buffer_sizes: Mutex<Vec<usize>>,
+        /// Datagrams sent, segments of a GSO send counted one by one.
+        sent: AtomicUsize,
     }
 
     impl AsyncUdpSocket for Flood {
@@ -400,7 +402,16 @@ mod tests {
             Poll::Ready(Ok(n))
         }
         fn try_send(&self, _: SocketAddr, _: &[u8]) -> io::Result<()> {
+            self.sent.fetch_add(1, Ordering::SeqCst);
             Ok(())
+        }
+        fn try_send_segments(&self, _: SocketAddr, contents: &[u8], size: usize) -> io::Result<()> {
+            self.sent
+                .fetch_add(contents.chunks(size.max(1)).count(), Ordering::SeqCst);
+            Ok(())
+        }
+        fn max_send_segments(&self) -> usize {
+            64
         }
         fn poll_writable(&self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
             Poll::Ready(Ok(()))
@@ -432,6 +443,7 @@ mod tests {
             per_call,
             handed: AtomicUsize::new(0),
             buffer_sizes: Mutex::new(Vec::new()),
+            sent: AtomicUsize::new(0),
         });
         let driver = Driver::new(shared, socket.clone(), Arc::new(NoRuntime), &config);
         (driver, socket)
@@ -452,6 +464,30 @@ mod tests {
                 "per_call {per_call}: datagrams read in one wake-up"
             );
         }
+    }
+
+    #[test]
+    fn one_wake_up_sends_at_most_the_budget() {
+        // Issue 22 A10: a GSO batch was filled whole after the budget check, so a wake-up could
+        // send 63 datagrams and then a whole batch of 64 more.
+        let mut cx = Context::from_waker(Waker::noop());
+        let (mut driver, socket) = driver(0, 512);
+        let shared = driver.shared.clone();
+        let now = Instant::now();
+        let mut state = shared.lock();
+        // Stateless UnknownSender replies: one to A, then 150 of one size to B (a GSO run).
+        let a = SocketAddr::from(([127, 0, 0, 1], 7));
+        let b = SocketAddr::from(([127, 0, 0, 1], 8));
+        state.proto.handle_datagram(now, a, &[0, 9, 0, 0]);
+        for _ in 0..150 {
+            state.proto.handle_datagram(now, b, &[0, 9, 0, 0]);
+        }
+        let more = driver.transmit(&mut cx, &mut state, now);
+        assert!(more, "the budget ran out with more to send");
+        assert_eq!(socket.sent.load(Ordering::SeqCst), SEND_BUDGET);
+        // The rest goes out over the next wake-ups.
+        while driver.transmit(&mut cx, &mut state, now) {}
+        assert_eq!(socket.sent.load(Ordering::SeqCst), 151);
     }
 
     #[test]
