@@ -448,7 +448,9 @@ impl EndpointConfig {
     /// is treated. Such a request is how a client that restarted on the same address starts
     /// over, but its address is all it proves, so anyone who can spoof that address could send
     /// it. The endpoint therefore does not end the old session on the first such request: it
-    /// sends the old session a Heartbeat (a live peer answers it) and ignores the request. A
+    /// sends the old session a Heartbeat and ignores the request; any authentic datagram from
+    /// the peer afterwards (the Heartbeat's answer, which this crate's clients send, or its
+    /// ordinary traffic) counts as an answer. A
     /// later request (clients resend theirs every second) replaces the old session (which ends
     /// with `NewConnectionAttempt`) only once that Heartbeat has gone unanswered, with nothing
     /// else heard from the peer either, for at least this long. A live client is therefore never
