@@ -4,7 +4,9 @@
 //!   one-way delay, Bernoulli loss, Gilbert–Elliott burst loss, reordering and duplication.
 //! * [`stack`]: the stacks under test behind one [`Stack`] trait: our endpoints
 //!   ([`StackKind::Ours`]), our client against our server acking like h1z1-server
-//!   ([`StackKind::OursVsSlowAcker`]), and soe-protocol 2.3.0 on both sides
+//!   ([`StackKind::OursVsSlowAcker`]), our client against a model of h1z1-server's reliable
+//!   layer written from its source ([`StackKind::OursVsH1z1`], [`h1z1`]), and soe-protocol 2.3.0
+//!   on both sides
 //!   ([`StackKind::SoeProtocol`]).
 //! * [`workload`]: echo, bulk and 20 Hz game-tick traffic whose every message is verified on
 //!   delivery (exactly once, in order, byte for byte).
@@ -38,12 +40,13 @@
 
 pub mod emulator;
 pub mod grid;
+pub mod h1z1;
 pub mod run;
 pub mod stack;
 pub mod workload;
 
 pub use emulator::{GilbertElliott, Link, LinkConfig, LinkStats};
 pub use grid::{Cell, GridOptions, GridReport, Target, grid_conditions, run_grid};
-pub use run::{Condition, RunConfig, RunResult, run};
+pub use run::{Condition, RunConfig, RunResult, STALL, run};
 pub use stack::{Side, Stack, StackCounters, StackKind};
 pub use workload::{Verdict, Workload};

@@ -88,6 +88,9 @@ impl Condition {
     }
 }
 
+/// A session that delivers nothing for this long while messages are outstanding is stalled.
+pub const STALL: Duration = Duration::from_secs(10);
+
 /// Everything one run depends on.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -166,6 +169,9 @@ pub struct RunResult {
     pub down: LinkStats,
     /// Simulated time the run took, handshake and drain included.
     pub simulated: Duration,
+    /// The longest time messages were outstanding while none was delivered
+    /// ([`crate::workload::Traffic::longest_stall`]).
+    pub longest_stall: Duration,
 }
 
 impl RunResult {
@@ -178,9 +184,15 @@ impl RunResult {
         }
     }
 
-    /// Whether the run was clean: connected, no death, every message exactly once in order.
+    /// Whether the run was clean: connected, no death, every message exactly once in order,
+    /// and no stall ([`STALL`] with messages outstanding and none delivered).
     pub fn is_clean(&self) -> bool {
-        self.connected && self.death.is_none() && self.verdict.is_clean()
+        self.connected && self.death.is_none() && self.verdict.is_clean() && !self.stalled()
+    }
+
+    /// Whether messages were outstanding for [`STALL`] or longer with none delivered.
+    pub fn stalled(&self) -> bool {
+        self.longest_stall >= STALL
     }
 }
 
@@ -279,6 +291,10 @@ pub fn run(config: &RunConfig) -> RunResult {
             && d.step(drain_end)
         {}
     }
+    let now = d.now;
+    if let Some(t) = d.traffic.as_mut() {
+        t.observe(now);
+    }
     let traffic = d.traffic.as_ref();
     RunResult {
         seed: config.seed,
@@ -291,5 +307,6 @@ pub fn run(config: &RunConfig) -> RunResult {
         up: d.up.stats(),
         down: d.down.stats(),
         simulated: d.now - start,
+        longest_stall: traffic.map_or(Duration::ZERO, Traffic::longest_stall),
     }
 }

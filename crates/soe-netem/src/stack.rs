@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use soe_reliable::ReliableConfig;
+
+use crate::h1z1::H1z1Server;
 use soe_session::{
     Channel, Endpoint, EndpointConfig, Event, SendError, SessionConfig, SessionHandle,
 };
@@ -91,11 +93,20 @@ pub enum StackKind {
     OursVsSlowAcker,
     /// soe-protocol 2.3.0's `SoeSession` on both sides, ticked every millisecond.
     SoeProtocol,
+    /// Our client against a model of h1z1-server's reliable layer ([`crate::h1z1`]): acks
+    /// from a 24 ms loop, never a re-ack of a duplicate, CRC-less OutOfOrder, and delivery that
+    /// stops behind a packet yielding no message.
+    OursVsH1z1,
 }
 
 impl StackKind {
     /// All stacks, in report order.
-    pub const ALL: [Self; 3] = [Self::Ours, Self::OursVsSlowAcker, Self::SoeProtocol];
+    pub const ALL: [Self; 4] = [
+        Self::Ours,
+        Self::OursVsSlowAcker,
+        Self::OursVsH1z1,
+        Self::SoeProtocol,
+    ];
 
     /// A short name for tables and filters.
     pub fn name(self) -> &'static str {
@@ -103,13 +114,14 @@ impl StackKind {
             Self::Ours => "ours",
             Self::OursVsSlowAcker => "ours-vs-slow-acker",
             Self::SoeProtocol => "soe-protocol",
+            Self::OursVsH1z1 => "ours-vs-h1z1",
         }
     }
 
     /// How long the receiving peer may sit on an in-order packet before acknowledging it.
     pub fn peer_ack_delay(self) -> Duration {
         match self {
-            Self::OursVsSlowAcker => SLOW_ACK_DELAY,
+            Self::OursVsSlowAcker | Self::OursVsH1z1 => SLOW_ACK_DELAY,
             Self::Ours | Self::SoeProtocol => Duration::from_millis(2),
         }
     }
@@ -124,6 +136,7 @@ impl StackKind {
             Self::SoeProtocol => {
                 Box::new(SoeProtocolPair::new(now, seed, Duration::from_millis(1)))
             }
+            Self::OursVsH1z1 => Box::new(OursPair::against_h1z1(seed, ours_config())),
         }
     }
 }
@@ -148,10 +161,16 @@ pub fn slow_acker_config() -> SessionConfig {
     }
 }
 
-/// Two of our endpoints.
+/// The server side of an [`OursPair`].
+enum ServerSide {
+    Ours(Endpoint<u32>),
+    H1z1(H1z1Server),
+}
+
+/// Our client endpoint against our server endpoint or a model of h1z1-server.
 pub struct OursPair {
     client: Endpoint<u32>,
-    server: Endpoint<u32>,
+    server: ServerSide,
     client_handle: Option<SessionHandle>,
     server_handle: Option<SessionHandle>,
     connected: bool,
@@ -168,7 +187,7 @@ impl OursPair {
         let client_ep = EndpointConfig::client(Arc::new(client)).with_rng_seed(seed ^ 0xC1C1);
         Self {
             client: Endpoint::new(Arc::new(client_ep)),
-            server: Endpoint::new(Arc::new(server_ep)),
+            server: ServerSide::Ours(Endpoint::new(Arc::new(server_ep))),
             client_handle: None,
             server_handle: None,
             connected: false,
@@ -179,12 +198,38 @@ impl OursPair {
         }
     }
 
+    /// Our client endpoint with `client` against the h1z1-server model.
+    pub fn against_h1z1(seed: u64, client: SessionConfig) -> Self {
+        let mut pair = Self::new(seed, ours_config(), client);
+        pair.server = ServerSide::H1z1(H1z1Server::new((seed as u32) ^ 0x0048_315A));
+        pair
+    }
+
     fn pump_events(&mut self) {
         while let Some((h, e)) = self.client.poll_event() {
             self.on_event(Side::Client, h, e);
         }
-        while let Some((h, e)) = self.server.poll_event() {
-            self.on_event(Side::Server, h, e);
+        match &mut self.server {
+            ServerSide::Ours(_) => {
+                while let Some((h, e)) = match &mut self.server {
+                    ServerSide::Ours(server) => server.poll_event(),
+                    ServerSide::H1z1(_) => None,
+                } {
+                    self.on_event(Side::Server, h, e);
+                }
+            }
+            ServerSide::H1z1(model) => {
+                if model.is_open() && !self.accepted {
+                    self.accepted = true;
+                }
+                if model.is_closed() {
+                    self.death
+                        .get_or_insert_with(|| "Server closed: Disconnect from the client".into());
+                }
+                let mut got = Vec::new();
+                model.poll_delivered(&mut got);
+                self.delivered[Side::Server as usize].extend(got);
+            }
         }
     }
 
@@ -221,13 +266,20 @@ impl Stack for OursPair {
     fn handle_datagram(&mut self, now: Instant, to: Side, datagram: &[u8]) {
         match to {
             Side::Client => self.client.handle_datagram(now, SERVER_ADDR, datagram),
-            Side::Server => self.server.handle_datagram(now, CLIENT_ADDR, datagram),
+            Side::Server => match &mut self.server {
+                ServerSide::Ours(server) => server.handle_datagram(now, CLIENT_ADDR, datagram),
+                ServerSide::H1z1(model) => model.handle_datagram(now, datagram),
+            },
         }
         self.pump_events();
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.client.poll_timeout(), self.server.poll_timeout()]
+        let server = match &self.server {
+            ServerSide::Ours(server) => server.poll_timeout(),
+            ServerSide::H1z1(model) => model.poll_timeout(),
+        };
+        [self.client.poll_timeout(), server]
             .into_iter()
             .flatten()
             .min()
@@ -237,8 +289,13 @@ impl Stack for OursPair {
         if self.client.poll_timeout().is_some_and(|t| t <= now) {
             self.client.handle_timeout(now);
         }
-        if self.server.poll_timeout().is_some_and(|t| t <= now) {
-            self.server.handle_timeout(now);
+        match &mut self.server {
+            ServerSide::Ours(server) => {
+                if server.poll_timeout().is_some_and(|t| t <= now) {
+                    server.handle_timeout(now);
+                }
+            }
+            ServerSide::H1z1(model) => model.handle_timeout(now),
         }
         self.pump_events();
     }
@@ -247,16 +304,26 @@ impl Stack for OursPair {
         while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
             out.push((Side::Client, self.buf[..t.len].to_vec()));
         }
-        while let Some(t) = self.server.poll_transmit(now, &mut self.buf) {
-            out.push((Side::Server, self.buf[..t.len].to_vec()));
+        match &mut self.server {
+            ServerSide::Ours(server) => {
+                while let Some(t) = server.poll_transmit(now, &mut self.buf) {
+                    out.push((Side::Server, self.buf[..t.len].to_vec()));
+                }
+            }
+            ServerSide::H1z1(model) => {
+                let mut sent = Vec::new();
+                model.poll_transmit(now, &mut sent);
+                out.extend(sent.into_iter().map(|d| (Side::Server, d)));
+            }
         }
         self.pump_events();
     }
 
     fn send(&mut self, from: Side, message: Bytes) -> bool {
-        let (ep, h) = match from {
-            Side::Client => (&mut self.client, self.client_handle),
-            Side::Server => (&mut self.server, self.server_handle),
+        let (ep, h) = match (from, &mut self.server) {
+            (Side::Client, _) => (&mut self.client, self.client_handle),
+            (Side::Server, ServerSide::Ours(server)) => (server, self.server_handle),
+            (Side::Server, ServerSide::H1z1(model)) => return model.send(&message),
         };
         let Some(h) = h else { return false };
         match ep.send(h, Channel::ZERO, message) {
@@ -277,9 +344,19 @@ impl Stack for OursPair {
 
     fn counters(&self) -> StackCounters {
         let mut c = StackCounters::default();
+        let server = match &self.server {
+            ServerSide::Ours(server) => self.server_handle.and_then(|h| server.stats(h)),
+            ServerSide::H1z1(model) => {
+                let (sent, resent, duplicates) = model.counters;
+                c.packets_sent += sent;
+                c.packets_resent += resent;
+                c.duplicates_received += duplicates;
+                None
+            }
+        };
         for s in [
             self.client_handle.and_then(|h| self.client.stats(h)),
-            self.server_handle.and_then(|h| self.server.stats(h)),
+            server,
         ]
         .into_iter()
         .flatten()

@@ -211,6 +211,10 @@ pub struct Traffic {
     /// Delivered bytes counted until [`Traffic::stop`].
     measured_bytes: u64,
     rx: Vec<Bytes>,
+    /// The last instant a message was delivered, or nothing was outstanding.
+    last_progress: Instant,
+    /// The longest time messages were outstanding with none delivered.
+    longest_stall: Duration,
 }
 
 impl Traffic {
@@ -236,7 +240,26 @@ impl Traffic {
             latencies: Vec::new(),
             measured_bytes: 0,
             rx: Vec::new(),
+            last_progress: now,
+            longest_stall: Duration::ZERO,
         }
+    }
+
+    /// The longest time, up to the last [`Traffic::pump`] or [`Traffic::observe`], during which
+    /// messages were outstanding and none was delivered. A session that stays connected but
+    /// delivers nothing more shows here rather than as a death.
+    pub fn longest_stall(&self) -> Duration {
+        self.longest_stall
+    }
+
+    /// Brings [`Traffic::longest_stall`] up to `now`.
+    pub fn observe(&mut self, now: Instant) {
+        if self.streams.iter().all(Stream::done) && self.echo_backlog == 0 {
+            self.last_progress = now;
+        }
+        self.longest_stall = self
+            .longest_stall
+            .max(now.saturating_duration_since(self.last_progress));
     }
 
     /// The next instant the traffic wants [`Traffic::pump`] (its tick), if any.
@@ -288,11 +311,15 @@ impl Traffic {
         for side in [Side::Client, Side::Server] {
             let mut rx = std::mem::take(&mut self.rx);
             stack.poll_delivered(side, &mut rx);
+            if !rx.is_empty() {
+                self.last_progress = now;
+            }
             for data in rx.drain(..) {
                 self.on_message(now, side, &data);
             }
             self.rx = rx;
         }
+        self.observe(now);
         match self.workload {
             Workload::Echo => {
                 while self.echo_backlog > 0 && self.streams[1].try_send(now, stack) {
