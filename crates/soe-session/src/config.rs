@@ -42,7 +42,7 @@ pub struct SessionConfig {
     close_timeout: Duration,
     disconnect_repeats: u8,
     disconnect_interval: Duration,
-    accept_crcless_quirks: bool,
+    accept_crcless_quirks: Option<bool>,
     max_queued_unreliable: usize,
     rng_seed: Option<u64>,
 }
@@ -65,7 +65,7 @@ impl Default for SessionConfig {
             close_timeout: Duration::from_secs(5),
             disconnect_repeats: 5,
             disconnect_interval: Duration::from_millis(100),
-            accept_crcless_quirks: true,
+            accept_crcless_quirks: None,
             max_queued_unreliable: 256,
             rng_seed: None,
         }
@@ -227,10 +227,14 @@ impl SessionConfig {
     }
 
     /// Whether a Heartbeat or a selective Acknowledge that fails its CRC is accepted when it has
-    /// exactly the CRC-less shape some servers (h1z1-server) send. Default true.
+    /// exactly the CRC-less shape some servers (h1z1-server) send. By default client sessions
+    /// accept them and server sessions do not: no known client sends them, and a packet with
+    /// no CRC is one anybody who knows the address can forge. Either way a selective ack is only
+    /// a hint to the sender, never a proof of delivery: data it names stays queued until a
+    /// cumulative ack (which always carries the CRC) covers it.
     #[must_use]
     pub fn with_accept_crcless_quirks(mut self, on: bool) -> Self {
-        self.accept_crcless_quirks = on;
+        self.accept_crcless_quirks = Some(on);
         self
     }
 
@@ -310,8 +314,9 @@ impl SessionConfig {
     pub fn disconnect_interval(&self) -> Duration {
         self.disconnect_interval
     }
-    /// See [`with_accept_crcless_quirks`](Self::with_accept_crcless_quirks).
-    pub fn accept_crcless_quirks(&self) -> bool {
+    /// See [`with_accept_crcless_quirks`](Self::with_accept_crcless_quirks): `None` when it was
+    /// not set, meaning client sessions accept the quirks and server sessions do not.
+    pub fn accept_crcless_quirks(&self) -> Option<bool> {
         self.accept_crcless_quirks
     }
     /// See [`with_max_queued_unreliable`](Self::with_max_queued_unreliable).

@@ -111,9 +111,12 @@
 //!   and retries every `retry_interval` while unanswered; a heartbeat that does not answer ours
 //!   is answered. `idle_timeout` (30 s) of silence ends the session with `Timeout`.
 //! * A datagram whose CRC fails is dropped and counted, never fatal; with
-//!   `accept_crcless_quirks` (default) a Heartbeat or selective Acknowledge with no CRC at all
-//!   is accepted, as h1z1-server sends them. A packet whose CRC holds but which does not parse
-//!   ends the session with `CorruptPacket` (and a Disconnect saying so).
+//!   `accept_crcless_quirks` (by default on client sessions only) a Heartbeat or selective
+//!   Acknowledge with no CRC at all is accepted, as h1z1-server sends them; that exact shape
+//!   is read as the quirk even when its last bytes happen to pass as a CRC. A selective ack is
+//!   only a hint: the data it names stays queued until a cumulative ack covers it. A packet
+//!   whose CRC holds but which does not parse ends the session with `CorruptPacket` (and a
+//!   Disconnect saying so).
 //! * Graceful close flushes queued reliable data (bounded by `close_timeout`, 5 s), then sends
 //!   the Disconnect `disconnect_repeats` (5) times `disconnect_interval` (100 ms) apart, and
 //!   repeats it to any packet the peer still sends meanwhile.

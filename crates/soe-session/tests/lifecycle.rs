@@ -376,6 +376,44 @@ fn crcless_ack_is_accepted_with_compression_on() {
     assert_eq!(p.client.state(c), Some(State::Connected));
 }
 
+/// h1z1-server's CRC-less selective ack `00 11 | u16` has, one time in 65,536, a sequence equal
+/// to the CRC of `00 11`. It must be read as the selective ack it is, not as a truncated
+/// Acknowledge with a valid CRC (that ended the session with CorruptPacket).
+#[test]
+fn a_crcless_ack_whose_sequence_passes_as_a_crc_is_still_an_ack() {
+    let (mut p, c, s) = connected(31, NetConfig::default());
+    let mut f = peer_framer(&p, s);
+    let looks_sealed = sealed(&mut f, &[0x00, 0x11]);
+    assert_eq!(looks_sealed.len(), 4);
+    p.client.handle_datagram(p.now, SERVER, &looks_sealed);
+    p.flush();
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(p.client.state(c), Some(State::Connected));
+    assert!(Pair::closed(&p.client_events, c).is_none());
+}
+
+/// Server sessions take no CRC-less packets unless told to: no known client sends them, and a
+/// packet without a CRC is one anybody can forge from the client's address.
+#[test]
+fn server_sessions_refuse_crcless_acks_by_default() {
+    let (mut p, _c, s) = connected(32, NetConfig::default());
+    p.server
+        .handle_datagram(p.now, CLIENT, &[0x00, 0x11, 0x00, 0x01]);
+    p.server.handle_datagram(p.now, CLIENT, &[0x00, 0x06]);
+    let st = p.server.stats(s).unwrap();
+    assert_eq!((st.crcless_accepted, st.crc_rejects), (0, 2));
+    let mut p = Pair::new(
+        common::seed(33),
+        server_config().with_accept_crcless_quirks(true),
+        client_config(),
+        NetConfig::default(),
+    );
+    let (_c, s) = p.connect();
+    p.server
+        .handle_datagram(p.now, CLIENT, &[0x00, 0x11, 0x00, 0x01]);
+    assert_eq!(p.server.stats(s).unwrap().crcless_accepted, 1);
+}
+
 #[test]
 fn crcless_quirks_can_be_turned_off() {
     let mut p = Pair::new(
