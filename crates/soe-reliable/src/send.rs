@@ -43,13 +43,18 @@ struct InFlight {
     /// Declared lost because a packet sent after it was acknowledged (counted when resent, and
     /// used to widen the reordering allowance if the resend proves spurious).
     fast: bool,
+    /// Selectively acknowledged. A selective ack is a hint, not a proof of delivery: it carries
+    /// no proof of origin (peers send it without a CRC), so the packet stays here until a
+    /// cumulative ack covers it, out of the window count and out of loss detection, and a
+    /// retransmission timeout still resends it if the cumulative ack never comes.
+    sacked: bool,
 }
 
 impl InFlight {
     /// Whether the packet counts toward the congestion window: sent and neither acknowledged
     /// nor declared lost (a probe copy leaves it counted).
     fn counted(&self) -> bool {
-        !self.resend_queued || self.probe
+        !self.sacked && (!self.resend_queued || self.probe)
     }
 
     fn encoded_len(&self) -> usize {
@@ -103,9 +108,19 @@ pub(crate) struct Sender {
     next: u64,
     /// The oldest unacknowledged sequence (`next` when nothing is in flight).
     base: u64,
-    /// `in_flight[i]` is sequence `base + i`; `None` once selectively acknowledged. The front is
-    /// never `None`.
+    /// `in_flight[i]` is sequence `base + i`, kept until a cumulative ack covers it (a selective
+    /// ack only marks it [`InFlight::sacked`]). The `Option` is always `Some`.
     in_flight: VecDeque<Option<InFlight>>,
+    /// Packets marked [`InFlight::sacked`].
+    sacked: u32,
+    /// The sequence of the last ack elicitor, while it is not cumulatively acknowledged: no new
+    /// data is sequenced after it until it is. A peer that stops delivering at a packet that
+    /// yields no message (h1z1-server) would otherwise hold every later packet undelivered,
+    /// acknowledged, until yet another packet arrived.
+    elicitor_at: Option<u64>,
+    /// The packet a retransmission timeout last resent besides the oldest
+    /// ([`Sender::resend_second`]); the next takes the one below it.
+    rto_cursor: Option<u64>,
     resend: VecDeque<u64>,
     /// Packets counted toward the congestion window ([`InFlight::counted`]).
     flight: u32,
@@ -138,6 +153,15 @@ pub(crate) struct Sender {
 /// A packet with this many later sequences acknowledged is lost (RFC 9002's kPacketThreshold).
 const PACKET_THRESHOLD: u64 = 3;
 
+/// Transmissions of an unacknowledged ack elicitor before another may follow it
+/// ([`Sender::may_elicit`]).
+const ELICITOR_TRIES: u32 = 3;
+
+/// Probe timeouts in a row before a retransmission timeout also resends the unacknowledged
+/// packets in turn ([`Sender::resend_second`]). Earlier, that costs throughput on a lossy path
+/// (each resend of a packet the peer holds takes a slot of the window).
+const ROTATE_AFTER: u32 = 3;
+
 /// Sequences a probe may go past `max_send_window` (see [`Sender::span_open`]).
 const PROBE_SPAN_SLACK: u64 = 32;
 
@@ -158,6 +182,9 @@ impl Sender {
             next: 0,
             base: 0,
             in_flight: VecDeque::new(),
+            sacked: 0,
+            elicitor_at: None,
+            rto_cursor: None,
             resend: VecDeque::new(),
             flight: 0,
             largest_acked: None,
@@ -257,7 +284,7 @@ impl Sender {
         if self.loss_time.is_some() {
             return self.loss_time;
         }
-        if self.flight == 0 {
+        if self.flight == 0 && self.sacked == 0 {
             return None;
         }
         self.last_send?.checked_add(self.pto(config))
@@ -291,9 +318,44 @@ impl Sender {
         );
     }
 
-    /// Whether a message, or part of one, waits for a sequence.
+    /// Whether a message, or part of one, waits for a sequence and may have one now (not held
+    /// behind an unacknowledged ack elicitor).
     fn has_new_data(&self) -> bool {
-        !self.queue.is_empty() || self.fragmenting.is_some()
+        (!self.queue.is_empty() || self.fragmenting.is_some()) && !self.behind_elicitor()
+    }
+
+    /// Whether a new ack elicitor may go out while one is unacknowledged: only when the peer
+    /// almost surely holds every packet before it, so that the new one arrives in order. A
+    /// second elicitor that arrived ahead of a missing packet would stay unprocessed at a peer
+    /// that stops delivering at each packet yielding no message (h1z1-server), and hold back
+    /// the next data packet at every later arrival.
+    ///
+    /// The evidence: the outstanding elicitor was sent [`ELICITOR_TRIES`] times and never drew
+    /// a selective ack (a peer holding it ahead of a hole acknowledges it selectively at each
+    /// arrival), or it was selectively acknowledged and every packet not selectively
+    /// acknowledged was sent that many times.
+    fn may_elicit(&self) -> bool {
+        let Some(at) = self.elicitor_at.filter(|&e| e >= self.base) else {
+            return true;
+        };
+        let elicitor = usize::try_from(at - self.base)
+            .ok()
+            .and_then(|i| self.in_flight.get(i))
+            .and_then(Option::as_ref);
+        match elicitor {
+            None => true,
+            Some(e) if !e.sacked => e.transmissions >= ELICITOR_TRIES,
+            Some(_) => self
+                .in_flight
+                .iter()
+                .flatten()
+                .all(|p| p.sacked || p.transmissions >= ELICITOR_TRIES),
+        }
+    }
+
+    /// Whether an ack elicitor is out and not cumulatively acknowledged.
+    fn behind_elicitor(&self) -> bool {
+        self.elicitor_at.is_some_and(|e| e >= self.base)
     }
 
     /// Writes one retransmission or one new data packet.
@@ -364,9 +426,13 @@ impl Sender {
             // New to the peer, so even a peer that never re-acknowledges a duplicate
             // acknowledges it, and everything before it.
             self.elicit = false;
+            self.elicitor_at = Some(self.next);
             stats.ack_elicitors += 1;
             (Header::Whole, false, Bytes::from_static(payload))
         } else {
+            if self.behind_elicitor() {
+                return None;
+            }
             let within = self.flight < window && self.span_open(config, false);
             if !within && self.probe_budget == 0 {
                 return None;
@@ -395,6 +461,7 @@ impl Sender {
             resend_queued: false,
             probe: false,
             fast: false,
+            sacked: false,
         };
         let sequence = self.next;
         self.next += 1;
@@ -507,13 +574,18 @@ impl Sender {
         // was missing, so only the peer's ack timer (and queueing) kept it waiting.
         let mut sample = None;
         let oldest_wait = match self.in_flight.front() {
-            Some(Some(p)) if p.transmissions == 1 => {
+            Some(Some(p)) if p.transmissions == 1 && !p.sacked => {
                 Some(now.saturating_duration_since(p.last_sent))
             }
             _ => None,
         };
         for sequence in self.base..=last {
             if let Some(Some(packet)) = self.in_flight.pop_front() {
+                if packet.sacked {
+                    // Counted as delivered when its selective ack came.
+                    self.sacked = self.sacked.saturating_sub(1);
+                    continue;
+                }
                 acked += 1;
                 if packet.transmissions == 1 {
                     sample = Some(packet.last_sent);
@@ -528,23 +600,34 @@ impl Sender {
         }
     }
 
-    /// Handles a selective Acknowledge.
+    /// Handles a selective Acknowledge: the packet counts as delivered for the window, the
+    /// round trip and loss detection, but stays until a cumulative ack covers it
+    /// ([`InFlight::sacked`]).
     pub(crate) fn on_ack(&mut self, now: Instant, sequence: u16, stats: &mut ChannelStats) {
         stats.acks_received += 1;
-        let packet = expand(self.base, sequence)
+        let found = expand(self.base, sequence)
             .filter(|s| (self.base..self.next).contains(s))
             .and_then(|s| {
-                let slot = self
-                    .in_flight
-                    .get_mut(usize::try_from(s - self.base).ok()?)?;
-                Some((s, slot.take()?))
+                let index = usize::try_from(s - self.base).ok()?;
+                let slot = self.in_flight.get_mut(index)?;
+                if slot.as_ref()?.sacked {
+                    return None;
+                }
+                Some((s, index, slot.take()?))
             });
-        let Some((sequence, packet)) = packet else {
+        let Some((sequence, index, mut packet)) = found else {
             stats.acks_ignored += 1;
             return;
         };
         self.on_delivered(now, sequence, &packet, stats);
         let sample = (packet.transmissions == 1).then_some(packet.last_sent);
+        packet.sacked = true;
+        packet.resend_queued = false;
+        packet.probe = false;
+        self.sacked += 1;
+        if let Some(slot) = self.in_flight.get_mut(index) {
+            *slot = Some(packet);
+        }
         self.after_ack(now, sequence, 1, sample, stats);
     }
 
@@ -640,11 +723,14 @@ impl Sender {
         // Whether a selectively acknowledged packet precedes the current one.
         let mut past_hole = false;
         for index in 0..self.in_flight.len() {
-            let before_acked = matches!(self.in_flight.get(index + 1), Some(None));
+            let before_acked = matches!(self.in_flight.get(index + 1), Some(Some(p)) if p.sacked);
             let Some(Some(packet)) = self.in_flight.get_mut(index) else {
-                past_hole = true;
                 continue;
             };
+            if packet.sacked {
+                past_hole = true;
+                continue;
+            }
             let sequence = self.base + index as u64;
             let sent_before = packet.last_sent < rack
                 || (packet.last_sent == rack && packet.transmissions == 1 && sequence < largest);
@@ -723,11 +809,23 @@ impl Sender {
         self.pto_count = self.pto_count.saturating_add(1);
         stats.probes += 1;
         let new_data = self.has_new_data() && self.span_open(config, true);
+        let mut resends = u8::from(self.pto_count >= 2);
         if self.pto_count >= 2 {
             let base = self.base;
+            let mut resent_oldest = false;
             if let Some(Some(oldest)) = self.in_flight.front_mut() {
-                if oldest.counted() && now.saturating_duration_since(oldest.last_sent) >= base_pto {
-                    self.flight = self.flight.saturating_sub(1);
+                // A selectively acknowledged oldest packet is resent too: only a cumulative ack
+                // proves delivery, and none has come.
+                if (oldest.counted() || oldest.sacked)
+                    && now.saturating_duration_since(oldest.last_sent) >= base_pto
+                {
+                    if oldest.sacked {
+                        oldest.sacked = false;
+                        self.sacked = self.sacked.saturating_sub(1);
+                    } else {
+                        self.flight = self.flight.saturating_sub(1);
+                    }
+                    resent_oldest = true;
                     // Resent first: the peer cannot deliver anything past it.
                     if oldest.resend_queued {
                         self.resend.retain(|&s| s != base);
@@ -749,7 +847,22 @@ impl Sender {
                     }
                 }
             }
-            if !new_data && config.ack_elicitor != AckElicitor::Off && self.span_open(config, true)
+            // The oldest packet may have arrived with its ack lost, and a peer that never
+            // re-acknowledges a duplicate (h1z1-server) then ignores its resend. The newest
+            // unacknowledged packet goes again too: if the peer lacks it, its arrival draws a
+            // fresh cumulative ack (or a selective one, which shows what else is missing).
+            if resent_oldest {
+                if self.resend_second(now, base_pto) {
+                    resends += 1;
+                }
+                if self.resend_newest(now, base_pto) {
+                    resends += 1;
+                }
+            }
+            if !new_data
+                && config.ack_elicitor != AckElicitor::Off
+                && self.span_open(config, true)
+                && self.may_elicit()
             {
                 self.elicit = true;
             }
@@ -760,7 +873,7 @@ impl Sender {
                 .iter_mut()
                 .enumerate()
                 .rev()
-                .find_map(|(i, slot)| Some((i, slot.as_mut()?)));
+                .find_map(|(i, slot)| Some((i, slot.as_mut().filter(|p| !p.sacked)?)));
             if let Some((index, packet)) = newest {
                 if !packet.resend_queued {
                     packet.resend_queued = true;
@@ -774,8 +887,84 @@ impl Sender {
         // retransmission timeout the oldest packet's resend. Kept apart, so queued resends of
         // packets the peer may already hold cannot use up the new data's turn.
         self.probe_budget = u8::from(new_data);
-        self.resend_budget = u8::from(self.pto_count >= 2);
+        self.resend_budget = resends;
         self.check_flight();
+    }
+
+    /// At a retransmission timeout, queues the newest unacknowledged packet still counted in
+    /// flight (the tail: if the peer lacks it, its arrival draws an ack at once) right behind
+    /// the oldest's resend. Returns whether there was one.
+    fn resend_newest(&mut self, now: Instant, pto: Duration) -> bool {
+        let newest = (1..self.in_flight.len()).rev().find(|&i| {
+            matches!(self.in_flight.get(i), Some(Some(p))
+                if p.counted() && now.saturating_duration_since(p.last_sent) >= pto)
+        });
+        let Some(index) = newest else {
+            return false;
+        };
+        let Some(Some(packet)) = self.in_flight.get_mut(index) else {
+            return false;
+        };
+        packet.resend_queued = true;
+        packet.probe = false;
+        packet.fast = false;
+        self.flight = self.flight.saturating_sub(1);
+        let at = usize::from(!self.resend.is_empty());
+        self.resend.insert(at, self.base + index as u64);
+        true
+    }
+
+    /// At a retransmission timeout, sends one more packet right behind the oldest's resend.
+    /// Returns whether there was one.
+    ///
+    /// The oldest may have arrived with its ack lost, and a peer that never re-acknowledges a
+    /// duplicate (h1z1-server) ignores its resend; only a packet it lacks draws a fresh
+    /// cumulative ack (or, ahead of a hole, a selective one that shows the hole). So the second
+    /// resend is a packet already declared lost, if any waits (the window may never reopen for
+    /// it, with the acks of what the peer holds lost); otherwise, from the [`ROTATE_AFTER`]th
+    /// timeout in a row, the timeouts take the other unacknowledged packets in turn, from the
+    /// newest down, so that each is tried.
+    fn resend_second(&mut self, now: Instant, pto: Duration) -> bool {
+        if let Some(i) = self.resend.iter().position(|&s| s != self.base) {
+            if let Some(sequence) = self.resend.remove(i) {
+                let at = usize::from(!self.resend.is_empty());
+                self.resend.insert(at, sequence);
+                return true;
+            }
+        }
+        if self.pto_count < ROTATE_AFTER {
+            return false;
+        }
+        let base = self.base;
+        let eligible = |i: usize| {
+            matches!(self.in_flight.get(i), Some(Some(p))
+                if p.counted() && now.saturating_duration_since(p.last_sent) >= pto)
+        };
+        let below = self
+            .rto_cursor
+            .filter(|&c| c > base)
+            .and_then(|c| usize::try_from(c - base).ok())
+            .unwrap_or(0);
+        let len = self.in_flight.len();
+        let index = (1..below.min(len))
+            .rev()
+            .find(|&i| eligible(i))
+            .or_else(|| (1..len).rev().find(|&i| eligible(i)));
+        let Some(index) = index else {
+            return false;
+        };
+        let sequence = base + index as u64;
+        let Some(Some(packet)) = self.in_flight.get_mut(index) else {
+            return false;
+        };
+        packet.resend_queued = true;
+        packet.probe = false;
+        packet.fast = false;
+        self.flight = self.flight.saturating_sub(1);
+        self.rto_cursor = Some(sequence);
+        let at = usize::from(!self.resend.is_empty());
+        self.resend.insert(at, sequence);
+        true
     }
 }
 

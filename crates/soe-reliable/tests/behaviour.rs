@@ -216,17 +216,17 @@ fn congestion_window_limits_then_grows() {
     assert_eq!(tx.congestion_window(), 16);
     assert_eq!(tx.stats().probes, 1);
     assert_eq!(tx.stats().timeouts, 0);
-    // The second, a retransmission timeout, resends the oldest packet and another probe.
+    // The second, a retransmission timeout, resends the oldest packet and the newest (a peer
+    // that ignores duplicates answers only a packet it lacks), and another probe.
     let deadline = tx.poll_timeout().unwrap();
     tx.handle_timeout(deadline).unwrap();
     let sent = drain(&mut tx, deadline);
-    assert_eq!(sent.len(), 2);
+    let sequences: Vec<u64> = sent.iter().map(|d| u64::from(sequence_of(d))).collect();
     assert_eq!(
-        sequence_of(&sent[0]),
-        12,
-        "the oldest unacknowledged packet"
+        sequences,
+        [12, 28, 29],
+        "the oldest unacknowledged packet, the newest, new data"
     );
-    assert_eq!(sequence_of(&sent[1]), 29, "new data");
     assert_eq!(tx.stats().timeouts, 1);
     // The third in a row without any ack is persistent congestion: the floor.
     let deadline = tx.poll_timeout().unwrap();
@@ -237,8 +237,9 @@ fn congestion_window_limits_then_grows() {
     let sent = drain(&mut tx, deadline);
     assert_eq!(
         sent.len(),
-        2,
-        "the oldest again, and one more probe with new data"
+        4,
+        "the oldest again, the next unacknowledged in turn (from the third timeout in a row), \
+         the newest again, and one more probe with new data"
     );
     tx.handle_ack_all(deadline + 20 * MS, 30);
     assert_eq!(tx.congestion_window(), 2);
@@ -308,8 +309,11 @@ fn losses_found_by_packet_and_time_threshold_without_a_timer() {
     // p3 and p4 were only late: their acks come 2 ms after the resends, sooner than any round
     // trip, so the resends were spurious. p1's ack is for its resend.
     tx.handle_ack_all(deadline + 2 * MS, 4);
-    assert!(tx.is_flushed());
     assert_eq!(tx.stats().spurious_resends, 2);
+    // p5 was only acknowledged selectively: a hint, kept until a cumulative ack covers it.
+    assert!(!tx.is_flushed());
+    tx.handle_ack_all(deadline + 3 * MS, 5);
+    assert!(tx.is_flushed());
 }
 
 /// A peer that holds its cumulative ack (h1z1-server: about 24 ms) acknowledges the packets
@@ -644,4 +648,45 @@ fn pacing_spreads_a_window_over_the_round_trip() {
     drain(&mut tx, t0);
     tx.handle_ack_all(t0 + 100 * MS, 7);
     assert_eq!(drain(&mut tx, t1).len(), 16);
+}
+
+/// A selective ack is a hint, not a proof of delivery (it may be forged: peers send it with no
+/// CRC). Sequence 0 is delivered, 1 is lost, a forged selective ack claims 1, and the real peer
+/// acknowledges 2 to 4 selectively. The sender must still resend 1 and keep it until a
+/// cumulative ack covers it. (It used to drop 1 from its table at the forged ack: never resent,
+/// no timeout, the channel stalled for good.)
+#[test]
+fn a_forged_selective_ack_never_makes_the_sender_forget_data() {
+    let t0 = Instant::now();
+    let config = ReliableConfig::default()
+        .with_bundle_messages(false)
+        .with_pacing(false);
+    let mut tx = channel_with(config, 496);
+    for m in [&b"m0"[..], b"m1", b"m2", b"m3", b"m4"] {
+        tx.send(Bytes::from_static(m)).unwrap();
+    }
+    assert_eq!(drain(&mut tx, t0).len(), 5);
+    tx.handle_ack_all(t0 + 20 * MS, 0);
+    tx.handle_ack(t0 + 21 * MS, 1); // forged
+    for s in 2..=4 {
+        tx.handle_ack(t0 + 22 * MS, s);
+    }
+    let mut now = t0 + 22 * MS;
+    let mut resent = sent_sequences(&mut tx, now);
+    for _ in 0..10 {
+        if resent.contains(&1) {
+            break;
+        }
+        now = tx
+            .poll_timeout()
+            .expect("a timer runs while 1 is unacknowledged");
+        tx.handle_timeout(now).unwrap();
+        resent.extend(sent_sequences(&mut tx, now));
+    }
+    assert!(resent.contains(&1), "sequence 1 resent: {resent:?}");
+    assert!(!tx.is_flushed(), "kept until the cumulative ack");
+    // Up to the last sequence sent (an ack elicitor may have followed 4).
+    let last = resent.iter().copied().max().unwrap_or(4).max(4);
+    tx.handle_ack_all(now + 20 * MS, last);
+    assert!(tx.is_flushed());
 }
