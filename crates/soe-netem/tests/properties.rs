@@ -69,16 +69,27 @@ fn failing_runs(
 /// Runs echo, bulk and tick traffic under `condition` at each round trip for every seed; fails
 /// listing every unclean run.
 fn exactly_once(stack: StackKind, condition: Condition) {
+    exactly_once_within(stack, condition, DRAIN);
+}
+
+/// [`exactly_once`] with another drain time.
+///
+/// Up to 15 % loss (and in 10 % bursts) a stall also fails a run: messages outstanding and none
+/// delivered for [`soe_netem::STALL`]. At 30 % loss each way, retransmission timeouts backed
+/// off to their 1 s ceiling leave gaps past 10 s with any loss recovery (the one before the
+/// h1z1-server model did too, at 150 ms), so there the property is exactly once and no death.
+fn exactly_once_within(stack: StackKind, condition: Condition, drain: Duration) {
+    let stalls_count = condition.mean_loss() <= 0.15;
     let failures = failing_runs(
         |seed, rtt, workload| {
             let mut config = RunConfig::new(stack, workload, rtt, condition.clone(), seed)
                 .with_duration(TRAFFIC);
-            config.drain = DRAIN;
+            config.drain = drain;
             config
         },
         |r, workload| {
             assert!(r.verdict.sent > 0, "{}", describe(r, workload));
-            false
+            stalls_count && r.stalled()
         },
     );
     assert!(
@@ -178,9 +189,17 @@ fn h1z1_ten_percent_loss() {
     exactly_once(StackKind::OursVsH1z1, Condition::loss(0.10));
 }
 
+/// The bulk workload leaves about 1 MiB queued when its traffic stops. At 15 % loss each way
+/// and a 30 ms path, a loss-based window stays near three packets per round of about 54 ms (the
+/// path plus the server's 24 ms loop), so the last messages take up to about 70 s: the drain is
+/// longer here. A stall (10 s without a delivery) still fails the run.
 #[test]
 fn h1z1_fifteen_percent_loss() {
-    exactly_once(StackKind::OursVsH1z1, Condition::loss(0.15));
+    exactly_once_within(
+        StackKind::OursVsH1z1,
+        Condition::loss(0.15),
+        Duration::from_secs(120),
+    );
 }
 
 #[test]
