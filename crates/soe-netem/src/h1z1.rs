@@ -303,10 +303,10 @@ impl H1z1Server {
             Packet::ReliableDataFragment(d) if d.channel == Channel::ZERO => {
                 self.input_write(d.data.to_vec(), d.sequence, true);
             }
-            Packet::Acknowledge(a) if a.channel == Channel::ZERO => {
-                if !self.out_of_order.contains(&a.sequence) {
-                    self.out_of_order.push(a.sequence);
-                }
+            Packet::Acknowledge(a)
+                if a.channel == Channel::ZERO && !self.out_of_order.contains(&a.sequence) =>
+            {
+                self.out_of_order.push(a.sequence);
             }
             Packet::AcknowledgeAll(a) if a.channel == Channel::ZERO => {
                 self.on_ack(now, a.sequence);
@@ -434,8 +434,13 @@ impl H1z1Server {
     }
 
     fn on_ack(&mut self, now: Instant, sequence: u16) {
-        if let Some(&(_, sent)) = self.un_ack.iter().find(|(s, _)| *s == sequence) {
-            if let Some(c) = self.cache.get(&sequence) {
+        let sent = self
+            .un_ack
+            .iter()
+            .find(|(s, _)| *s == sequence)
+            .map(|e| e.1);
+        if let (Some(sent), Some(c)) = (sent, self.cache.get(&sequence)) {
+            {
                 let ping = now.saturating_duration_since(sent).as_millis() as u64
                     + RESEND_TIMEOUT_MS * u64::from(c.resends);
                 if ping > 0 {
@@ -528,7 +533,7 @@ impl H1z1Server {
     }
 
     fn fits(&self, p: &Logical) -> bool {
-        p.can_be_buffered() && self.queue_len + p.bytes.len() + 1 <= MAX_MULTI
+        p.can_be_buffered() && self.queue_len + p.bytes.len() < MAX_MULTI
     }
 
     fn enqueue(&mut self, p: Logical) {
@@ -623,10 +628,8 @@ impl H1z1Server {
             _ => {
                 let mut writer = MultiPacketWriter::new(MAX_MULTI + 4);
                 for p in &queue {
-                    if p.is_reliable() {
-                        if let Some(s) = p.sequence {
-                            self.mark_sent(now, s);
-                        }
+                    if let Some(s) = p.sequence.filter(|_| p.is_reliable()) {
+                        self.mark_sent(now, s);
                     }
                     writer.push(&p.bytes);
                 }
@@ -638,10 +641,8 @@ impl H1z1Server {
     }
 
     fn send_physical(&mut self, now: Instant, p: &Logical) {
-        if p.is_reliable() {
-            if let Some(s) = p.sequence {
-                self.mark_sent(now, s);
-            }
+        if let Some(s) = p.sequence.filter(|_| p.is_reliable()) {
+            self.mark_sent(now, s);
         }
         self.seal_and_send(p.bytes.clone(), p.can_crc());
     }
@@ -654,10 +655,8 @@ impl H1z1Server {
     }
 
     fn seal_and_send(&mut self, mut bytes: Vec<u8>, crc: bool) {
-        if crc {
-            if let Some(framer) = self.framer.as_mut() {
-                framer.seal(&mut bytes, 0);
-            }
+        if let Some(framer) = self.framer.as_mut().filter(|_| crc) {
+            framer.seal(&mut bytes, 0);
         }
         self.outbox.push_back(bytes);
     }

@@ -163,8 +163,8 @@ pub fn slow_acker_config() -> SessionConfig {
 
 /// The server side of an [`OursPair`].
 enum ServerSide {
-    Ours(Endpoint<u32>),
-    H1z1(H1z1Server),
+    Ours(Box<Endpoint<u32>>),
+    H1z1(Box<H1z1Server>),
 }
 
 /// Our client endpoint against our server endpoint or a model of h1z1-server.
@@ -187,7 +187,7 @@ impl OursPair {
         let client_ep = EndpointConfig::client(Arc::new(client)).with_rng_seed(seed ^ 0xC1C1);
         Self {
             client: Endpoint::new(Arc::new(client_ep)),
-            server: ServerSide::Ours(Endpoint::new(Arc::new(server_ep))),
+            server: ServerSide::Ours(Box::new(Endpoint::new(Arc::new(server_ep)))),
             client_handle: None,
             server_handle: None,
             connected: false,
@@ -201,7 +201,7 @@ impl OursPair {
     /// Our client endpoint with `client` against the h1z1-server model.
     pub fn against_h1z1(seed: u64, client: SessionConfig) -> Self {
         let mut pair = Self::new(seed, ours_config(), client);
-        pair.server = ServerSide::H1z1(H1z1Server::new((seed as u32) ^ 0x0048_315A));
+        pair.server = ServerSide::H1z1(Box::new(H1z1Server::new((seed as u32) ^ 0x0048_315A)));
         pair
     }
 
@@ -322,7 +322,7 @@ impl Stack for OursPair {
     fn send(&mut self, from: Side, message: Bytes) -> bool {
         let (ep, h) = match (from, &mut self.server) {
             (Side::Client, _) => (&mut self.client, self.client_handle),
-            (Side::Server, ServerSide::Ours(server)) => (server, self.server_handle),
+            (Side::Server, ServerSide::Ours(server)) => (&mut **server, self.server_handle),
             (Side::Server, ServerSide::H1z1(model)) => return model.send(&message),
         };
         let Some(h) = h else { return false };
