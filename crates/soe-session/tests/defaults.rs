@@ -1,0 +1,108 @@
+//! The documented defaults, pinned: every value the README's "Key defaults" table gives for the
+//! session, reliable and endpoint settings is checked against the code, and the table's own
+//! wording is checked too, so that a change to either side without the other fails here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use soe_reliable::{AckElicitor, MAX_DURATION, ReliableConfig};
+use soe_session::{EndpointConfig, SessionConfig};
+use soe_wire::CrcLength;
+
+const MS: Duration = Duration::from_millis(1);
+const S: Duration = Duration::from_secs(1);
+
+/// The README row whose first cell starts with `what`.
+fn readme_row(what: &str) -> String {
+    let readme = include_str!("../../../README.md");
+    readme
+        .lines()
+        .find(|l| l.starts_with(&format!("| {what}")))
+        .unwrap_or_else(|| panic!("README has no defaults row starting {what:?}"))
+        .to_string()
+}
+
+/// Asserts that the README row starting `what` states `value`.
+fn documented(what: &str, value: &str) {
+    let row = readme_row(what);
+    assert!(row.contains(value), "README row {row:?} should state {value:?}");
+}
+
+#[test]
+fn reliable_defaults_are_the_documented_ones() {
+    let r = ReliableConfig::default();
+    assert_eq!(r.receive_window, 256);
+    documented("Reliable receive window", "256 packets");
+    assert_eq!((r.max_send_window, r.initial_send_window), (196, 8));
+    documented("Send window", "196 / 8 packets");
+    assert_eq!((r.ack_delay, r.ack_every), (2 * MS, 16));
+    documented("Cumulative ack", "after 2 ms or every 16 packets");
+    assert_eq!((r.initial_rto, r.min_rto, r.max_rto), (500 * MS, 4 * MS, S));
+    documented("Probe timeout", "500 ms before a sample, 4 ms – 1 s");
+    assert_eq!(r.max_ack_delay, 100 * MS);
+    documented("Longest ack delay", "100 ms");
+    assert!(r.pacing);
+    documented("Pacing", "| on |");
+    assert_eq!(r.ack_elicitor, AckElicitor::EmptyGroup);
+    documented("Ack elicitor", "`AckElicitor::EmptyGroup`");
+    assert!(r.reack_duplicates);
+    documented("Re-acknowledge a duplicate", "| yes |");
+    assert_eq!(r.unacknowledged_timeout, 30 * S);
+    documented("Packet unacknowledged", "30 s");
+    assert_eq!(MAX_DURATION, Duration::from_secs(365 * 24 * 3600));
+    documented("Longest duration any timing setting", "1 year");
+    assert_eq!(r.max_message_size, 4 * 1024 * 1024);
+    documented("Largest reliable message", "4 MiB");
+    assert_eq!(r.max_queued_messages, 4096);
+    documented("Messages queued per reliable channel", "4,096");
+}
+
+#[test]
+fn session_defaults_are_the_documented_ones() {
+    let s = SessionConfig::new("Test_1");
+    assert_eq!(s.udp_length(), 512);
+    documented("`udp_length`", "512 bytes");
+    assert_eq!(s.crc_length(), CrcLength::TWO);
+    documented("CRC trailer length", "2 bytes");
+    assert!(!s.compression());
+    documented("Compression", "| off |");
+    assert!(s.encryption_key().is_none());
+    documented("RC4 on reliable data", "| off |");
+    assert_eq!((s.connect_timeout(), s.retry_interval()), (10 * S, S));
+    documented("Connect timeout", "10 s / 1 s");
+    assert_eq!(s.heartbeat_interval(), Some(25 * S));
+    assert!(!s.server_heartbeats());
+    documented("Heartbeat after silence", "25 s");
+    assert_eq!(s.idle_timeout(), Some(30 * S));
+    documented("Idle timeout", "30 s");
+    assert_eq!(
+        (s.close_timeout(), s.disconnect_repeats(), s.disconnect_interval()),
+        (5 * S, 5, 100 * MS)
+    );
+    documented("Graceful close", "up to 5 s, then 5 × 100 ms apart");
+    assert_eq!(s.max_queued_unreliable(), 256);
+    documented("Unreliable/ordered messages queued", "256");
+    assert_eq!(s.accept_crcless_quirks(), None, "by role: clients only");
+}
+
+#[test]
+fn endpoint_defaults_are_the_documented_ones() {
+    let e = EndpointConfig::server(Arc::new(SessionConfig::new("Test_1")));
+    assert_eq!(e.max_sessions(), 10_000);
+    documented("Sessions per endpoint", "10,000");
+    assert_eq!(e.max_half_open(), 1024);
+    documented("Half-open sessions", "1,024");
+    assert_eq!(
+        (e.requests_per_source_per_minute(), e.source_table_size()),
+        (30, 4096)
+    );
+    documented("SessionRequests per source address", "30 per minute, 4,096 sources");
+    assert_eq!(e.replace_after_silence(), 2 * S);
+    documented("A SessionRequest with a new session id", "| 2 s |");
+    assert_eq!(e.remap_interval(), S);
+    documented("Moves of one live session", "at most one per second");
+    assert_eq!(e.max_tombstones(), 4096);
+    documented("Closed sessions remembered", "4,096");
+    assert_eq!((e.stateless_reply_rate(), e.max_queued_replies()), (200, 256));
+    documented("Replies sent without a session", "200 per second, 256 queued");
+}
