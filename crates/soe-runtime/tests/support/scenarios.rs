@@ -529,7 +529,7 @@ pub async fn send_waits_for_room<R: Runtime + Default>() {
 }
 
 /// Two server endpoints ("shards") share one port with `SO_REUSEPORT`; the kernel spreads the
-/// clients over them and every session works end to end.
+/// clients over them, every session works end to end, and each shard served some.
 #[cfg(target_os = "linux")]
 pub async fn reuse_port_shards_share_a_port<R: Runtime + Default>() {
     let shard_config = || {
@@ -557,6 +557,14 @@ pub async fn reuse_port_shards_share_a_port<R: Runtime + Default>() {
         join_all(tasks).await;
     })
     .await;
+    // Both shards served: the kernel hashes each client's 4-tuple, so with 16 clients the
+    // chance that one shard got all of them is 2 in 65,536. Together they accepted every one.
+    let accepted = [first.stats().requests_accepted, second.stats().requests_accepted];
+    assert!(
+        accepted.iter().all(|&n| n > 0),
+        "each shard served someone: {accepted:?}"
+    );
+    assert!(accepted.iter().sum::<u64>() >= 16, "{accepted:?}");
     for shard in [first, second] {
         shard.close(DisconnectReason::ManagerDeleted);
         shard.wait_idle().await;
