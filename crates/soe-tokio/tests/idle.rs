@@ -78,8 +78,21 @@ async fn an_idle_session_does_not_wake_the_driver() {
         .await
         .unwrap();
     assert_eq!(on_server.recv().await.unwrap(), &b"hello"[..]);
-    // Let the acknowledgements settle, then watch one idle second.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Let the acknowledgements settle (event-driven: the client has the server's ack of
+    // "hello", and nothing else is queued either way), then watch one idle second.
+    let settled = async {
+        loop {
+            let acked = on_client.stats().is_some_and(|s| s.acks_received >= 1);
+            let server_acked = on_server.stats().is_some_and(|s| s.acks_sent >= 1);
+            if acked && server_acked {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), settled)
+        .await
+        .expect("the ack of hello arrives");
     let before = [
         server_rt.polls.load(Ordering::Relaxed),
         client_rt.polls.load(Ordering::Relaxed),
