@@ -25,7 +25,10 @@ fn readme_row(what: &str) -> String {
 /// Asserts that the README row starting `what` states `value`.
 fn documented(what: &str, value: &str) {
     let row = readme_row(what);
-    assert!(row.contains(value), "README row {row:?} should state {value:?}");
+    assert!(
+        row.contains(value),
+        "README row {row:?} should state {value:?}"
+    );
 }
 
 #[test]
@@ -76,7 +79,11 @@ fn session_defaults_are_the_documented_ones() {
     assert_eq!(s.idle_timeout(), Some(30 * S));
     documented("Idle timeout", "30 s");
     assert_eq!(
-        (s.close_timeout(), s.disconnect_repeats(), s.disconnect_interval()),
+        (
+            s.close_timeout(),
+            s.disconnect_repeats(),
+            s.disconnect_interval()
+        ),
         (5 * S, 5, 100 * MS)
     );
     documented("Graceful close", "up to 5 s, then 5 × 100 ms apart");
@@ -96,13 +103,22 @@ fn endpoint_defaults_are_the_documented_ones() {
         (e.requests_per_source_per_minute(), e.source_table_size()),
         (30, 4096)
     );
-    documented("SessionRequests per source address", "30 per minute, 4,096 sources");
+    documented(
+        "SessionRequests per source address",
+        "30 per minute, 4,096 sources",
+    );
     assert_eq!(e.replace_after_silence(), 2 * S);
     documented("A SessionRequest with a new session id", "| 2 s |");
     assert_eq!(e.remap_interval(), S);
     documented("Moves of one live session", "at most one per second");
     assert_eq!(e.max_tombstones(), 4096);
     documented("Closed sessions remembered", "4,096");
-    assert_eq!((e.stateless_reply_rate(), e.max_queued_replies()), (200, 256));
-    documented("Replies sent without a session", "200 per second, 256 queued");
+    assert_eq!(
+        (e.stateless_reply_rate(), e.max_queued_replies()),
+        (200, 256)
+    );
+    documented(
+        "Replies sent without a session",
+        "200 per second, 256 queued",
+    );
 }
