@@ -722,6 +722,10 @@ impl Sender {
             .pto(config.initial_rto, config.min_rto, config.max_rto);
         self.pto_count = self.pto_count.saturating_add(1);
         stats.probes += 1;
+        // The timer restarts from its expiry (backed off), whatever this expiry manages to
+        // send: a probe or resend the pacer holds back, or none at all, must not leave the
+        // deadline in the past, or the caller is woken at the same instant forever.
+        self.last_send = Some(now);
         let new_data = self.has_new_data() && self.span_open(config, true);
         if self.pto_count >= 2 {
             let base = self.base;
