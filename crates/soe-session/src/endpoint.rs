@@ -475,9 +475,20 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             let Ok(Packet::SessionRequest(r)) = Packet::decode(datagram) else {
                 return;
             };
-            if r.session_id != session.session_id() || session.is_closed() {
+            let closed = session.is_closed();
+            if r.session_id != session.session_id() || closed {
                 // The client at this address started over.
                 if !self.allow_request(now, remote) {
+                    return;
+                }
+                // Unless the request is one we would refuse: a mismatched request (a stray or
+                // spoofed datagram, say) is refused without ending the live session.
+                let acceptable = self
+                    .config
+                    .server_config()
+                    .is_some_and(|c| check_request(c, &r).is_ok());
+                if !acceptable && !closed {
+                    self.on_request_allowed(now, remote, &r);
                     return;
                 }
                 if let Some(e) = self.sessions.get_mut(key) {
@@ -990,6 +1001,57 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             self.half_open_count -= 1;
         }
         self.stats.reaped += 1;
+    }
+
+    /// Audits the timer set (feature `testing`, for the simulator): every session is filed
+    /// under its current deadline and nothing else is; a session that is not finished has a
+    /// deadline. Returns what is wrong.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn audit_timers(&self) -> Result<(), String> {
+        for (key, e) in &self.sessions {
+            let next = e.session.poll_timeout();
+            if e.filed != next {
+                return Err(format!(
+                    "session {key} (id {:#x}) is filed under {:?} but its deadline is {next:?}",
+                    e.session.session_id(),
+                    e.filed
+                ));
+            }
+            if let Some(at) = e.filed {
+                if !self.timers.contains(&(at, key)) {
+                    return Err(format!("session {key} is missing from the timer set"));
+                }
+            } else if !e.session.is_drained() {
+                return Err(format!(
+                    "session {key} (id {:#x}, {:?}) is not finished but has no deadline",
+                    e.session.session_id(),
+                    e.session.state()
+                ));
+            }
+        }
+        if self.timers.len()
+            != self
+                .sessions
+                .iter()
+                .filter(|(_, e)| e.filed.is_some())
+                .count()
+        {
+            return Err("the timer set holds entries of no session".into());
+        }
+        Ok(())
+    }
+
+    /// Takes a session out of the timer set while leaving it marked as filed (feature
+    /// `testing`): a planted fault the simulator must catch.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn plant_lost_deadline(&mut self, h: SessionHandle) {
+        if let Some(key) = self.key_of(h) {
+            if let Some(at) = self.sessions[key].filed {
+                self.timers.remove(&(at, key));
+            }
+        }
     }
 
     fn prune_tombstones(&mut self, now: Instant) {

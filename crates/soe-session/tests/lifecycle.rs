@@ -633,3 +633,37 @@ fn periodic_net_status_and_server_heartbeats_when_configured() {
     assert_eq!(cs.rtt, Some(Duration::from_millis(40)));
     assert!(Pair::closed(&p.client_events, c).is_none());
 }
+
+#[test]
+fn an_idle_timeout_sends_a_disconnect_the_peer_still_hears() {
+    // Only the client-to-server direction fails: the server times out, and its Disconnect
+    // (reason Timeout) reaches the client, which learns why instead of timing out in turn.
+    let mut p = Pair::new(
+        common::seed(24),
+        server_config()
+            .with_idle_timeout(Some(Duration::from_secs(12)))
+            .with_server_heartbeats(true)
+            .with_heartbeat_interval(Some(Duration::from_secs(5))),
+        client_config().with_idle_timeout(Some(Duration::from_secs(60))),
+        NetConfig::default(),
+    );
+    let (c, s) = p.connect();
+    p.up.loss = 1.0;
+    assert!(p.run_until(Duration::from_secs(40), |p| {
+        Pair::closed(&p.client_events, c).is_some()
+    }));
+    assert_eq!(
+        Pair::closed(&p.server_events, s),
+        Some(Event::Closed {
+            reason: DisconnectReason::Timeout,
+            by_peer: false
+        })
+    );
+    assert_eq!(
+        Pair::closed(&p.client_events, c),
+        Some(Event::Closed {
+            reason: DisconnectReason::Timeout,
+            by_peer: true
+        })
+    );
+}
