@@ -120,7 +120,7 @@
 //!   packet goes unwrapped. Unreliable messages (first byte non-zero) travel as bare datagrams.
 //! * RemapConnection moves a live session to a new address only when both the session id and
 //!   the CRC seed match. A client told UnknownSender by its server sends RemapConnection (once
-//!   per `retry_interval`, three times at most, then `UnreachableConnection`).
+//!   per `retry_interval`, ten times at most, then `UnreachableConnection`).
 //! * A second SessionRequest from the address of a live session with the same session id is
 //!   answered again; with another session id the old session ends (`NewConnectionAttempt`,
 //!   `by_peer: true`) and a new one starts.
@@ -156,6 +156,9 @@ mod config;
 mod endpoint;
 mod error;
 mod event;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod rng;
 mod session;
 mod stats;
