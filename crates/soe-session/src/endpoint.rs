@@ -924,7 +924,12 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
         if !e.in_by_id
             && e.session.side() == Side::Server
-            && matches!(e.session.state(), State::Connected | State::Closing)
+            // Half-open ones too: a client whose NAT moved it before the server heard its
+            // first packet remaps a half-open session.
+            && matches!(
+                e.session.state(),
+                State::Handshake | State::Connected | State::Closing
+            )
         {
             e.in_by_id = true;
             self.by_id
@@ -988,13 +993,17 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if self.by_id.get(&id) == Some(&key) {
                 self.by_id.remove(&id);
             }
-            if self.tombstones.len() >= MAX_TOMBSTONES {
-                if let Some((old, _)) = self.tombstone_order.pop_front() {
-                    self.tombstones.remove(&old);
+            // A half-open session that expired or was evicted may still come back through its
+            // cookie; a closed established one may not.
+            if !e.half_open {
+                if self.tombstones.len() >= MAX_TOMBSTONES {
+                    if let Some((old, _)) = self.tombstone_order.pop_front() {
+                        self.tombstones.remove(&old);
+                    }
                 }
-            }
-            if self.tombstones.insert(id) {
-                self.tombstone_order.push_back((id, e.session.closed_at()));
+                if self.tombstones.insert(id) {
+                    self.tombstone_order.push_back((id, e.session.closed_at()));
+                }
             }
         }
         if e.half_open {
