@@ -671,11 +671,21 @@ impl World {
         if self.violation.is_none() {
             let t = self.now - self.start;
             let s = &self.setup.session;
+            let e = self.server.endpoint_stats();
             self.violation = Some(format!(
-                "t={:.3}s: {what} [compression {}, rc4 {}]",
+                "t={:.3}s: {what} [compression {}, rc4 {}; server limits {} sessions, {} \
+                 half-open; {} half-open evicted, {} recovered, {} remaps, {} requests \
+                 rate-limited, {} replies dropped]",
                 t.as_secs_f64(),
                 s.compression(),
-                s.encryption_key().is_some()
+                s.encryption_key().is_some(),
+                self.setup.max_sessions,
+                self.setup.max_half_open,
+                e.half_open_evicted,
+                e.recovered,
+                e.remaps,
+                e.requests_rate_limited,
+                e.replies_dropped,
             ));
         }
     }
@@ -1189,7 +1199,9 @@ impl World {
         }
         use DisconnectReason as R;
         let ok = match (server, reason, by_peer) {
-            (_, R::ConnectionRefused, _) if self.setup.tight => true,
+            // A full server refuses, and does not rebuild from its cookie a session whose
+            // half-open state a flood evicted (the client then gives up remapping).
+            (_, R::ConnectionRefused | R::UnreachableConnection, _) if self.setup.tight => true,
             (false, R::Application, false) => inst.app_closed,
             (true, R::Application, true) => inst.app_closed,
             // The client's Disconnects all lost, or sent from a port the server does not know
