@@ -7,6 +7,7 @@
 //! * `test`: the test suite alone.
 //! * `bench`: the criterion benchmarks, summarised in `target/bench-report.md`.
 //! * `fuzz`: each `cargo fuzz` target for a bounded time, when nightly and cargo-fuzz exist.
+//! * `sim`: a sweep of the whole-server simulation over a range of seeds.
 //!
 //! [xtask]: https://github.com/matklad/cargo-xtask
 
@@ -17,6 +18,7 @@ mod ci;
 mod cmd;
 mod fuzz;
 mod msrv;
+mod sim;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -69,6 +71,29 @@ enum Command {
               value_parser = clap::value_parser!(u64).range(1..))]
         seconds: u64,
     },
+    /// Run the whole-server simulation (soe-sim) over a range of seeds, release build.
+    ///
+    /// A failing seed is printed with the one command that replays it.
+    Sim {
+        /// Seeds to run.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        seeds: u64,
+        /// The first seed.
+        #[arg(long, value_name = "S", default_value_t = 0)]
+        from: u64,
+        /// At most this many clients per run (default 24; up to 500 and more).
+        #[arg(long, value_name = "N")]
+        clients: Option<usize>,
+        /// Seconds of traffic and faults per run (default 150).
+        #[arg(long, value_name = "SECS")]
+        active: Option<u64>,
+        /// Schedule no faults.
+        #[arg(long)]
+        no_faults: bool,
+        /// Plant a bug the checks must catch: mutate, drop or deadline.
+        #[arg(long, value_name = "BUG")]
+        plant: Option<String>,
+    },
 }
 
 impl Command {
@@ -79,6 +104,21 @@ impl Command {
             Self::Test => ci::test(),
             Self::Bench { quick, compare } => bench::run(quick, compare),
             Self::Fuzz { seconds } => fuzz::run(seconds),
+            Self::Sim {
+                seeds,
+                from,
+                clients,
+                active,
+                no_faults,
+                plant,
+            } => sim::run(&sim::SimArgs {
+                seeds,
+                from,
+                clients,
+                active,
+                no_faults,
+                plant,
+            }),
         }
     }
 }
@@ -213,6 +253,41 @@ mod tests {
         );
         assert!(parse(&["fuzz", "--seconds", "0"]).is_err());
         assert!(parse(&["fuzz", "--seconds", "x"]).is_err());
+    }
+
+    #[test]
+    fn sim_takes_a_seed_range_and_a_replay_line() {
+        assert_eq!(
+            parse(&[
+                "sim",
+                "--from",
+                "42",
+                "--seeds",
+                "1",
+                "--clients",
+                "8",
+                "--plant",
+                "drop"
+            ])
+            .unwrap(),
+            Some(Command::Sim {
+                seeds: 1,
+                from: 42,
+                clients: Some(8),
+                active: None,
+                no_faults: false,
+                plant: Some("drop".into()),
+            })
+        );
+        assert!(matches!(
+            parse(&["sim"]).unwrap(),
+            Some(Command::Sim {
+                seeds: 100,
+                from: 0,
+                ..
+            })
+        ));
+        assert!(parse(&["sim", "--seeds", "x"]).is_err());
     }
 
     #[test]

@@ -278,12 +278,21 @@ impl Sender {
         oldest.first_sent.checked_add(config.unacknowledged_timeout)
     }
 
-    /// The loss-detection timer: the time threshold of a loss candidate if there is one, else
-    /// the probe timeout while packets are in flight.
+    /// The loss-detection timer: the earlier of a loss candidate's time threshold and the probe
+    /// timeout while packets are in flight.
+    ///
+    /// The loss timer never postpones the probe timeout: its delay follows the smoothed round
+    /// trip, which a peer holding acks (flow control, a stalled application) can inflate to
+    /// seconds, while the probe timeout is capped at `max_rto`.
     pub(crate) fn loss_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
-        if self.loss_time.is_some() {
-            return self.loss_time;
+        match (self.loss_time, self.probe_deadline(config)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
+    }
+
+    /// The probe timeout while packets are in flight (or selectively acknowledged only).
+    fn probe_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         if self.flight == 0 && self.sacked == 0 {
             return None;
         }
@@ -780,10 +789,10 @@ impl Sender {
         if let Some(at) = self.loss_time {
             if at <= now {
                 self.detect_losses(now, stats);
+                return Ok(());
             }
-            return Ok(());
         }
-        if self.loss_deadline(config).is_none_or(|d| d > now) {
+        if self.probe_deadline(config).is_none_or(|d| d > now) {
             return Ok(());
         }
         self.on_probe_timeout(now, config, stats);
@@ -808,6 +817,10 @@ impl Sender {
             .pto(config.initial_rto, config.min_rto, config.max_rto);
         self.pto_count = self.pto_count.saturating_add(1);
         stats.probes += 1;
+        // The timer restarts from its expiry (backed off), whatever this expiry manages to
+        // send: a probe or resend the pacer holds back, or none at all, must not leave the
+        // deadline in the past, or the caller is woken at the same instant forever.
+        self.last_send = Some(now);
         let new_data = self.has_new_data() && self.span_open(config, true);
         let mut resends = u8::from(self.pto_count >= 2);
         if self.pto_count >= 2 {

@@ -501,8 +501,19 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             };
             if r.session_id != session.session_id() || session.is_closed() {
                 // The client at this address started over, or someone spoofs its address.
-                let established = !session.is_closed() && !session.is_half_open();
+                let closed = session.is_closed();
+                let established = !closed && !session.is_half_open();
                 if !self.allow_request(now, remote) {
+                    return;
+                }
+                // A request we would refuse anyway (a stray or spoofed datagram, say) is refused
+                // without ending the live session.
+                let acceptable = self
+                    .config
+                    .server_config()
+                    .is_some_and(|c| check_request(c, &r).is_ok());
+                if !acceptable && !closed {
+                    self.on_request_allowed(now, remote, &r);
                     return;
                 }
                 if established && !self.may_replace(now, key) {
@@ -1006,7 +1017,12 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
         if !e.in_by_id
             && e.session.side() == Side::Server
-            && matches!(e.session.state(), State::Connected | State::Closing)
+            // Half-open ones too: a client whose NAT moved it before the server heard its
+            // first packet remaps a half-open session.
+            && matches!(
+                e.session.state(),
+                State::Handshake | State::Connected | State::Closing
+            )
         {
             e.in_by_id = true;
             self.by_id
@@ -1070,23 +1086,78 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if self.by_id.get(&id) == Some(&key) {
                 self.by_id.remove(&id);
             }
-            if self.tombstones.len() >= self.config.max_tombstones() {
-                if let Some((old, at)) = self.tombstone_order.pop_front() {
-                    self.tombstones.remove(&old);
-                    // Until it would have expired, no cookie is trusted.
-                    let until = at + TOMBSTONE_LIFETIME;
-                    self.tombstones_lost_until =
-                        Some(self.tombstones_lost_until.map_or(until, |u| u.max(until)));
+            // A half-open session that expired or was evicted may still come back through its
+            // cookie; a closed established one may not.
+            if !e.half_open {
+                if self.tombstones.len() >= self.config.max_tombstones() {
+                    if let Some((old, at)) = self.tombstone_order.pop_front() {
+                        self.tombstones.remove(&old);
+                        // Until it would have expired, no cookie is trusted.
+                        let until = at + TOMBSTONE_LIFETIME;
+                        self.tombstones_lost_until =
+                            Some(self.tombstones_lost_until.map_or(until, |u| u.max(until)));
+                    }
                 }
-            }
-            if self.tombstones.insert(id) {
-                self.tombstone_order.push_back((id, e.session.closed_at()));
+                if self.tombstones.insert(id) {
+                    self.tombstone_order.push_back((id, e.session.closed_at()));
+                }
             }
         }
         if e.half_open {
             self.half_open_count -= 1;
         }
         self.stats.reaped += 1;
+    }
+
+    /// Audits the timer set (feature `testing`, for the simulator): every session is filed
+    /// under its current deadline and nothing else is; a session that is not finished has a
+    /// deadline. Returns what is wrong.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn audit_timers(&self) -> Result<(), String> {
+        for (key, e) in &self.sessions {
+            let next = e.session.poll_timeout();
+            if e.filed != next {
+                return Err(format!(
+                    "session {key} (id {:#x}) is filed under {:?} but its deadline is {next:?}",
+                    e.session.session_id(),
+                    e.filed
+                ));
+            }
+            if let Some(at) = e.filed {
+                if !self.timers.contains(&(at, key)) {
+                    return Err(format!("session {key} is missing from the timer set"));
+                }
+            } else if !e.session.is_drained() {
+                return Err(format!(
+                    "session {key} (id {:#x}, {:?}) is not finished but has no deadline",
+                    e.session.session_id(),
+                    e.session.state()
+                ));
+            }
+        }
+        if self.timers.len()
+            != self
+                .sessions
+                .iter()
+                .filter(|(_, e)| e.filed.is_some())
+                .count()
+        {
+            return Err("the timer set holds entries of no session".into());
+        }
+        Ok(())
+    }
+
+    /// Takes a session out of the timer set while leaving it marked as filed (feature
+    /// `testing`): a planted fault the simulator must catch.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn plant_lost_deadline(&mut self, h: SessionHandle) {
+        if let Some(key) = self.key_of(h) {
+            if let Some(at) = self.sessions[key].filed {
+                self.timers.remove(&(at, key));
+            }
+        }
     }
 
     fn prune_tombstones(&mut self, now: Instant) {

@@ -125,7 +125,7 @@
 //! * RemapConnection moves a live session to a new address only when both the session id and
 //!   the CRC seed match, at most once per `remap_interval` (1 s) per session, and within the
 //!   per-source request limit of the new address. A client told UnknownSender by its server
-//!   sends RemapConnection (once per `retry_interval`, three times at most, then
+//!   sends RemapConnection (once per `retry_interval`, ten times at most, then
 //!   `UnreachableConnection`).
 //! * A second SessionRequest from the address of a live session with the same session id is
 //!   answered again. One with another session id (a client restarted on the same address, or
@@ -171,6 +171,9 @@ mod config;
 mod endpoint;
 mod error;
 mod event;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod rng;
 mod session;
 mod stats;

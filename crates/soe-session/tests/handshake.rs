@@ -5,10 +5,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::{CLIENT, NetConfig, Pair, SERVER, client_config, server_config};
 use soe_session::{
-    DisconnectReason, Endpoint, EndpointConfig, Event, RandomSource, Session, SessionConfig,
-    SplitMix64, State,
+    Channel, DisconnectReason, Endpoint, EndpointConfig, Event, RandomSource, Session,
+    SessionConfig, SplitMix64, State,
 };
 use soe_wire::{Packet, SessionRequest};
 
@@ -304,4 +305,50 @@ fn ids_and_seeds_are_reproducible_from_the_rng_seed() {
     assert_ne!(a.session_id(), c.session_id());
     let mut r = SplitMix64::new(11);
     assert_eq!(a.session_id(), r.next_u32());
+}
+
+#[test]
+fn a_mismatched_request_from_a_live_sessions_address_does_not_end_it() {
+    // A SessionRequest with another session id from the address of a live session replaces
+    // it only when it is one we would accept; a mismatched one (stray, or spoofed garbage that
+    // happens to decode) is refused and the session lives on. Found by soe-sim.
+    let mut p = Pair::new(
+        common::seed(91),
+        server_config(),
+        client_config(),
+        NetConfig::default(),
+    );
+    let (c, s) = p.connect();
+    for (version, name) in [(3, &b"OtherProto"[..]), (2, &b"TestProto_1"[..])] {
+        let mut wire = Vec::new();
+        Packet::SessionRequest(SessionRequest {
+            protocol_version: version,
+            session_id: 0xBAD0_0001,
+            udp_length: 512,
+            application_protocol: name,
+        })
+        .encode(&mut wire);
+        let now = p.now;
+        p.server.handle_datagram(now, CLIENT, &wire);
+        p.run_for(Duration::from_millis(200));
+    }
+    assert_eq!(
+        Pair::closed(&p.server_events, s),
+        None,
+        "{:?}",
+        p.server_events
+    );
+    assert_eq!(Pair::closed(&p.client_events, c), None);
+    p.client
+        .send(c, Channel::ZERO, Bytes::from_static(b"still here"))
+        .unwrap();
+    p.run_for(Duration::from_millis(500));
+    assert!(
+        p.server_events
+            .iter()
+            .any(|(h, e)| *h == s
+                && matches!(e, Event::Message { data, .. } if data == "still here")),
+        "{:?}",
+        p.server_events
+    );
 }

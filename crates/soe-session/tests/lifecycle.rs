@@ -671,3 +671,77 @@ fn periodic_net_status_and_server_heartbeats_when_configured() {
     assert_eq!(cs.rtt, Some(Duration::from_millis(40)));
     assert!(Pair::closed(&p.client_events, c).is_none());
 }
+
+#[test]
+fn an_idle_timeout_sends_a_disconnect_the_peer_still_hears() {
+    // Only the client-to-server direction fails: the server times out, and its Disconnect
+    // (reason Timeout) reaches the client, which learns why instead of timing out in turn.
+    let mut p = Pair::new(
+        common::seed(24),
+        server_config()
+            .with_idle_timeout(Some(Duration::from_secs(12)))
+            .with_server_heartbeats(true)
+            .with_heartbeat_interval(Some(Duration::from_secs(5))),
+        client_config().with_idle_timeout(Some(Duration::from_secs(60))),
+        NetConfig::default(),
+    );
+    let (c, s) = p.connect();
+    p.up.loss = 1.0;
+    assert!(p.run_until(Duration::from_secs(40), |p| {
+        Pair::closed(&p.client_events, c).is_some()
+    }));
+    assert_eq!(
+        Pair::closed(&p.server_events, s),
+        Some(Event::Closed {
+            reason: DisconnectReason::Timeout,
+            by_peer: false
+        })
+    );
+    assert_eq!(
+        Pair::closed(&p.client_events, c),
+        Some(Event::Closed {
+            reason: DisconnectReason::Timeout,
+            by_peer: true
+        })
+    );
+}
+
+#[test]
+fn a_nat_rebinding_before_the_server_hears_the_client_remaps_the_half_open_session() {
+    // The client has the server's SessionResponse, but its first packet is lost and its NAT
+    // then moves it to a new port: the server's session is still half-open at the old address.
+    // Its RemapConnection must find the half-open session (found by soe-sim: the client gave
+    // up with UnreachableConnection).
+    let mut p = Pair::new(
+        common::seed(33),
+        server_config(),
+        client_config(),
+        NetConfig::default(),
+    );
+    let c = p.client.connect(p.now, SERVER).unwrap();
+    assert!(p.run_until(Duration::from_secs(5), |p| p.server.half_open() == 1));
+    p.up.loss = 1.0;
+    assert!(p.run_until(Duration::from_secs(5), |p| {
+        p.client_events
+            .iter()
+            .any(|(h, e)| *h == c && *e == Event::Connected)
+    }));
+    assert_eq!(
+        p.server.half_open(),
+        1,
+        "the server has not heard the client"
+    );
+    p.up.loss = 0.0;
+    p.client_public = CLIENT + 100;
+    p.client
+        .send(c, Channel::ZERO, Bytes::from_static(b"from a new port"))
+        .unwrap();
+    assert!(p.run_until(Duration::from_secs(20), |p| {
+        p.server_events
+            .iter()
+            .any(|(_, e)| matches!(e, Event::Message { data, .. } if data == "from a new port"))
+    }));
+    assert_eq!(Pair::closed(&p.client_events, c), None);
+    assert_eq!(p.server.endpoint_stats().remaps, 1);
+    assert_eq!(p.server.half_open(), 0);
+}

@@ -1,0 +1,79 @@
+//! `soe-sim`: runs a sweep of the whole-server simulation; `cargo xtask sim` calls it.
+//!
+//! `soe-sim [--seeds N] [--from S] [--clients N] [--active SECS] [--no-faults]
+//! [--plant mutate|drop|deadline]`. Exits 1 when a seed fails, after printing each failure
+//! with the command that replays it.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use soe_sim::{Options, Plant, sweep};
+
+fn main() -> ExitCode {
+    let mut seeds = 100u64;
+    let mut from = 0u64;
+    let mut opts = Options::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().unwrap_or_default();
+        match a.as_str() {
+            "--seeds" => seeds = value().parse().unwrap_or(seeds),
+            "--from" => from = value().parse().unwrap_or(from),
+            "--clients" => {
+                let n = value().parse().unwrap_or(opts.max_clients);
+                opts = opts.with_max_clients(n);
+            }
+            "--active" => {
+                let s = value().parse().unwrap_or(opts.active.as_secs());
+                opts = opts.with_active(Duration::from_secs(s));
+            }
+            "--no-faults" => opts = opts.with_faults(false),
+            "--plant" => {
+                let name = value();
+                let Some(p) = Plant::from_name(&name) else {
+                    eprintln!("soe-sim: unknown plant `{name}` (mutate, drop, deadline)");
+                    return ExitCode::from(2);
+                };
+                opts = opts.with_plant(Some(p));
+            }
+            _ => {
+                eprintln!(
+                    "usage: soe-sim [--seeds N] [--from S] [--clients N] [--active SECS] \
+                     [--no-faults] [--plant mutate|drop|deadline]"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let started = Instant::now();
+    let mut done = 0u64;
+    let report = sweep(from, seeds, &opts, |o| {
+        done += 1;
+        if let Some(v) = &o.violation {
+            println!(
+                "seed {} FAILED: {v}\n  replay: {}",
+                o.seed,
+                opts.replay_command(o.seed)
+            );
+        } else if seeds <= 20 || done.is_multiple_of(100) {
+            println!(
+                "seed {}: ok ({} clients, {} sessions, {} steps) [{done}/{seeds}, {:.0} s]",
+                o.seed,
+                o.clients,
+                o.sessions,
+                o.steps,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    });
+    println!("{}", report.summary());
+    println!("wall time {:.1} s", started.elapsed().as_secs_f64());
+    if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        for (_, _, replay) in &report.failures {
+            println!("replay: {replay}");
+        }
+        ExitCode::FAILURE
+    }
+}

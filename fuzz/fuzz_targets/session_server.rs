@@ -1,0 +1,6 @@
+//! A server endpoint whose session has been opened, driven by a script of datagrams from a few
+//! addresses, time steps and application calls (CRC length 0; compression and RC4 from the
+//! first byte).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| soe_session::fuzzing::server(data));
