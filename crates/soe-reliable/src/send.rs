@@ -908,13 +908,22 @@ impl Sender {
     /// flight (the tail: if the peer lacks it, its arrival draws an ack at once) right behind
     /// the oldest's resend. Returns whether there was one.
     fn resend_newest(&mut self, now: Instant, pto: Duration) -> bool {
-        let newest = (1..self.in_flight.len()).rev().find(|&i| {
-            matches!(self.in_flight.get(i), Some(Some(p))
-                if p.counted() && now.saturating_duration_since(p.last_sent) >= pto)
-        });
-        let Some(index) = newest else {
-            return false;
-        };
+        let newest = (1..self.in_flight.len())
+            .rev()
+            .find(|&i| self.timer_resendable(i, now, pto));
+        newest.is_some_and(|index| self.queue_behind_oldest(index))
+    }
+
+    /// Whether `in_flight[index]` is still counted in flight and was last sent `pto` ago: one
+    /// a retransmission timeout may resend besides the oldest.
+    fn timer_resendable(&self, index: usize, now: Instant, pto: Duration) -> bool {
+        matches!(self.in_flight.get(index), Some(Some(p))
+            if p.counted() && now.saturating_duration_since(p.last_sent) >= pto)
+    }
+
+    /// Declares `in_flight[index]` lost and queues its resend right behind the oldest's.
+    /// Returns whether there was such a packet.
+    fn queue_behind_oldest(&mut self, index: usize) -> bool {
         let Some(Some(packet)) = self.in_flight.get_mut(index) else {
             return false;
         };
@@ -949,10 +958,6 @@ impl Sender {
             return false;
         }
         let base = self.base;
-        let eligible = |i: usize| {
-            matches!(self.in_flight.get(i), Some(Some(p))
-                if p.counted() && now.saturating_duration_since(p.last_sent) >= pto)
-        };
         let below = self
             .rto_cursor
             .filter(|&c| c > base)
@@ -961,23 +966,13 @@ impl Sender {
         let len = self.in_flight.len();
         let index = (1..below.min(len))
             .rev()
-            .find(|&i| eligible(i))
-            .or_else(|| (1..len).rev().find(|&i| eligible(i)));
+            .find(|&i| self.timer_resendable(i, now, pto))
+            .or_else(|| (1..len).rev().find(|&i| self.timer_resendable(i, now, pto)));
         let Some(index) = index else {
             return false;
         };
-        let sequence = base + index as u64;
-        let Some(Some(packet)) = self.in_flight.get_mut(index) else {
-            return false;
-        };
-        packet.resend_queued = true;
-        packet.probe = false;
-        packet.fast = false;
-        self.flight = self.flight.saturating_sub(1);
-        self.rto_cursor = Some(sequence);
-        let at = usize::from(!self.resend.is_empty());
-        self.resend.insert(at, sequence);
-        true
+        self.rto_cursor = Some(base + index as u64);
+        self.queue_behind_oldest(index)
     }
 }
 
