@@ -577,11 +577,16 @@ impl Sender {
             return;
         };
         let mut acked = 0;
-        // Karn's rule: only a packet sent once gives an unambiguous sample. The newest such
-        // packet gives the round trip. The oldest unacknowledged one, if it was sent once and
-        // this is its first ack, shows how long the peer held the ack back: nothing before it
-        // was missing, so only the peer's ack timer (and queueing) kept it waiting.
-        let mut sample = None;
+        // The round trip comes from the packet sent last of those newly acknowledged: the ack
+        // cannot have left the peer before it arrived. By Karn's rule only a packet sent once
+        // gives an unambiguous sample, so when the last one sent was a resend there is none. A
+        // packet sent once long ago may be covered only now because the peer held it behind a
+        // hole that a resend just filled; timing the ack from its send would inflate the
+        // estimate by the whole recovery (seconds), and with it the pacing interval and the
+        // loss timer. The oldest unacknowledged one, if it was sent once and this is its first
+        // ack, shows how long the peer held the ack back: nothing before it was missing, so
+        // only the peer's ack timer (and queueing) kept it waiting.
+        let mut latest: Option<(Instant, u32)> = None;
         let oldest_wait = match self.in_flight.front() {
             Some(Some(p)) if p.transmissions == 1 && !p.sacked => {
                 Some(now.saturating_duration_since(p.last_sent))
@@ -596,12 +601,13 @@ impl Sender {
                     continue;
                 }
                 acked += 1;
-                if packet.transmissions == 1 {
-                    sample = Some(packet.last_sent);
+                if latest.is_none_or(|(sent, _)| packet.last_sent >= sent) {
+                    latest = Some((packet.last_sent, packet.transmissions));
                 }
                 self.on_delivered(now, sequence, &packet, stats);
             }
         }
+        let sample = latest.and_then(|(sent, transmissions)| (transmissions == 1).then_some(sent));
         self.base = last + 1;
         self.after_ack(now, last, acked, sample, stats);
         if let Some(waited) = oldest_wait {

@@ -275,6 +275,52 @@ fn karn_no_sample_from_a_resent_packet() {
     assert_eq!(rtt.smoothed, 40 * MS);
 }
 
+/// A packet sent once but held by the peer behind a hole is covered by the cumulative ack only
+/// when the hole's resend arrives, seconds later. That ack times the resend, which is ambiguous,
+/// not the packet sent once: no sample. (Found by soe-sim seed 70: each such ack added seconds
+/// to the smoothed round trip, which paced the remaining resends one per second until the
+/// session hit UnacknowledgedTimeout at 20 % loss.)
+#[test]
+fn no_sample_from_packets_held_behind_a_hole_that_a_resend_filled() {
+    let t0 = Instant::now();
+    // No ack elicitor: the cumulative ack below covers every sequence sent.
+    let config = ReliableConfig::default()
+        .with_bundle_messages(false)
+        .with_ack_elicitor(AckElicitor::Off);
+    let mut tx = channel_with(config, 496);
+    tx.send(Bytes::from_static(b"p0")).unwrap();
+    drain(&mut tx, t0);
+    tx.handle_ack_all(t0 + 50 * MS, 0);
+    assert_eq!(tx.rtt().unwrap().smoothed, 50 * MS);
+    let t1 = t0 + 60 * MS;
+    for m in [&b"p1"[..], b"p2", b"p3", b"p4", b"p5", b"p6"] {
+        tx.send(Bytes::from_static(m)).unwrap();
+    }
+    assert_eq!(drain(&mut tx, t1).len(), 6);
+    // p1 is lost and every selective ack for p2..p6 too: timers resend until p1 goes again.
+    let resent_at = loop {
+        let now = tx.poll_timeout().expect("a timer runs");
+        tx.handle_timeout(now).unwrap();
+        if sent_sequences(&mut tx, now).contains(&1) {
+            break now;
+        }
+        assert!(now < t1 + Duration::from_secs(5), "p1 was never resent");
+    };
+    assert!(resent_at >= t1 + 400 * MS, "{:?}", resent_at - t1);
+    // The resend fills the hole; the peer acknowledges everything up to p6 at once.
+    tx.handle_ack_all(resent_at + 50 * MS, 6);
+    assert!(tx.is_flushed());
+    let rtt = tx.rtt().unwrap();
+    assert_eq!(rtt.latest, 50 * MS, "no sample from p2..p6: {rtt:?}");
+    assert_eq!(rtt.smoothed, 50 * MS, "{rtt:?}");
+    // A packet sent once and acknowledged with nothing resent after it still gives a sample.
+    let t2 = resent_at + 100 * MS;
+    tx.send(Bytes::from_static(b"p7")).unwrap();
+    drain(&mut tx, t2);
+    tx.handle_ack_all(t2 + 70 * MS, 7);
+    assert_eq!(tx.rtt().unwrap().latest, 70 * MS);
+}
+
 #[test]
 fn losses_found_by_packet_and_time_threshold_without_a_timer() {
     let t0 = Instant::now();
