@@ -8,7 +8,7 @@ use soe_crypto::Rc4;
 use soe_wire::reliable::{DATA_HEADER_LEN, FIRST_FRAGMENT_EXTRA};
 use soe_wire::{Channel, OpCode};
 
-use crate::recv::{Kind, Receiver};
+use crate::recv::{Kind, ReceiveBacklog, Receiver};
 use crate::send::Sender;
 use crate::{ChannelStats, ReliableConfig, ReliableError, RttEstimate, SendError};
 
@@ -253,6 +253,12 @@ impl ReliableChannel {
     /// The congestion window: packets allowed in flight now.
     pub fn congestion_window(&self) -> u32 {
         self.tx.congestion_window()
+    }
+
+    /// What the receiving side holds now: early packets, a partial message, undelivered
+    /// messages.
+    pub fn receive_backlog(&self) -> ReceiveBacklog {
+        self.rx.backlog()
     }
 
     /// Counters.

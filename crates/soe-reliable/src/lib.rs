@@ -72,5 +72,6 @@ pub use channel::{MIN_PACKET_LEN, ReliableChannel};
 pub use config::{AckElicitor, MAX_DURATION, MAX_WINDOW, ReliableConfig};
 pub use error::{ReliableError, SendError};
 pub use ordered::{OrderedReceiver, OrderedSender};
+pub use recv::ReceiveBacklog;
 pub use rtt::RttEstimate;
 pub use stats::ChannelStats;

@@ -25,6 +25,26 @@ pub(crate) enum Kind {
 const FIRST_RESERVE: usize = 16 * 1024;
 
 /// A packet stored ahead of the window.
+/// What a channel's receiver holds ([`crate::ReliableChannel::receive_backlog`]). Each part
+/// has its bound in [`ReliableConfig`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReceiveBacklog {
+    /// Packets that arrived ahead of a missing one and wait for it (at most
+    /// [`ReliableConfig::receive_window`]).
+    pub early_packets: usize,
+    /// Their payload bytes.
+    pub early_bytes: usize,
+    /// Bytes of a fragmented message assembled so far (at most
+    /// [`ReliableConfig::max_message_size`] plus the escape byte).
+    pub reassembly_bytes: usize,
+    /// Messages received in order and not yet taken with `poll_message` (at most
+    /// [`ReliableConfig::max_queued_messages`]).
+    pub messages: usize,
+    /// Their bytes.
+    pub bytes: usize,
+}
+
 #[derive(Debug)]
 struct Slot {
     kind: Kind,
@@ -123,6 +143,17 @@ impl Receiver {
         let message = self.delivered.pop_front()?;
         self.delivered_bytes -= message.len();
         Some(message)
+    }
+
+    pub(crate) fn backlog(&self) -> ReceiveBacklog {
+        let early = self.slots.iter().flatten();
+        ReceiveBacklog {
+            early_packets: early.clone().count(),
+            early_bytes: early.map(|s| s.data.len()).sum(),
+            reassembly_bytes: self.reassembly.as_ref().map_or(0, |r| r.buf.len()),
+            messages: self.delivered.len(),
+            bytes: self.delivered_bytes,
+        }
     }
 
     pub(crate) fn ack_deadline(&self) -> Option<Instant> {
