@@ -37,6 +37,9 @@
 //!   reconnects: at the end every client that wants a session has one.
 //!
 //! [`run`] runs one seed, [`sweep`] many; `cargo xtask sim --seeds N [--from S]` drives it.
+//! To see what went wrong in a failing seed, replay it with `SOE_SIM_TRACE=<client index>`:
+//! every datagram that client sends and receives (time, length, first bytes), its session
+//! events and its NAT rebinds go to stderr.
 //! [`Plant`] plants a bug on purpose, to prove the checks catch it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -122,17 +125,55 @@ impl SweepReport {
 }
 
 /// Runs seeds `from..from + seeds` under `opts`, calling `progress` after each run.
-pub fn sweep(
+pub fn sweep(from: u64, seeds: u64, opts: &Options, progress: impl FnMut(&Outcome)) -> SweepReport {
+    sweep_parallel(from, seeds, opts, 1, progress)
+}
+
+/// Runs seeds `from..from + seeds` under `opts` on `jobs` threads (at least one), calling
+/// `progress` on the calling thread after each run, in the order runs finish. Every run is a
+/// pure function of its seed, so the report is the same whatever `jobs` is (failures are
+/// listed in seed order).
+pub fn sweep_parallel(
     from: u64,
     seeds: u64,
     opts: &Options,
+    jobs: usize,
     mut progress: impl FnMut(&Outcome),
 ) -> SweepReport {
+    let end = from.saturating_add(seeds);
     let mut report = SweepReport::default();
-    for seed in from..from.saturating_add(seeds) {
-        let o = run(seed, opts);
-        progress(&o);
-        report.add(&o, opts);
+    if jobs <= 1 {
+        for seed in from..end {
+            let o = run(seed, opts);
+            progress(&o);
+            report.add(&o, opts);
+        }
+        return report;
     }
+    let next = std::sync::atomic::AtomicU64::new(from);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            let tx = tx.clone();
+            let next = &next;
+            scope.spawn(move || {
+                loop {
+                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if seed >= end {
+                        break;
+                    }
+                    if tx.send(run(seed, opts)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for o in rx {
+            progress(&o);
+            report.add(&o, opts);
+        }
+    });
+    report.failures.sort_by_key(|f| f.0);
     report
 }

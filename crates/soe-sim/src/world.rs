@@ -366,6 +366,8 @@ struct World {
     violation: Option<String>,
     /// Long outages under way: (client, until).
     dark_marks: Vec<(usize, Instant)>,
+    /// The client whose datagrams, events and faults are traced to stderr (`SOE_SIM_TRACE`).
+    trace: Option<usize>,
 }
 
 /// Runs one seed.
@@ -512,6 +514,9 @@ impl World {
             planted: false,
             violation: None,
             dark_marks: Vec::new(),
+            trace: std::env::var("SOE_SIM_TRACE")
+                .ok()
+                .and_then(|v| v.parse().ok()),
             setup,
             opts,
             rng,
@@ -817,6 +822,14 @@ impl World {
                 self.out.faults.corrupted += 1;
             }
             c.rx += 1;
+            if self.trace == Some(i) {
+                eprintln!(
+                    "{:>10.3} down {:>4} {:02x?}",
+                    (now - self.start).as_secs_f64(),
+                    d.len(),
+                    &d[..d.len().min(10)]
+                );
+            }
             c.ep.handle_datagram(now, SERVER, &d);
             self.out.datagrams += 1;
         }
@@ -828,6 +841,14 @@ impl World {
                 self.out.faults.corrupted += 1;
             }
             self.out.datagrams += 1;
+            if self.trace == Some(i) {
+                eprintln!(
+                    "{:>10.3} up   {:>4} {:02x?}",
+                    (now - self.start).as_secs_f64(),
+                    d.len(),
+                    &d[..d.len().min(14)]
+                );
+            }
             self.deliver_to_server(&d);
         }
         if self.clients[i].ep.poll_timeout().is_some_and(|t| t <= now) {
@@ -994,6 +1015,12 @@ impl World {
     }
 
     fn client_event(&mut self, i: usize, h: SessionHandle, e: Event) {
+        if self.trace == Some(i) && !matches!(e, Event::Message { .. }) {
+            eprintln!(
+                "{:>10.3} event {e:?}",
+                (self.now - self.start).as_secs_f64()
+            );
+        }
         let Some(idx) = self.clients[i]
             .instance
             .filter(|&x| self.instances[x].client_handle == h)
@@ -1388,6 +1415,9 @@ impl World {
                 self.touch(i);
             }
             Fault::Rebind(i) => {
+                if self.trace == Some(i) {
+                    eprintln!("{:>10.3} REBIND", (self.now - self.start).as_secs_f64());
+                }
                 self.out.faults.rebinds += 1;
                 self.clients[i].port += 1;
                 self.clients[i].rebinds += 1;

@@ -1,17 +1,19 @@
 //! `soe-sim`: runs a sweep of the whole-server simulation; `cargo xtask sim` calls it.
 //!
 //! `soe-sim [--seeds N] [--from S] [--clients N] [--active SECS] [--no-faults]
-//! [--plant mutate|drop|deadline]`. Exits 1 when a seed fails, after printing each failure
+//! [--plant mutate|drop|deadline] [--jobs N]`. Seeds run on `--jobs` threads (default: one per
+//! core). Exits 1 when a seed fails, after printing each failure
 //! with the command that replays it.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use soe_sim::{Options, Plant, sweep};
+use soe_sim::{Options, Plant, sweep_parallel};
 
 fn main() -> ExitCode {
     let mut seeds = 100u64;
     let mut from = 0u64;
+    let mut jobs = std::thread::available_parallelism().map_or(1, usize::from);
     let mut opts = Options::default();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
                 let s = value().parse().unwrap_or(opts.active.as_secs());
                 opts = opts.with_active(Duration::from_secs(s));
             }
+            "--jobs" => jobs = value().parse().unwrap_or(jobs).max(1),
             "--no-faults" => opts = opts.with_faults(false),
             "--plant" => {
                 let name = value();
@@ -39,7 +42,7 @@ fn main() -> ExitCode {
             _ => {
                 eprintln!(
                     "usage: soe-sim [--seeds N] [--from S] [--clients N] [--active SECS] \
-                     [--no-faults] [--plant mutate|drop|deadline]"
+                     [--no-faults] [--plant mutate|drop|deadline] [--jobs N]"
                 );
                 return ExitCode::from(2);
             }
@@ -47,7 +50,7 @@ fn main() -> ExitCode {
     }
     let started = Instant::now();
     let mut done = 0u64;
-    let report = sweep(from, seeds, &opts, |o| {
+    let report = sweep_parallel(from, seeds, &opts, jobs, |o| {
         done += 1;
         if let Some(v) = &o.violation {
             println!(
