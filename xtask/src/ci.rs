@@ -35,6 +35,10 @@ pub(crate) enum Step {
     Clippy,
     /// `cargo test --workspace`: unit, integration and doc tests.
     Test,
+    /// `cargo xtask c-abi`: the C ABI from C and C++ (examples against the `soe` tool, error
+    /// paths, header check), under valgrind memcheck. Skipped without a C compiler, and run
+    /// without memory checks without valgrind, except under `CI=true`, where either fails.
+    CAbi,
     /// `cargo run --example demo`: the README's main job, over real loopback UDP.
     Demo,
     /// `cargo xtask bench --compare --quick` as a smoke test, built with the test profile and
@@ -54,10 +58,11 @@ pub(crate) enum Step {
 
 impl Step {
     /// Every step, in running order.
-    const ALL: [Self; 9] = [
+    const ALL: [Self; 10] = [
         Self::Fmt,
         Self::Clippy,
         Self::Test,
+        Self::CAbi,
         Self::Demo,
         Self::Report,
         Self::Doc,
@@ -72,6 +77,7 @@ impl Step {
             Self::Fmt => "fmt",
             Self::Clippy => "clippy",
             Self::Test => "test",
+            Self::CAbi => "c-abi",
             Self::Demo => "demo",
             Self::Report => "report",
             Self::Doc => "doc",
@@ -109,6 +115,9 @@ impl Step {
             }
             Self::Test => {
                 cmd.args(["test", "--workspace"]);
+            }
+            Self::CAbi => {
+                cmd.args(["xtask", "c-abi"]);
             }
             Self::Demo => {
                 cmd.args(["run", "--quiet", "--example", "demo"]);
@@ -174,6 +183,17 @@ impl Step {
             } else {
                 Unavailable::Skip(
                     "cargo-deny is not installed (`cargo install cargo-deny --locked`); \
+                     under CI=true this fails",
+                )
+            }),
+            Self::CAbi if !crate::c_abi::compiler_present() => Some(if running_in_ci() {
+                Unavailable::Fail(
+                    "no C compiler (`cc`, or $CC), and CI=true requires one \
+                     (`.ci/run` installs gcc, g++ and valgrind from the OS packages)",
+                )
+            } else {
+                Unavailable::Skip(
+                    "no C compiler (`cc`, or $CC): the C ABI is NOT checked from C; \
                      under CI=true this fails",
                 )
             }),
@@ -353,6 +373,7 @@ mod tests {
                 "cargo fmt --all -- --check",
                 "cargo clippy --workspace --all-targets -- -D warnings",
                 "cargo test --workspace",
+                "cargo xtask c-abi",
                 "cargo run --quiet --example demo",
                 "cargo run --profile test -p soe-bench --bin compare -- --quick --out \
                  target/report-smoke/performance.md",

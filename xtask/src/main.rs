@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod c_abi;
 mod ci;
 mod cmd;
 mod fuzz;
@@ -71,6 +72,10 @@ enum Command {
               value_parser = clap::value_parser!(u64).range(1..))]
         seconds: u64,
     },
+    /// Build and run the C ABI's C and C++ programs (soe-ffi): the C echo server and client
+    /// against the `soe` tool, the error paths, the C++ header check; under valgrind when
+    /// installed.
+    CAbi,
     /// Run the whole-server simulation (soe-sim) over a range of seeds, release build.
     ///
     /// A failing seed is printed with the one command that replays it.
@@ -104,6 +109,7 @@ impl Command {
             Self::Test => ci::test(),
             Self::Bench { quick, compare } => bench::run(quick, compare),
             Self::Fuzz { seconds } => fuzz::run(seconds),
+            Self::CAbi => c_abi::run(),
             Self::Sim {
                 seeds,
                 from,

@@ -1,0 +1,207 @@
+//! Status codes, the thread's last error message, and the panic boundary.
+
+use std::cell::RefCell;
+use std::ffi::{CString, c_char};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// What every function returns. Zero and positive values are outcomes; negative values are
+/// errors, explained by `soe_last_error()`.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum soe_status {
+    /// Done.
+    SOE_OK = 0,
+    /// Nothing to take: no datagram to send, no event, no deadline. Not an error.
+    SOE_DONE = 1,
+    /// A required pointer was NULL.
+    SOE_ERR_NULL = -1,
+    /// An argument is out of range (a channel above 3, an address family other than 4 or 6).
+    SOE_ERR_INVALID_ARGUMENT = -2,
+    /// The configuration is invalid; the message names the field.
+    SOE_ERR_INVALID_CONFIG = -3,
+    /// The caller's buffer is too small. The size needed was written to the length
+    /// out-parameter, and the datagram or event is kept for the next call.
+    SOE_ERR_BUFFER_TOO_SMALL = -4,
+    /// The session handle names no session: it was never issued, or its session closed (its
+    /// `SOE_EVENT_CLOSED` was taken). Handles are never reused.
+    SOE_ERR_STALE_SESSION = -5,
+    /// The message is longer than the limit (`max_message_size` for reliable data, one
+    /// datagram for unreliable and ordered data), or an unreliable message is empty or starts
+    /// with byte 0.
+    SOE_ERR_MESSAGE_TOO_LARGE = -6,
+    /// The session's send queue is full: take events, send datagrams, and try again (like
+    /// `EAGAIN`). `soe_send_capacity` tells when there is room.
+    SOE_ERR_QUEUE_FULL = -7,
+    /// The session is closing and takes no more messages.
+    SOE_ERR_CLOSED = -8,
+    /// A session could not be started: one with that address exists, or the endpoint holds
+    /// `max_sessions`.
+    SOE_ERR_CONNECT = -9,
+    /// A bug in this library: a Rust panic was caught at the boundary. The endpoint is
+    /// poisoned; free it.
+    SOE_ERR_PANIC = -10,
+    /// The endpoint panicked in an earlier call and refuses every call but
+    /// `soe_endpoint_free`.
+    SOE_ERR_POISONED = -11,
+}
+
+impl soe_status {
+    /// The constant's name.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::SOE_OK => "SOE_OK\0",
+            Self::SOE_DONE => "SOE_DONE\0",
+            Self::SOE_ERR_NULL => "SOE_ERR_NULL\0",
+            Self::SOE_ERR_INVALID_ARGUMENT => "SOE_ERR_INVALID_ARGUMENT\0",
+            Self::SOE_ERR_INVALID_CONFIG => "SOE_ERR_INVALID_CONFIG\0",
+            Self::SOE_ERR_BUFFER_TOO_SMALL => "SOE_ERR_BUFFER_TOO_SMALL\0",
+            Self::SOE_ERR_STALE_SESSION => "SOE_ERR_STALE_SESSION\0",
+            Self::SOE_ERR_MESSAGE_TOO_LARGE => "SOE_ERR_MESSAGE_TOO_LARGE\0",
+            Self::SOE_ERR_QUEUE_FULL => "SOE_ERR_QUEUE_FULL\0",
+            Self::SOE_ERR_CLOSED => "SOE_ERR_CLOSED\0",
+            Self::SOE_ERR_CONNECT => "SOE_ERR_CONNECT\0",
+            Self::SOE_ERR_PANIC => "SOE_ERR_PANIC\0",
+            Self::SOE_ERR_POISONED => "SOE_ERR_POISONED\0",
+        }
+    }
+}
+
+/// An error: its status and its explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Error {
+    pub(crate) status: soe_status,
+    pub(crate) message: String,
+}
+
+impl Error {
+    pub(crate) fn new(status: soe_status, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn null(what: &str) -> Self {
+        Self::new(soe_status::SOE_ERR_NULL, format!("`{what}` is NULL"))
+    }
+
+    pub(crate) fn too_small(what: &str, needed: usize) -> Self {
+        Self::new(
+            soe_status::SOE_ERR_BUFFER_TOO_SMALL,
+            format!("`{what}` is too small: {needed} bytes are needed"),
+        )
+    }
+
+    pub(crate) fn invalid(what: impl std::fmt::Display) -> Self {
+        Self::new(soe_status::SOE_ERR_INVALID_ARGUMENT, what.to_string())
+    }
+
+    pub(crate) fn config(what: impl std::fmt::Display) -> Self {
+        Self::new(soe_status::SOE_ERR_INVALID_CONFIG, what.to_string())
+    }
+}
+
+thread_local! {
+    /// The explanation of this thread's latest error, NUL-terminated.
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    // An interior NUL cannot be represented; our messages have none, but stay safe.
+    let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = text);
+}
+
+/// Empties this thread's last error message; free when it is empty already (the hot path: a
+/// success after a success).
+fn clear_last_error() {
+    LAST_ERROR.with(|e| {
+        let mut e = e.borrow_mut();
+        if !e.as_bytes().is_empty() {
+            *e = CString::default();
+        }
+    });
+}
+
+/// A pointer to this thread's last error message (empty after a success).
+pub(crate) fn last_error_ptr() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// Runs `body` at the boundary: its error becomes the status and this thread's last error
+/// message (a success clears it), and a panic becomes `SOE_ERR_PANIC` instead of unwinding into
+/// C (which would abort the host). `on_panic` runs after a caught panic (to poison an
+/// endpoint).
+pub(crate) fn boundary(
+    body: impl FnOnce() -> Result<soe_status, Error>,
+    on_panic: impl FnOnce(),
+) -> soe_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(status)) => {
+            clear_last_error();
+            status
+        }
+        Ok(Err(error)) => {
+            set_last_error(&error.message);
+            error.status
+        }
+        Err(panic) => {
+            on_panic();
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            set_last_error(&format!(
+                "internal error (a bug in soe-ffi; please report it): {what}"
+            ));
+            soe_status::SOE_ERR_PANIC
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last() -> String {
+        // The pointer is valid until the next call on this thread.
+        LAST_ERROR.with(|e| e.borrow().to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn a_panic_becomes_a_status_and_runs_the_poisoning_hook() {
+        let mut poisoned = false;
+        let status = boundary(|| panic!("planted"), || poisoned = true);
+        assert_eq!(status, soe_status::SOE_ERR_PANIC);
+        assert!(poisoned);
+        assert!(last().contains("planted"), "{}", last());
+    }
+
+    #[test]
+    fn errors_set_the_message_and_success_clears_it() {
+        let status = boundary(|| Err(Error::null("data")), || {});
+        assert_eq!(status, soe_status::SOE_ERR_NULL);
+        assert_eq!(last(), "`data` is NULL");
+        assert_eq!(
+            boundary(|| Ok(soe_status::SOE_DONE), || {}),
+            soe_status::SOE_DONE
+        );
+        assert_eq!(last(), "");
+    }
+
+    #[test]
+    fn every_status_has_a_nul_terminated_name() {
+        for s in [
+            soe_status::SOE_OK,
+            soe_status::SOE_DONE,
+            soe_status::SOE_ERR_NULL,
+            soe_status::SOE_ERR_POISONED,
+        ] {
+            let name = CStr::from_bytes_with_nul(s.name().as_bytes()).unwrap();
+            assert!(name.to_str().unwrap().starts_with("SOE_"));
+        }
+    }
+}

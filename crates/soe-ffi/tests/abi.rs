@@ -1,0 +1,373 @@
+//! The C ABI driven from Rust through its exported functions (the same symbols C calls): a
+//! handshake, messages both ways on every kind of delivery, RC4, fragments, the caller-buffer
+//! rules, stale handles, and the clock mapping. The C programs in tests/c and examples/c run
+//! the same paths from C under `cargo xtask c-abi`.
+
+use std::ffi::CStr;
+use std::ptr;
+
+use soe_ffi::*;
+
+const KEY: &[u8] = b"abi test key";
+
+fn addr(last: u8, port: u16) -> soe_addr {
+    let mut ip = [0u8; 16];
+    ip[..4].copy_from_slice(&[127, 0, 0, last]);
+    soe_addr {
+        family: SOE_AF_INET,
+        port,
+        ip,
+        scope_id: 0,
+    }
+}
+
+fn last_error() -> String {
+    cstr(soe_last_error())
+}
+
+/// Reads a NUL-terminated string the library returned (static, or valid until the next call).
+#[allow(unsafe_code)]
+fn cstr(p: *const std::ffi::c_char) -> String {
+    assert!(!p.is_null());
+    // SAFETY: the library returns NUL-terminated strings, valid until this thread's next call.
+    unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_owned()
+}
+
+struct Pair {
+    client: *mut soe_endpoint,
+    server: *mut soe_endpoint,
+    now: u64,
+    c_addr: soe_addr,
+    s_addr: soe_addr,
+}
+
+impl Pair {
+    fn new(key: Option<&[u8]>) -> Self {
+        let mut server_cfg = config(SOE_ROLE_SERVER);
+        let mut client_cfg = config(SOE_ROLE_CLIENT);
+        if let Some(k) = key {
+            for c in [&mut server_cfg, &mut client_cfg] {
+                c.rc4_key = k.as_ptr();
+                c.rc4_key_len = k.len();
+            }
+        }
+        let now = 5_000_000_000;
+        let mut server = ptr::null_mut();
+        let mut client = ptr::null_mut();
+        assert_eq!(
+            soe_endpoint_new(&server_cfg, now, &mut server),
+            soe_status::SOE_OK
+        );
+        assert_eq!(
+            soe_endpoint_new(&client_cfg, now, &mut client),
+            soe_status::SOE_OK
+        );
+        Self {
+            client,
+            server,
+            now,
+            c_addr: addr(2, 40_000),
+            s_addr: addr(1, 20_042),
+        }
+    }
+
+    fn flush(&mut self, from_client: bool) -> usize {
+        let (from, to, source) = if from_client {
+            (self.client, self.server, self.c_addr)
+        } else {
+            (self.server, self.client, self.s_addr)
+        };
+        let mut buf = vec![0u8; 65_536];
+        let mut moved = 0;
+        loop {
+            let mut len = 0usize;
+            let mut dest = addr(0, 0);
+            match soe_endpoint_poll_transmit(
+                from,
+                self.now,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut len,
+                &mut dest,
+            ) {
+                soe_status::SOE_DONE => return moved,
+                soe_status::SOE_OK => {}
+                other => panic!("{other:?}: {}", last_error()),
+            }
+            assert!(len <= 512, "{len}");
+            assert_eq!(
+                soe_endpoint_handle_datagram(to, self.now, &source, buf.as_ptr(), len),
+                soe_status::SOE_OK
+            );
+            moved += 1;
+        }
+    }
+
+    fn step(&mut self, micros: u64) {
+        self.now += micros;
+        assert_eq!(
+            soe_endpoint_handle_timeout(self.client, self.now),
+            soe_status::SOE_OK
+        );
+        assert_eq!(
+            soe_endpoint_handle_timeout(self.server, self.now),
+            soe_status::SOE_OK
+        );
+        self.flush(true);
+        self.flush(false);
+    }
+
+    fn events(&mut self, server: bool) -> Vec<(soe_event, Vec<u8>)> {
+        let ep = if server { self.server } else { self.client };
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64];
+        loop {
+            let mut ev = empty_event();
+            match soe_endpoint_poll_event(ep, &mut ev, buf.as_mut_ptr(), buf.len()) {
+                soe_status::SOE_DONE => return out,
+                soe_status::SOE_OK => out.push((ev, buf[..ev.len].to_vec())),
+                soe_status::SOE_ERR_BUFFER_TOO_SMALL => buf.resize(ev.len, 0),
+                other => panic!("{other:?}: {}", last_error()),
+            }
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        soe_endpoint_free(self.client);
+        soe_endpoint_free(self.server);
+    }
+}
+
+fn config(role: u32) -> soe_config {
+    let mut c = std::mem::MaybeUninit::<soe_config>::zeroed();
+    assert_eq!(soe_config_init(c.as_mut_ptr(), role), soe_status::SOE_OK);
+    // Initialised by soe_config_init (checked by its status).
+    let mut config = read_config(c);
+    config.application_protocol = c"AbiTest".as_ptr();
+    config
+}
+
+#[allow(unsafe_code)]
+fn read_config(c: std::mem::MaybeUninit<soe_config>) -> soe_config {
+    // SAFETY: soe_config_init returned SOE_OK, so it wrote a whole soe_config.
+    unsafe { c.assume_init() }
+}
+
+fn empty_event() -> soe_event {
+    soe_event {
+        kind: soe_event_kind::SOE_EVENT_ACCEPTED,
+        session: 0,
+        channel: 0,
+        delivery: soe_delivery::SOE_DELIVERY_RELIABLE,
+        len: 0,
+        reason: 0,
+        by_peer: 0,
+    }
+}
+
+fn connect(pair: &mut Pair) -> (soe_session, soe_session) {
+    let mut session = 0;
+    assert_eq!(
+        soe_connect(pair.client, pair.now, &pair.s_addr, &mut session),
+        soe_status::SOE_OK
+    );
+    for _ in 0..5 {
+        pair.step(1_000);
+    }
+    let client_events = pair.events(false);
+    assert_eq!(client_events[0].0.kind, soe_event_kind::SOE_EVENT_CONNECTED);
+    assert_eq!(client_events[0].0.session, session);
+    let server_events = pair.events(true);
+    assert_eq!(server_events[0].0.kind, soe_event_kind::SOE_EVENT_ACCEPTED);
+    (session, server_events[0].0.session)
+}
+
+#[test]
+fn messages_of_every_kind_cross_both_ways_with_rc4_and_fragments() {
+    for key in [None, Some(KEY)] {
+        let mut pair = Pair::new(key);
+        let (client_session, server_session) = connect(&mut pair);
+        let big: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
+        for channel in 0..4u8 {
+            assert_eq!(
+                soe_send(
+                    pair.client,
+                    client_session,
+                    channel,
+                    big.as_ptr(),
+                    big.len()
+                ),
+                soe_status::SOE_OK
+            );
+        }
+        assert_eq!(
+            soe_send_unreliable(pair.client, client_session, b"hi".as_ptr(), 2),
+            soe_status::SOE_OK
+        );
+        assert_eq!(
+            soe_send_ordered(pair.server, server_session, b"\x01ordered".as_ptr(), 8),
+            soe_status::SOE_OK
+        );
+        for _ in 0..50 {
+            pair.step(2_000);
+        }
+        let got = pair.events(true);
+        let reliable: Vec<_> = got
+            .iter()
+            .filter(|(e, _)| e.delivery == soe_delivery::SOE_DELIVERY_RELIABLE)
+            .collect();
+        assert_eq!(reliable.len(), 4, "{key:?}");
+        for (i, (e, data)) in reliable.iter().enumerate() {
+            assert_eq!(e.kind, soe_event_kind::SOE_EVENT_MESSAGE);
+            assert_eq!(e.session, server_session);
+            assert_eq!(usize::from(e.channel), i);
+            assert_eq!(data, &big);
+        }
+        assert!(
+            got.iter()
+                .any(|(e, d)| e.delivery == soe_delivery::SOE_DELIVERY_UNRELIABLE && d == b"hi")
+        );
+        let back = pair.events(false);
+        assert!(
+            back.iter()
+                .any(|(e, d)| e.delivery == soe_delivery::SOE_DELIVERY_ORDERED
+                    && d == b"\x01ordered")
+        );
+        let mut stats = soe_stats::default();
+        assert_eq!(
+            soe_session_stats(pair.client, client_session, &mut stats),
+            soe_status::SOE_OK
+        );
+        assert_eq!(stats.reliable_messages_sent, 4);
+        assert!(stats.reliable_packets_sent >= 4 * 40, "{stats:?}");
+    }
+}
+
+#[test]
+fn close_reaches_both_sides_and_then_the_handles_are_stale() {
+    let mut pair = Pair::new(None);
+    let (c, s) = connect(&mut pair);
+    assert_eq!(soe_close(pair.client, pair.now, c), soe_status::SOE_OK);
+    for _ in 0..20 {
+        pair.step(5_000);
+    }
+    let closed = |evs: Vec<(soe_event, Vec<u8>)>| {
+        evs.into_iter()
+            .find(|(e, _)| e.kind == soe_event_kind::SOE_EVENT_CLOSED)
+            .map(|(e, _)| (e.session, e.reason, e.by_peer))
+    };
+    assert_eq!(closed(pair.events(false)), Some((c, 6, 0)));
+    assert_eq!(closed(pair.events(true)), Some((s, 6, 1)));
+    for (ep, h) in [(pair.client, c), (pair.server, s)] {
+        assert_eq!(
+            soe_send(ep, h, 0, b"x".as_ptr(), 1),
+            soe_status::SOE_ERR_STALE_SESSION
+        );
+        assert!(last_error().contains("does not exist"), "{}", last_error());
+    }
+    // A new session never reuses a number.
+    let mut again = 0;
+    assert_eq!(
+        soe_connect(pair.client, pair.now, &pair.s_addr, &mut again),
+        soe_status::SOE_OK
+    );
+    assert!(again > c);
+}
+
+#[test]
+fn a_short_buffer_keeps_the_datagram_and_the_event_for_the_next_call() {
+    let mut pair = Pair::new(None);
+    let (c, _) = connect(&mut pair);
+    let msg = [9u8; 300];
+    assert_eq!(
+        soe_send(pair.client, c, 0, msg.as_ptr(), msg.len()),
+        soe_status::SOE_OK
+    );
+    let mut small = [0u8; 8];
+    let mut len = 0;
+    let mut dest = addr(0, 0);
+    assert_eq!(
+        soe_endpoint_poll_transmit(
+            pair.client,
+            pair.now,
+            small.as_mut_ptr(),
+            small.len(),
+            &mut len,
+            &mut dest
+        ),
+        soe_status::SOE_ERR_BUFFER_TOO_SMALL
+    );
+    assert!(len > 300, "{len}");
+    assert!(last_error().contains(&len.to_string()));
+    let first = len;
+    let mut big = vec![0u8; first];
+    assert_eq!(
+        soe_endpoint_poll_transmit(
+            pair.client,
+            pair.now,
+            big.as_mut_ptr(),
+            big.len(),
+            &mut len,
+            &mut dest
+        ),
+        soe_status::SOE_OK
+    );
+    assert_eq!((len, dest), (first, pair.s_addr));
+    assert_eq!(
+        soe_endpoint_handle_datagram(pair.server, pair.now, &pair.c_addr, big.as_ptr(), len),
+        soe_status::SOE_OK
+    );
+    let mut ev = empty_event();
+    assert_eq!(
+        soe_endpoint_poll_event(pair.server, &mut ev, small.as_mut_ptr(), small.len()),
+        soe_status::SOE_ERR_BUFFER_TOO_SMALL
+    );
+    assert_eq!(ev.len, 300);
+    // A NULL buffer with room claimed keeps the event too.
+    assert_eq!(
+        soe_endpoint_poll_event(pair.server, &mut ev, ptr::null_mut(), 300),
+        soe_status::SOE_ERR_NULL
+    );
+    let mut buf = [0u8; 300];
+    assert_eq!(
+        soe_endpoint_poll_event(pair.server, &mut ev, buf.as_mut_ptr(), buf.len()),
+        soe_status::SOE_OK
+    );
+    assert_eq!(buf, msg);
+}
+
+#[test]
+fn deadlines_are_on_the_hosts_clock() {
+    let mut pair = Pair::new(None);
+    let mut deadline = 0;
+    // An endpoint with no session has no deadline.
+    assert_eq!(
+        soe_endpoint_next_timeout(pair.server, &mut deadline),
+        soe_status::SOE_DONE
+    );
+    let mut session = 0;
+    assert_eq!(
+        soe_connect(pair.client, pair.now, &pair.s_addr, &mut session),
+        soe_status::SOE_OK
+    );
+    pair.flush(true);
+    assert_eq!(
+        soe_endpoint_next_timeout(pair.client, &mut deadline),
+        soe_status::SOE_OK
+    );
+    // The SessionRequest is retried within a second or so, on the clock the host passed in.
+    assert!(
+        deadline > pair.now && deadline <= pair.now + 2_000_000,
+        "{deadline} vs {}",
+        pair.now
+    );
+}
+
+#[test]
+fn status_names_and_version_are_static_strings() {
+    assert_eq!(cstr(soe_status_name(-7)), "SOE_ERR_QUEUE_FULL");
+    assert_eq!(cstr(soe_status_name(42)), "SOE_UNKNOWN");
+    assert_eq!(cstr(soe_version()), env!("CARGO_PKG_VERSION"));
+}
