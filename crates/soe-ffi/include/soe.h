@@ -247,10 +247,14 @@ soe_status soe_endpoint_new(const struct soe_config *config,
 
 // Frees an endpoint and everything it holds; NULL is ignored. Its sessions end without a
 // word to their peers: call `soe_close` and drive the loop first for a graceful end.
+//
+// Thread safety: no other call may use the endpoint during or after this one.
 void soe_endpoint_free(struct soe_endpoint *ep);
 
 // Hands the endpoint one datagram received from `from` at `now_us`. Malformed, forged and
 // unknown datagrams are answered or dropped inside; they are not errors.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_endpoint_handle_datagram(struct soe_endpoint *ep,
                                         uint64_t now_us,
                                         const struct soe_addr *from,
@@ -261,6 +265,8 @@ soe_status soe_endpoint_handle_datagram(struct soe_endpoint *ep,
 // and its destination to `*to`. Returns `SOE_DONE` when there is none, and
 // `SOE_ERR_BUFFER_TOO_SMALL` with the size needed in `*len` (the datagram is kept). A buffer
 // of the configured `udp_length` always fits.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_endpoint_poll_transmit(struct soe_endpoint *ep,
                                       uint64_t now_us,
                                       uint8_t *buf,
@@ -271,6 +277,8 @@ soe_status soe_endpoint_poll_transmit(struct soe_endpoint *ep,
 // Takes the next event into `*event`; a message's bytes go to `buf` (`cap` bytes). Returns
 // `SOE_DONE` when there is none, and `SOE_ERR_BUFFER_TOO_SMALL` with the size needed in
 // `event->len` (the event is kept). After `SOE_EVENT_CLOSED` the session's handle is invalid.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_endpoint_poll_event(struct soe_endpoint *ep,
                                    struct soe_event *event,
                                    uint8_t *buf,
@@ -278,15 +286,21 @@ soe_status soe_endpoint_poll_event(struct soe_endpoint *ep,
 
 // Writes the next deadline (on the host's clock) to `*deadline_us`: call
 // `soe_endpoint_handle_timeout` then. Returns `SOE_DONE` when no timer runs.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_endpoint_next_timeout(struct soe_endpoint *ep, uint64_t *deadline_us);
 
 // Runs the timers due at `now_us` (resends, acks, heartbeats, timeouts). Calling it early is
 // harmless.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_endpoint_handle_timeout(struct soe_endpoint *ep, uint64_t now_us);
 
 // Starts a session with the server at `to` and writes its handle to `*session`;
 // `SOE_EVENT_CONNECTED` (or `SOE_EVENT_CLOSED` with reason 5, ConnectFail) follows.
 // Returns `SOE_ERR_CONNECT` when a session with that address exists or the endpoint is full.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_connect(struct soe_endpoint *ep,
                        uint64_t now_us,
                        const struct soe_addr *to,
@@ -295,6 +309,8 @@ soe_status soe_connect(struct soe_endpoint *ep,
 // Queues a reliable message of `len` bytes on `channel` (0 to 3). The bytes are copied.
 // Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE`,
 // `SOE_ERR_CLOSED` or `SOE_ERR_STALE_SESSION`.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_send(struct soe_endpoint *ep,
                     soe_session session,
                     uint8_t channel,
@@ -302,18 +318,24 @@ soe_status soe_send(struct soe_endpoint *ep,
                     size_t len);
 
 // Queues an unreliable message (one datagram at most; not empty; first byte not 0).
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_send_unreliable(struct soe_endpoint *ep,
                                soe_session session,
                                const uint8_t *data,
                                size_t len);
 
 // Queues an ordered message: unreliable, but never delivered after a newer one.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_send_ordered(struct soe_endpoint *ep,
                             soe_session session,
                             const uint8_t *data,
                             size_t len);
 
 // Writes how many more messages `soe_send` takes on `channel` now to `*capacity`.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_send_capacity(struct soe_endpoint *ep,
                              soe_session session,
                              uint8_t channel,
@@ -321,12 +343,18 @@ soe_status soe_send_capacity(struct soe_endpoint *ep,
 
 // Closes a session: what is queued is still delivered, then a Disconnect (reason 6,
 // Application) goes out. `SOE_EVENT_CLOSED` follows; the handle stays valid until then.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_close(struct soe_endpoint *ep, uint64_t now_us, soe_session session);
 
 // Writes a session's counters to `*stats`.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_session_stats(struct soe_endpoint *ep, soe_session session, struct soe_stats *stats);
 
 // Writes the number of sessions the endpoint holds (half-open ones included) to `*count`.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_endpoint_session_count(struct soe_endpoint *ep, size_t *count);
 
 // The explanation of the calling thread's latest error, NUL-terminated; empty after a

@@ -501,6 +501,8 @@ pub extern "C" fn soe_endpoint_new(
 
 /// Frees an endpoint and everything it holds; NULL is ignored. Its sessions end without a
 /// word to their peers: call `soe_close` and drive the loop first for a graceful end.
+///
+/// Thread safety: no other call may use the endpoint during or after this one.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_free(ep: *mut soe_endpoint) {
@@ -515,6 +517,8 @@ pub extern "C" fn soe_endpoint_free(ep: *mut soe_endpoint) {
 
 /// Hands the endpoint one datagram received from `from` at `now_us`. Malformed, forged and
 /// unknown datagrams are answered or dropped inside; they are not errors.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_handle_datagram(
@@ -537,6 +541,8 @@ pub extern "C" fn soe_endpoint_handle_datagram(
 /// and its destination to `*to`. Returns `SOE_DONE` when there is none, and
 /// `SOE_ERR_BUFFER_TOO_SMALL` with the size needed in `*len` (the datagram is kept). A buffer
 /// of the configured `udp_length` always fits.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_poll_transmit(
@@ -578,6 +584,8 @@ pub extern "C" fn soe_endpoint_poll_transmit(
 /// Takes the next event into `*event`; a message's bytes go to `buf` (`cap` bytes). Returns
 /// `SOE_DONE` when there is none, and `SOE_ERR_BUFFER_TOO_SMALL` with the size needed in
 /// `event->len` (the event is kept). After `SOE_EVENT_CLOSED` the session's handle is invalid.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_poll_event(
@@ -658,6 +666,8 @@ fn describe(e: &mut soe_endpoint, h: SessionHandle, ev: &Event) -> Option<soe_ev
 
 /// Writes the next deadline (on the host's clock) to `*deadline_us`: call
 /// `soe_endpoint_handle_timeout` then. Returns `SOE_DONE` when no timer runs.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_next_timeout(
@@ -680,6 +690,8 @@ pub extern "C" fn soe_endpoint_next_timeout(
 
 /// Runs the timers due at `now_us` (resends, acks, heartbeats, timeouts). Calling it early is
 /// harmless.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_handle_timeout(ep: *mut soe_endpoint, now_us: u64) -> soe_status {
@@ -693,6 +705,8 @@ pub extern "C" fn soe_endpoint_handle_timeout(ep: *mut soe_endpoint, now_us: u64
 /// Starts a session with the server at `to` and writes its handle to `*session`;
 /// `SOE_EVENT_CONNECTED` (or `SOE_EVENT_CLOSED` with reason 5, ConnectFail) follows.
 /// Returns `SOE_ERR_CONNECT` when a session with that address exists or the endpoint is full.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_connect(
@@ -724,6 +738,8 @@ fn channel_of(channel: u8) -> Result<Channel, Error> {
 /// Queues a reliable message of `len` bytes on `channel` (0 to 3). The bytes are copied.
 /// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE`,
 /// `SOE_ERR_CLOSED` or `SOE_ERR_STALE_SESSION`.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send(
@@ -743,6 +759,8 @@ pub extern "C" fn soe_send(
 }
 
 /// Queues an unreliable message (one datagram at most; not empty; first byte not 0).
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_unreliable(
@@ -760,6 +778,8 @@ pub extern "C" fn soe_send_unreliable(
 }
 
 /// Queues an ordered message: unreliable, but never delivered after a newer one.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_ordered(
@@ -777,6 +797,8 @@ pub extern "C" fn soe_send_ordered(
 }
 
 /// Writes how many more messages `soe_send` takes on `channel` now to `*capacity`.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_capacity(
@@ -795,6 +817,8 @@ pub extern "C" fn soe_send_capacity(
 
 /// Closes a session: what is queued is still delivered, then a Disconnect (reason 6,
 /// Application) goes out. `SOE_EVENT_CLOSED` follows; the handle stays valid until then.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_close(
@@ -811,6 +835,8 @@ pub extern "C" fn soe_close(
 }
 
 /// Writes a session's counters to `*stats`.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_session_stats(
@@ -848,6 +874,8 @@ pub extern "C" fn soe_session_stats(
 }
 
 /// Writes the number of sessions the endpoint holds (half-open ones included) to `*count`.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_session_count(
