@@ -97,6 +97,7 @@ fn c_config(role: u32) -> soe_config {
         compression: 0,
         rc4_key: ptr::null(),
         rc4_key_len: 0,
+        rc4_at_start: 0,
         max_sessions: 0,
         max_half_open: 0,
         max_message_size: 0,

@@ -146,6 +146,9 @@ typedef struct soe_config {
   const uint8_t *rc4_key;
   // The key's length in bytes.
   size_t rc4_key_len;
+  // With a key: 1 (the default) encrypts from the session's start; 0 starts in plaintext
+  // until `soe_set_encryption` switches a session on (the H1Z1 gateway's way).
+  uint8_t rc4_at_start;
   // The most sessions; at least 1. Default 10000.
   uint32_t max_sessions;
   // The most half-open sessions (handshake answered, not completed); at least 1. Default
@@ -346,6 +349,15 @@ soe_status soe_send_capacity(struct soe_endpoint *ep,
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
 soe_status soe_close(struct soe_endpoint *ep, uint64_t now_us, soe_session session);
+
+// Turns RC4 on (`on` = 1) or off (0) for one session's reliable data from now on, both
+// directions: the H1Z1 gateway's switch after a login request (with `rc4_at_start` = 0). Each
+// direction's keystream starts at the key and runs only while encryption is on. Messages
+// already sent or received keep the state they had: switch at a quiet point of the
+// application protocol. Returns `SOE_ERR_INVALID_ARGUMENT` when the endpoint has no RC4 key.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+soe_status soe_set_encryption(struct soe_endpoint *ep, soe_session session, uint8_t on);
 
 // Writes a session's counters to `*stats`.
 //

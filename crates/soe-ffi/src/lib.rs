@@ -158,6 +158,9 @@ pub struct soe_config {
     pub rc4_key: *const u8,
     /// The key's length in bytes.
     pub rc4_key_len: usize,
+    /// With a key: 1 (the default) encrypts from the session's start; 0 starts in plaintext
+    /// until `soe_set_encryption` switches a session on (the H1Z1 gateway's way).
+    pub rc4_at_start: u8,
     /// The most sessions; at least 1. Default 10000.
     pub max_sessions: u32,
     /// The most half-open sessions (handshake answered, not completed); at least 1. Default
@@ -364,6 +367,12 @@ fn endpoint_config(c: &soe_config) -> Result<EndpointConfig, Error> {
             c.crc_length
         ))
     })?;
+    if c.rc4_at_start > 1 {
+        return Err(Error::config(format!(
+            "rc4_at_start = {} is neither 0 nor 1",
+            c.rc4_at_start
+        )));
+    }
     if c.compression > 1 {
         return Err(Error::config(format!(
             "compression = {} is neither 0 nor 1",
@@ -393,6 +402,7 @@ fn endpoint_config(c: &soe_config) -> Result<EndpointConfig, Error> {
         .with_idle_timeout(optional(c.idle_timeout_ms))
         .with_connect_timeout(ms(c.connect_timeout_ms))
         .with_heartbeat_interval(optional(c.heartbeat_interval_ms))
+        .with_encryption_at_start(c.rc4_at_start == 1)
         .with_reliable(Arc::new(reliable))
         .map_err(Error::config)?;
     if !c.rc4_key.is_null() || c.rc4_key_len > 0 {
@@ -443,6 +453,7 @@ pub extern "C" fn soe_config_init(config: *mut soe_config, role: u32) -> soe_sta
                 compression: u8::from(session.compression()),
                 rc4_key: std::ptr::null(),
                 rc4_key_len: 0,
+                rc4_at_start: u8::from(session.encryption_at_start()),
                 max_sessions: u32::try_from(endpoint.max_sessions()).unwrap_or(u32::MAX),
                 max_half_open: u32::try_from(endpoint.max_half_open()).unwrap_or(u32::MAX),
                 max_message_size: u32::try_from(reliable.max_message_size).unwrap_or(u32::MAX),
@@ -830,6 +841,34 @@ pub extern "C" fn soe_close(
         let h = e.handle(session)?;
         let now = e.clock.instant(now_us);
         e.endpoint.close(now, h, DisconnectReason::Application);
+        Ok(soe_status::SOE_OK)
+    })
+}
+
+/// Turns RC4 on (`on` = 1) or off (0) for one session's reliable data from now on, both
+/// directions: the H1Z1 gateway's switch after a login request (with `rc4_at_start` = 0). Each
+/// direction's keystream starts at the key and runs only while encryption is on. Messages
+/// already sent or received keep the state they had: switch at a quiet point of the
+/// application protocol. Returns `SOE_ERR_INVALID_ARGUMENT` when the endpoint has no RC4 key.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
+pub extern "C" fn soe_set_encryption(
+    ep: *mut soe_endpoint,
+    session: soe_session,
+    on: u8,
+) -> soe_status {
+    with_endpoint(ep, |e| {
+        let h = e.handle(session)?;
+        if on > 1 {
+            return Err(Error::invalid(format!("on = {on} is neither 0 nor 1")));
+        }
+        if !e.endpoint.set_encryption(h, on == 1) {
+            return Err(Error::invalid(
+                "the session has no RC4 key (set rc4_key in its config)",
+            ));
+        }
         Ok(soe_status::SOE_OK)
     })
 }

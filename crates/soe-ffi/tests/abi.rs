@@ -371,3 +371,80 @@ fn status_names_and_version_are_static_strings() {
     assert_eq!(cstr(soe_status_name(42)), "SOE_UNKNOWN");
     assert_eq!(cstr(soe_version()), env!("CARGO_PKG_VERSION"));
 }
+
+#[test]
+fn rc4_switched_on_for_one_session_hides_what_follows() {
+    // Both ends hold the key and start in plaintext.
+    let mut pair = Pair::new(Some(KEY));
+    let mut server_cfg = config(SOE_ROLE_SERVER);
+    let mut client_cfg = config(SOE_ROLE_CLIENT);
+    for c in [&mut server_cfg, &mut client_cfg] {
+        c.rc4_key = KEY.as_ptr();
+        c.rc4_key_len = KEY.len();
+        c.rc4_at_start = 0;
+    }
+    soe_endpoint_free(pair.client);
+    soe_endpoint_free(pair.server);
+    assert_eq!(
+        soe_endpoint_new(&server_cfg, pair.now, &mut pair.server),
+        soe_status::SOE_OK
+    );
+    assert_eq!(
+        soe_endpoint_new(&client_cfg, pair.now, &mut pair.client),
+        soe_status::SOE_OK
+    );
+    let (c, s) = connect(&mut pair);
+    let send_and_sniff = |pair: &mut Pair, m: &[u8]| -> bool {
+        assert_eq!(
+            soe_send(pair.client, c, 0, m.as_ptr(), m.len()),
+            soe_status::SOE_OK
+        );
+        let mut buf = vec![0u8; 2048];
+        let mut len = 0;
+        let mut dest = addr(0, 0);
+        assert_eq!(
+            soe_endpoint_poll_transmit(
+                pair.client,
+                pair.now,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut len,
+                &mut dest
+            ),
+            soe_status::SOE_OK
+        );
+        assert_eq!(
+            soe_endpoint_handle_datagram(pair.server, pair.now, &pair.c_addr, buf.as_ptr(), len),
+            soe_status::SOE_OK
+        );
+        buf[..len].windows(m.len()).any(|w| w == m)
+    };
+    assert!(send_and_sniff(&mut pair, b"LoginRequest, in plaintext"));
+    assert_eq!(soe_set_encryption(pair.client, c, 1), soe_status::SOE_OK);
+    assert_eq!(soe_set_encryption(pair.server, s, 1), soe_status::SOE_OK);
+    assert!(!send_and_sniff(&mut pair, b"after the switch, hidden"));
+    let got: Vec<Vec<u8>> = pair.events(true).into_iter().map(|(_, d)| d).collect();
+    assert_eq!(
+        got,
+        [
+            b"LoginRequest, in plaintext".to_vec(),
+            b"after the switch, hidden".to_vec()
+        ]
+    );
+    assert_eq!(
+        soe_set_encryption(pair.client, c, 2),
+        soe_status::SOE_ERR_INVALID_ARGUMENT
+    );
+    // Without a key there is nothing to switch on.
+    let mut plain = Pair::new(None);
+    let (pc, _) = connect(&mut plain);
+    assert_eq!(
+        soe_set_encryption(plain.client, pc, 1),
+        soe_status::SOE_ERR_INVALID_ARGUMENT
+    );
+    assert!(last_error().contains("no RC4 key"), "{}", last_error());
+    assert_eq!(
+        soe_set_encryption(ptr::null_mut(), pc, 1),
+        soe_status::SOE_ERR_NULL
+    );
+}

@@ -255,6 +255,23 @@ impl ReliableChannel {
         self.tx.congestion_window()
     }
 
+    /// Turns RC4 on or off for both directions of a channel created with a key, as h1z1-server's
+    /// `setEncryption` does for a session: messages sent from now on are encrypted (or not),
+    /// and so are messages completed from now on. Each direction's keystream runs only while
+    /// encryption is on, so a channel that starts in plaintext and switches on encrypts its
+    /// first message with the keystream's first bytes, as h1z1-server and the game client
+    /// expect; switching off and on again continues the keystream. Messages already queued or
+    /// already received keep the state they had. Returns `false` (and changes nothing) when the
+    /// channel has no key.
+    pub fn set_encryption(&mut self, on: bool) -> bool {
+        self.tx.set_encryption(on) && self.rx.set_decryption(on)
+    }
+
+    /// Whether messages sent now are encrypted.
+    pub fn is_encrypting(&self) -> bool {
+        self.tx.is_encrypting()
+    }
+
     /// What the receiving side holds now: early packets, a partial message, undelivered
     /// messages.
     pub fn receive_backlog(&self) -> ReceiveBacklog {

@@ -95,6 +95,8 @@ impl Payload<'_> {
 #[derive(Debug)]
 pub(crate) struct Receiver {
     cipher: Option<Rc4>,
+    /// Whether messages completed now are decrypted (the cipher's state runs on only while so).
+    decrypt: bool,
     arena: BytesMut,
     /// The next sequence to deliver.
     expected: u64,
@@ -123,6 +125,7 @@ pub(crate) struct Receiver {
 impl Receiver {
     pub(crate) fn new(cipher: Option<Rc4>) -> Self {
         Self {
+            decrypt: cipher.is_some(),
             cipher,
             arena: BytesMut::new(),
             expected: 0,
@@ -143,6 +146,20 @@ impl Receiver {
         let message = self.delivered.pop_front()?;
         self.delivered_bytes -= message.len();
         Some(message)
+    }
+
+    /// Decrypts messages completed from now on, or stops; the keystream continues where it
+    /// stopped. Returns whether the receiver has a key (without one nothing changes).
+    pub(crate) fn set_decryption(&mut self, on: bool) -> bool {
+        if self.cipher.is_none() {
+            return false;
+        }
+        self.decrypt = on;
+        true
+    }
+
+    fn decrypting(&self) -> bool {
+        self.decrypt && self.cipher.is_some()
     }
 
     pub(crate) fn backlog(&self) -> ReceiveBacklog {
@@ -346,7 +363,11 @@ impl Receiver {
                     return Ok(Admit::Taken);
                 }
                 self.ranges.clear();
-                message_ranges(&r.buf, self.cipher.is_none(), &mut self.ranges)?;
+                message_ranges(
+                    &r.buf,
+                    !(self.decrypt && self.cipher.is_some()),
+                    &mut self.ranges,
+                )?;
                 let need = need_of(&self.ranges);
                 if !fits(need, self.delivered.len(), self.delivered_bytes, config) {
                     r.buf.truncate(before);
@@ -396,7 +417,7 @@ impl Receiver {
         stats: &mut ChannelStats,
     ) -> Result<Admit, ReliableError> {
         self.ranges.clear();
-        message_ranges(payload.as_slice(), self.cipher.is_none(), &mut self.ranges)?;
+        message_ranges(payload.as_slice(), !self.decrypting(), &mut self.ranges)?;
         let need = need_of(&self.ranges);
         if !fits(need, self.delivered.len(), self.delivered_bytes, config) {
             return Ok(Admit::NoRoom(need));
@@ -407,7 +428,7 @@ impl Receiver {
 
     /// Decrypts a complete payload and queues the messages `self.ranges` finds in it.
     fn push_ranges(&mut self, payload: Payload<'_>, stats: &mut ChannelStats) {
-        let bytes = match (payload, self.cipher.as_mut()) {
+        let bytes = match (payload, self.cipher.as_mut().filter(|_| self.decrypt)) {
             (Payload::Shared(b), None) => b,
             (Payload::Owned(v), None) => Bytes::from(v),
             (Payload::Borrowed(s), None) => copy_to_arena(&mut self.arena, s),

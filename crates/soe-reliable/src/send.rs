@@ -101,6 +101,8 @@ struct Fragmenting {
 #[derive(Debug)]
 pub(crate) struct Sender {
     cipher: Option<Rc4>,
+    /// Whether messages sent now are encrypted (the cipher's state runs on only while so).
+    encrypt: bool,
     arena: BytesMut,
     queue: VecDeque<Bytes>,
     fragmenting: Option<Fragmenting>,
@@ -176,6 +178,7 @@ impl Sender {
             } else {
                 BytesMut::new()
             },
+            encrypt: cipher.is_some(),
             cipher,
             queue: VecDeque::new(),
             fragmenting: None,
@@ -220,7 +223,7 @@ impl Sender {
         }
         stats.messages_sent += 1;
         stats.bytes_sent += message.len() as u64;
-        let message = match self.cipher.as_mut() {
+        let message = match self.cipher.as_mut().filter(|_| self.encrypt) {
             Some(cipher) if !message.is_empty() => {
                 reserve(&mut self.arena, message.len());
                 self.arena.extend_from_slice(&message);
@@ -231,6 +234,20 @@ impl Sender {
         };
         self.queue.push_back(message);
         Ok(())
+    }
+
+    /// Encrypts messages sent from now on, or stops; the keystream continues where it stopped.
+    /// Returns whether the sender has a key (without one nothing changes).
+    pub(crate) fn set_encryption(&mut self, on: bool) -> bool {
+        if self.cipher.is_none() {
+            return false;
+        }
+        self.encrypt = on;
+        true
+    }
+
+    pub(crate) fn is_encrypting(&self) -> bool {
+        self.encrypt && self.cipher.is_some()
     }
 
     pub(crate) fn queued(&self) -> usize {

@@ -533,6 +533,64 @@ fn rc4_encrypts_each_direction_from_the_key() {
     ));
 }
 
+/// h1z1-server's gateway accepts a session in plaintext and switches that session to RC4 after
+/// the login request (`setEncryption(client, true)` on both of its streams). Its streams build
+/// their RC4 from the key when the session starts and run it only while encryption is on, so
+/// the first encrypted message takes the keystream's first bytes, whatever plaintext went
+/// before; a ciphertext starting with 0 gets one 0 in front. Switching off and on again
+/// continues the keystream.
+#[test]
+fn rc4_switched_on_mid_channel_starts_from_the_first_keystream_byte() {
+    let now = Instant::now();
+    let key = b"gateway key";
+    let config = Arc::new(ReliableConfig::default().with_bundle_messages(false));
+    let mut tx = ReliableChannel::new(Channel::ZERO, config.clone(), 496, Some(key)).unwrap();
+    let mut rx = ReliableChannel::new(Channel::ZERO, config.clone(), 496, Some(key)).unwrap();
+    assert!(tx.set_encryption(false) && rx.set_encryption(false));
+    assert!(!tx.is_encrypting());
+    let through = |tx: &mut ReliableChannel, rx: &mut ReliableChannel, m: &'static [u8]| {
+        tx.send(Bytes::from_static(m)).unwrap();
+        let packets = drain(tx, now);
+        assert_eq!(packets.len(), 1);
+        dispatch(rx, now, &packets[0]).unwrap();
+        assert_eq!(rx.poll_message().as_deref(), Some(m));
+        packets[0][4..].to_vec()
+    };
+    // Plaintext first: on the wire as it is.
+    assert_eq!(through(&mut tx, &mut rx, b"LoginRequest"), b"LoginRequest");
+    // Switched on: the keystream from its first byte.
+    assert!(tx.set_encryption(true) && rx.set_encryption(true));
+    assert!(tx.is_encrypting());
+    let mut stream = Rc4::new(key).unwrap();
+    let mut expected = *b"LoginReply, encrypted";
+    stream.apply(&mut expected);
+    let body = through(&mut tx, &mut rx, b"LoginReply, encrypted");
+    let body = if expected[0] == 0 {
+        &body[1..]
+    } else {
+        &body[..]
+    };
+    assert_eq!(body, expected);
+    // Off again: plaintext, and the keystream waits.
+    assert!(tx.set_encryption(false) && rx.set_encryption(false));
+    assert_eq!(through(&mut tx, &mut rx, b"plain again"), b"plain again");
+    // On again: the keystream continues where it stopped.
+    assert!(tx.set_encryption(true) && rx.set_encryption(true));
+    let mut expected = *b"continued";
+    stream.apply(&mut expected);
+    let body = through(&mut tx, &mut rx, b"continued");
+    let body = if expected[0] == 0 {
+        &body[1..]
+    } else {
+        &body[..]
+    };
+    assert_eq!(body, expected);
+    // A channel without a key has nothing to switch on.
+    let mut plain = ReliableChannel::new(Channel::ZERO, config, 496, None).unwrap();
+    assert!(!plain.set_encryption(true));
+    assert!(!plain.is_encrypting());
+}
+
 #[test]
 fn empty_and_zero_messages_round_trip() {
     let now = Instant::now();

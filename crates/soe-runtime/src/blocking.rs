@@ -174,6 +174,12 @@ impl Connection {
         self.0.close(reason);
     }
 
+    /// Turns RC4 on or off for this session from now on (see
+    /// [`Connection::set_encryption`](crate::Connection::set_encryption)).
+    pub fn set_encryption(&self, on: bool) -> bool {
+        self.0.set_encryption(on)
+    }
+
     /// Blocks until the session ends and tells why.
     pub fn closed(&self) -> CloseReason {
         block_on(self.0.closed())

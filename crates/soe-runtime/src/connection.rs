@@ -217,6 +217,24 @@ impl Connection {
         state.wake_driver();
     }
 
+    /// Turns RC4 on or off for this session's reliable data from now on, both directions
+    /// ([`soe_session::Session::set_encryption`]): the H1Z1 gateway's switch after a login
+    /// request, with [`SessionConfig::with_encryption_at_start`](soe_session::SessionConfig::with_encryption_at_start)
+    /// `false`. Messages already sent or already received keep the state they had, so switch at
+    /// a quiet point of the application protocol. Returns `false` (and changes nothing) when
+    /// the session has no encryption key or has ended.
+    pub fn set_encryption(&self, on: bool) -> bool {
+        let mut state = self.inner.shared.lock();
+        let Some(conn) = state.conns.get(&self.inner.id) else {
+            return false;
+        };
+        if let Phase::Closed(_) = conn.phase {
+            return false;
+        }
+        let handle = conn.handle;
+        state.proto.set_encryption(handle, on)
+    }
+
     /// Waits for the session to end and tells why.
     pub async fn closed(&self) -> CloseReason {
         poll_fn(|cx| {

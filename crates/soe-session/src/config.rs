@@ -45,6 +45,7 @@ pub struct SessionConfig {
     accept_crcless_quirks: Option<bool>,
     max_queued_unreliable: usize,
     rng_seed: Option<u64>,
+    encryption_at_start: bool,
 }
 
 impl Default for SessionConfig {
@@ -68,6 +69,7 @@ impl Default for SessionConfig {
             accept_crcless_quirks: None,
             max_queued_unreliable: 256,
             rng_seed: None,
+            encryption_at_start: true,
         }
     }
 }
@@ -135,6 +137,16 @@ impl SessionConfig {
     #[must_use]
     pub fn without_encryption(mut self) -> Self {
         self.encryption_key = None;
+        self
+    }
+
+    /// Whether a session with an [encryption key](Self::with_encryption_key) encrypts from its
+    /// start (the default, `true`), or starts in plaintext until the application switches it on
+    /// with `Session::set_encryption` / `Endpoint::set_encryption` (`false`: the H1Z1 gateway's
+    /// way, which turns RC4 on for one session after its login request).
+    #[must_use]
+    pub fn with_encryption_at_start(mut self, on: bool) -> Self {
+        self.encryption_at_start = on;
         self
     }
 
@@ -273,6 +285,10 @@ impl SessionConfig {
     /// See [`with_encryption_key`](Self::with_encryption_key).
     pub fn encryption_key(&self) -> Option<&Bytes> {
         self.encryption_key.as_ref()
+    }
+    /// See [`with_encryption_at_start`](Self::with_encryption_at_start).
+    pub fn encryption_at_start(&self) -> bool {
+        self.encryption_at_start
     }
     /// See [`with_reliable`](Self::with_reliable).
     pub fn reliable(&self) -> &Arc<ReliableConfig> {

@@ -426,6 +426,13 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         r
     }
 
+    /// Turns RC4 on or off for one session ([`Session::set_encryption`]). Returns `false` when
+    /// the handle names no session or the session has no encryption key.
+    pub fn set_encryption(&mut self, h: SessionHandle, on: bool) -> bool {
+        self.key_of(h)
+            .is_some_and(|key| self.sessions[key].session.set_encryption(on))
+    }
+
     /// Queues an ordered unreliable message (see [`Session::send_ordered`]).
     pub fn send_ordered(&mut self, h: SessionHandle, data: Bytes) -> Result<(), SendError> {
         let key = self.key_of(h).ok_or(SendError::UnknownSession)?;

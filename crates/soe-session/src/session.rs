@@ -98,6 +98,8 @@ struct DataPath {
     ordered_rx: soe_reliable::OrderedReceiver,
     /// A packet a channel produced that did not fit the last datagram; goes first in the next.
     carry: Vec<u8>,
+    /// RC4 switched on or off by the application (`None`: as the config starts).
+    encryption: Option<bool>,
 }
 
 /// The counters the session keeps itself (the channels keep theirs).
@@ -555,6 +557,37 @@ impl Session {
             });
         }
         self.queue_unreliable(data, false)
+    }
+
+    /// Turns RC4 on or off for this session's reliable data, both directions, from now on, as
+    /// h1z1-server's gateway does after a login request (see
+    /// [`SessionConfig::with_encryption_at_start`]). Each direction's keystream starts at the
+    /// key and runs only while encryption is on, so the first message encrypted after a switch
+    /// from a plaintext start takes the keystream's first bytes; switching off and on again
+    /// continues it. Messages already queued or already received keep the state they had, so
+    /// switch at a quiet point of the application protocol (after the login request, before
+    /// its reply), as both peers must switch at the same message. Returns `false` (and changes
+    /// nothing) when the session has no encryption key.
+    pub fn set_encryption(&mut self, on: bool) -> bool {
+        if self.config.encryption_key().is_none() {
+            return false;
+        }
+        let d = self.data.get_or_insert_with(Box::default);
+        d.encryption = Some(on);
+        for ch in d.channels.iter_mut().flatten() {
+            ch.set_encryption(on);
+        }
+        true
+    }
+
+    /// Whether this session's reliable data is encrypted now.
+    pub fn is_encrypting(&self) -> bool {
+        self.config.encryption_key().is_some()
+            && self
+                .data
+                .as_ref()
+                .and_then(|d| d.encryption)
+                .unwrap_or(self.config.encryption_at_start())
     }
 
     /// Queues an ordered unreliable message (an Ordered 0x1A packet): the receiver drops it if
@@ -1210,13 +1243,15 @@ impl Session {
             .get_mut(channel.index())
             .ok_or(SendError::Closed)?;
         if slot.is_none() {
-            let ch = ReliableChannel::new(
+            let mut ch = ReliableChannel::new(
                 channel,
                 config.reliable().clone(),
                 max,
                 config.encryption_key().map(|k| &k[..]),
             )
             .map_err(|_| SendError::Closed)?;
+            // A channel created now starts as the session's other channels are.
+            ch.set_encryption(d.encryption.unwrap_or(config.encryption_at_start()));
             *slot = Some(Box::new(ch));
         }
         slot.as_deref_mut().ok_or(SendError::Closed)

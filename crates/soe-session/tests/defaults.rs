@@ -71,6 +71,8 @@ fn session_defaults_are_the_documented_ones() {
     documented("Compression", "| off |");
     assert!(s.encryption_key().is_none());
     documented("RC4 on reliable data", "| off |");
+    assert!(s.encryption_at_start());
+    documented("RC4 from the session's start", "| on;");
     assert_eq!((s.connect_timeout(), s.retry_interval()), (10 * S, S));
     documented("Connect timeout", "10 s / 1 s");
     assert_eq!(s.heartbeat_interval(), Some(25 * S));

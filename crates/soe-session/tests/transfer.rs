@@ -495,3 +495,78 @@ fn a_peer_that_acks_late_and_rarely_still_gets_everything() {
     let (c, s) = p.connect();
     bulk(&mut p, c, s, 150, &[0]);
 }
+
+/// The H1Z1 gateway's flow: both sides hold the key but start in plaintext; after the login
+/// request the server switches that one session to RC4, and the client switches when it has
+/// sent the request. Later messages are hidden on the wire and still arrive intact, under
+/// loss, on two channels; another session of the same server stays in plaintext.
+#[test]
+fn rc4_switched_on_for_one_session_after_its_login_request() {
+    let key = Bytes::from_static(b"gateway key");
+    let server = server_config()
+        .with_encryption_key(key.clone())
+        .unwrap()
+        .with_encryption_at_start(false);
+    let client = client_config()
+        .with_encryption_key(key)
+        .unwrap()
+        .with_encryption_at_start(false);
+    let login = Bytes::from_static(b"LoginRequest: a recognisable plaintext");
+    let secret = Bytes::from_static(b"LoginReply: a recognisable secret message");
+    let mut p = Pair::new(common::seed(42), server, client, NetConfig::hostile(0.1));
+    p.log_datagrams = true;
+    let (c, s) = p.connect();
+    assert!(!p.client.session(c).unwrap().is_encrypting());
+    p.client.send(c, Channel::ZERO, login.clone()).unwrap();
+    assert!(p.client.set_encryption(c, true), "the client has the key");
+    assert!(p.run_until(Duration::from_secs(30), |p| {
+        !Pair::take_messages(&mut p.server_events, s).is_empty()
+    }));
+    // The server got the login request in plaintext, and switches now.
+    assert!(p.server.set_encryption(s, true));
+    assert!(p.server.session(s).unwrap().is_encrypting());
+    for i in 0..50u8 {
+        let mut m = secret.to_vec();
+        m.push(i);
+        p.server
+            .send(s, Channel::ZERO, Bytes::from(m.clone()))
+            .unwrap();
+        p.client
+            .send(c, Channel::new(1).unwrap(), Bytes::from(m))
+            .unwrap();
+    }
+    let mut down = Vec::new();
+    let mut up = Vec::new();
+    assert!(p.run_until(Duration::from_secs(60), |p| {
+        down.extend(Pair::take_messages(&mut p.client_events, c));
+        up.extend(Pair::take_messages(&mut p.server_events, s));
+        down.len() == 50 && up.len() == 50
+    }));
+    for (i, (d, u)) in down.iter().zip(&up).enumerate() {
+        assert_eq!(&d.1[..secret.len()], &secret[..], "message {i} down");
+        assert_eq!(&u.1[..secret.len()], &secret[..], "message {i} up");
+        assert_eq!((d.1[secret.len()], u.1[secret.len()]), (i as u8, i as u8));
+    }
+    let seen = |log: &[Vec<u8>], m: &[u8]| log.iter().any(|d| d.windows(m.len()).any(|w| w == m));
+    assert!(
+        seen(&p.to_server_log, &login),
+        "the login request went in plaintext"
+    );
+    assert!(
+        !seen(&p.to_server_log, &secret),
+        "client to server after the switch"
+    );
+    assert!(
+        !seen(&p.from_server_log, &secret),
+        "server to client after the switch"
+    );
+    // No key, nothing to switch.
+    let mut plain = Pair::new(
+        common::seed(43),
+        server_config(),
+        client_config(),
+        NetConfig::default(),
+    );
+    let (c, _) = plain.connect();
+    assert!(!plain.client.set_encryption(c, true));
+}

@@ -106,8 +106,8 @@ int main(void) {
     struct {
         const char *field;
         soe_config config;
-    } bad[8];
-    for (int i = 0; i < 8; i++) {
+    } bad[9];
+    for (int i = 0; i < 9; i++) {
         bad[i].config = base;
     }
     bad[0].field = "udp_length", bad[0].config.udp_length = 10;
@@ -118,7 +118,8 @@ int main(void) {
     bad[5].field = "rc4_key", bad[5].config.rc4_key = buf, bad[5].config.rc4_key_len = 300;
     bad[6].field = "role", bad[6].config.role = 9;
     bad[7].field = "max_message_size", bad[7].config.max_message_size = 0;
-    for (int i = 0; i < 8; i++) {
+    bad[8].field = "rc4_at_start", bad[8].config.rc4_at_start = 5;
+    for (int i = 0; i < 9; i++) {
         ep = (soe_endpoint *)&base; /* must be overwritten with NULL */
         EXPECT(new_with(bad[i].config, &ep), SOE_ERR_INVALID_CONFIG);
         CHECK(ep == NULL);
@@ -168,6 +169,12 @@ int main(void) {
     EXPECT(soe_send(client, session, 0, NULL, 5), SOE_ERR_NULL);
     EXPECT(soe_send(client, 12345, 0, buf, 1), SOE_ERR_STALE_SESSION);
     EXPECT(soe_send(client, 0, 0, buf, 1), SOE_ERR_STALE_SESSION);
+
+    /* RC4 cannot be switched on for a session of an endpoint without a key. */
+    EXPECT(soe_set_encryption(client, session, 1), SOE_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(soe_last_error(), "rc4_key") != NULL);
+    EXPECT(soe_set_encryption(NULL, session, 1), SOE_ERR_NULL);
+    EXPECT(soe_set_encryption(client, 999, 1), SOE_ERR_STALE_SESSION);
 
     /* Oversize messages. */
     memset(buf, 0x41, sizeof buf);
