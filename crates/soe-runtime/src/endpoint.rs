@@ -151,10 +151,12 @@ pub enum EndpointEvent {
     Message {
         /// The connection it came on.
         connection: ConnectionId,
-        /// Its channel.
+        /// Its channel ([`Channel::ZERO`] for unreliable and ordered messages).
         channel: Channel,
         /// The message.
         data: Bytes,
+        /// How it travelled: reliable, unreliable or ordered.
+        kind: soe_session::Delivery,
     },
     /// A session ended (only for connections that were handed out and not yet dropped).
     Closed {
@@ -275,10 +277,16 @@ impl Core {
                 RawEvent::Accepted(id) => {
                     EndpointEvent::Accepted(Connection::from_counted(self.shared().clone(), id))
                 }
-                RawEvent::Message { id, channel, data } => EndpointEvent::Message {
+                RawEvent::Message {
+                    id,
+                    channel,
+                    data,
+                    kind,
+                } => EndpointEvent::Message {
                     connection: id,
                     channel,
                     data,
+                    kind,
                 },
                 RawEvent::Closed { id, reason } => EndpointEvent::Closed {
                     connection: id,

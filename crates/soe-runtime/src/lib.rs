@@ -75,7 +75,7 @@ pub use socket::SocketConfig;
 /// The batched UDP I/O layer (`quinn-udp`) the adapters use.
 pub use quinn_udp as udp;
 /// The protocol types an application uses most.
-pub use soe_session::{EndpointConfig, EndpointStats, SessionConfig, SessionStats};
+pub use soe_session::{Delivery, EndpointConfig, EndpointStats, SessionConfig, SessionStats};
 pub use soe_wire::{Channel, DisconnectReason};
 /// The protocol crates, re-exported so applications need only this one (or an adapter).
 pub use {bytes, soe_session, soe_wire};

@@ -12,7 +12,7 @@ use std::task::Waker;
 use std::time::Instant;
 
 use bytes::Bytes;
-use soe_session::{Event, SessionHandle, SessionStats};
+use soe_session::{Delivery, Event, SessionHandle, SessionStats};
 use soe_wire::{Channel, DisconnectReason};
 
 use crate::config::{Config, EventMode};
@@ -130,6 +130,7 @@ pub(crate) enum RawEvent {
         id: ConnectionId,
         channel: Channel,
         data: Bytes,
+        kind: Delivery,
     },
     Closed {
         id: ConnectionId,
@@ -323,7 +324,11 @@ impl State {
                         conn.wakers.wake_all();
                     }
                 }
-                Event::Message { channel, data, .. } => self.on_message(now, handle, channel, data),
+                Event::Message {
+                    channel,
+                    data,
+                    kind,
+                } => self.on_message(now, handle, channel, data, kind),
                 Event::Closed {
                     reason, by_peer, ..
                 } => self.on_closed(handle, CloseReason::new(reason, by_peer)),
@@ -366,7 +371,14 @@ impl State {
         }
     }
 
-    fn on_message(&mut self, now: Instant, handle: SessionHandle, channel: Channel, data: Bytes) {
+    fn on_message(
+        &mut self,
+        now: Instant,
+        handle: SessionHandle,
+        channel: Channel,
+        data: Bytes,
+        kind: Delivery,
+    ) {
         let limit = self.receive_queue_bytes;
         let mode = self.mode;
         let Some(&id) = self.by_handle.get(&handle) else {
@@ -398,8 +410,12 @@ impl State {
                 conn.wakers.wake_all();
             }
             EventMode::Stream => {
-                self.events
-                    .push_back(RawEvent::Message { id, channel, data });
+                self.events.push_back(RawEvent::Message {
+                    id,
+                    channel,
+                    data,
+                    kind,
+                });
                 self.event_wakers.wake_all();
             }
         }

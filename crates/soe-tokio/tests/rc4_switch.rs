@@ -101,3 +101,54 @@ async fn a_session_switches_to_rc4_after_its_login_request() {
     plain_client.close(DisconnectReason::Application);
     plain_server.close(DisconnectReason::ManagerDeleted);
 }
+
+/// In stream mode each message says how it travelled, so a game server can tell a reliable
+/// message from an unreliable one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_events_tell_reliable_from_unreliable() {
+    use soe_tokio::{Channel, Config, Delivery, EndpointEvent, EventMode};
+    let server = Endpoint::bind(
+        local(),
+        Config::from(EndpointConfig::server(session(None))).with_event_mode(EventMode::Stream),
+    )
+    .unwrap();
+    let client = Endpoint::bind(local(), EndpointConfig::client(session(None))).unwrap();
+    let conn = client.connect(server.local_addr()).await.unwrap();
+    conn.send_on(Channel::new(2).unwrap(), Bytes::from_static(b"reliable"))
+        .await
+        .unwrap();
+    conn.send_unreliable(Bytes::from_static(b"unreliable"))
+        .unwrap();
+    conn.send_ordered(Bytes::from_static(b"ordered")).unwrap();
+    let mut seen = Vec::new();
+    // Dropping the last handle of a connection closes it: keep the accepted one.
+    let mut accepted = Vec::new();
+    while seen.len() < 3 {
+        let next = tokio::time::timeout(Duration::from_secs(3), server.next_event()).await;
+        let Ok(next) = next else {
+            panic!("seen so far: {seen:?}");
+        };
+        match next {
+            Some(EndpointEvent::Message {
+                channel,
+                data,
+                kind,
+                ..
+            }) => seen.push((channel.index(), data, kind)),
+            Some(EndpointEvent::Accepted(c)) => accepted.push(c),
+            Some(_) => {}
+            None => panic!("the server ended"),
+        }
+    }
+    seen.sort_by_key(|(_, d, _)| d.clone());
+    assert_eq!(
+        seen,
+        [
+            (0, Bytes::from_static(b"ordered"), Delivery::Ordered),
+            (2, Bytes::from_static(b"reliable"), Delivery::Reliable),
+            (0, Bytes::from_static(b"unreliable"), Delivery::Unreliable),
+        ]
+    );
+    client.close(DisconnectReason::Application);
+    server.close(DisconnectReason::ManagerDeleted);
+}
