@@ -39,6 +39,9 @@ pub(crate) enum Step {
     /// paths, header check), under valgrind memcheck. Skipped without a C compiler, and run
     /// without memory checks without valgrind, except under `CI=true`, where either fails.
     CAbi,
+    /// `cargo xtask node`: the Node addon built and tested with `npm test`. Skipped where Node
+    /// is absent, except under `CI=true`, where that fails.
+    Node,
     /// `cargo run --example demo`: the README's main job, over real loopback UDP.
     Demo,
     /// `cargo xtask bench --compare --quick` as a smoke test, built with the test profile and
@@ -58,11 +61,12 @@ pub(crate) enum Step {
 
 impl Step {
     /// Every step, in running order.
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 11] = [
         Self::Fmt,
         Self::Clippy,
         Self::Test,
         Self::CAbi,
+        Self::Node,
         Self::Demo,
         Self::Report,
         Self::Doc,
@@ -78,6 +82,7 @@ impl Step {
             Self::Clippy => "clippy",
             Self::Test => "test",
             Self::CAbi => "c-abi",
+            Self::Node => "node",
             Self::Demo => "demo",
             Self::Report => "report",
             Self::Doc => "doc",
@@ -118,6 +123,9 @@ impl Step {
             }
             Self::CAbi => {
                 cmd.args(["xtask", "c-abi"]);
+            }
+            Self::Node => {
+                cmd.args(["xtask", "node"]);
             }
             Self::Demo => {
                 cmd.args(["run", "--quiet", "--example", "demo"]);
@@ -194,6 +202,17 @@ impl Step {
             } else {
                 Unavailable::Skip(
                     "no C compiler (`cc`, or $CC): the C ABI is NOT checked from C; \
+                     under CI=true this fails",
+                )
+            }),
+            Self::Node if !crate::node::present() => Some(if running_in_ci() {
+                Unavailable::Fail(
+                    "node and npm are not installed, and CI=true requires them \
+                     (`.ci/run` installs them from the OS packages)",
+                )
+            } else {
+                Unavailable::Skip(
+                    "node and npm are not installed: the Node addon is NOT tested; \
                      under CI=true this fails",
                 )
             }),
@@ -374,6 +393,7 @@ mod tests {
                 "cargo clippy --workspace --all-targets -- -D warnings",
                 "cargo test --workspace",
                 "cargo xtask c-abi",
+                "cargo xtask node",
                 "cargo run --quiet --example demo",
                 "cargo run --profile test -p soe-bench --bin compare -- --quick --out \
                  target/report-smoke/performance.md",

@@ -19,6 +19,7 @@ mod ci;
 mod cmd;
 mod fuzz;
 mod msrv;
+mod node;
 mod sim;
 
 use std::fmt;
@@ -76,6 +77,8 @@ enum Command {
     /// against the `soe` tool, the error paths, the C++ header check; under valgrind when
     /// installed.
     CAbi,
+    /// Build the Node addon (soe-node) and run its tests with Node's runner (`npm test`).
+    Node,
     /// Run the whole-server simulation (soe-sim) over a range of seeds, release build.
     ///
     /// A failing seed is printed with the one command that replays it.
@@ -110,6 +113,7 @@ impl Command {
             Self::Bench { quick, compare } => bench::run(quick, compare),
             Self::Fuzz { seconds } => fuzz::run(seconds),
             Self::CAbi => c_abi::run(),
+            Self::Node => node::run(),
             Self::Sim {
                 seeds,
                 from,

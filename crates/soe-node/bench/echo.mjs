@@ -1,0 +1,126 @@
+// Echo throughput at 64 sessions x 16 outstanding x 64 B, in one run:
+//
+//   addon   a Node SoeServer whose JS handler echoes every message, loaded by the Rust
+//           `soe load` (so the load generator is not what limits it);
+//   dgram   a bare Node `dgram` echo server, loaded by 64 Node dgram sockets in a worker
+//           thread keeping 16 datagrams outstanding each: the limit of plain Node UDP;
+//   rust    the Rust `soe serve` loaded by the Rust `soe load`.
+//
+// Targets: addon >= 2x dgram, and addon >= 50 % of rust (messages per second).
+//   node bench/echo.mjs [--seconds S] [--json]
+// Needs the release addon (`npm run build`) and the release `soe` tool
+// (`cargo build --release -p soe-cli`; SOE_BIN overrides its path).
+import { spawn } from 'node:child_process';
+import dgram from 'node:dgram';
+import { Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import soe from '../index.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const seconds = Number(args[args.indexOf('--seconds') + 1] || 5) || 5;
+const soeBin = process.env.SOE_BIN || path.join(here, '..', '..', '..', 'target', 'release', 'soe');
+const SESSIONS = 64;
+const DEPTH = 16;
+const SIZE = 64;
+
+function run(cmd, argv) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('error', reject);
+    child.on('close', (status) => (status === 0 ? resolve(out) : reject(new Error(`${cmd} ${argv.join(' ')}: exit ${status}\n${out}`))));
+  });
+}
+
+async function load(port) {
+  const out = await run(soeBin, [
+    'load', '--sessions', String(SESSIONS), '--depth', String(DEPTH), '--size', String(SIZE),
+    '--duration', String(seconds), '--json', `127.0.0.1:${port}`,
+  ]);
+  const summary = JSON.parse(out.slice(out.indexOf('{')));
+  const rate = summary.messages_per_s;
+  if (typeof rate !== 'number') throw new Error(`no echo rate in ${out}`);
+  if (summary.messages_mismatched !== 0 || summary.sessions_failed !== 0) {
+    throw new Error(`bad echoes: ${out}`);
+  }
+  return rate;
+}
+
+async function addon() {
+  const server = await soe.SoeServer.listen({ host: '127.0.0.1', port: 0 });
+  server.on('session', (s) => s.on('message', (data, info) => s.send(data, info.channel)));
+  try {
+    return await load(server.address().port);
+  } finally {
+    await server.close();
+  }
+}
+
+async function rust() {
+  const serve = spawn(soeBin, ['serve', '--bind', '127.0.0.1:0', '--duration', String(seconds + 30)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    let text = '';
+    serve.stdout.on('data', (d) => {
+      text += d;
+      const m = /127\.0\.0\.1:(\d+)/.exec(text);
+      if (m) resolve(Number(m[1]));
+    });
+    serve.on('error', reject);
+  });
+  try {
+    return await load(port);
+  } finally {
+    serve.kill();
+  }
+}
+
+const clientSource = `
+const { parentPort, workerData } = require('node:worker_threads');
+const dgram = require('node:dgram');
+const { port, sessions, depth, size, seconds } = workerData;
+let echoes = 0;
+const payload = Buffer.alloc(size, 0x5a);
+const sockets = [];
+for (let i = 0; i < sessions; i++) {
+  const s = dgram.createSocket('udp4');
+  s.on('message', () => { echoes++; s.send(payload, port, '127.0.0.1'); });
+  s.bind(0, '127.0.0.1', () => { for (let k = 0; k < depth; k++) s.send(payload, port, '127.0.0.1'); });
+  sockets.push(s);
+}
+// Lost datagrams are not resent: refill the window once a second so the pipeline stays full.
+const refill = setInterval(() => { for (const s of sockets) for (let k = 0; k < depth; k++) s.send(payload, port, '127.0.0.1'); }, 1000);
+setTimeout(() => { clearInterval(refill); for (const s of sockets) s.close(); parentPort.postMessage(echoes / seconds); }, seconds * 1000);
+`;
+
+async function bareDgram() {
+  const server = dgram.createSocket('udp4');
+  server.on('message', (msg, rinfo) => server.send(msg, rinfo.port, rinfo.address));
+  await new Promise((resolve) => server.bind(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  const worker = new Worker(clientSource, { eval: true, workerData: { port, sessions: SESSIONS, depth: DEPTH, size: SIZE, seconds } });
+  const rate = await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  server.close();
+  await worker.terminate();
+  return rate;
+}
+
+const results = { addon: await addon(), dgram: await bareDgram(), rust: await rust() };
+const vsDgram = results.addon / results.dgram;
+const vsRust = results.addon / results.rust;
+const verdict = (ok) => (ok ? 'met' : 'MISSED');
+if (args.includes('--json')) {
+  console.log(JSON.stringify({ ...results, vsDgram, vsRust }));
+} else {
+  const f = (n) => Math.round(n).toLocaleString('en-US');
+  console.log(`| ${SESSIONS}x${DEPTH}, ${SIZE} B echo, ${seconds} s | msg/s | vs addon |`);
+  console.log('|---|---:|---|');
+  console.log(`| addon (Node SoeServer, JS handler; soe load) | ${f(results.addon)} | |`);
+  console.log(`| bare Node dgram pipelined echo | ${f(results.dgram)} | addon ${vsDgram.toFixed(2)}x: target >= 2x, ${verdict(vsDgram >= 2)} |`);
+  console.log(`| Rust soe serve (soe load) | ${f(results.rust)} | addon ${(vsRust * 100).toFixed(0)} %: target >= 50 %, ${verdict(vsRust >= 0.5)} |`);
+}

@@ -1,0 +1,710 @@
+//! SOE sessions for Node.js: the native half of the `soe-node` npm package (see its README and
+//! `index.js`, which wraps this in `SoeServer`, `SoeClient` and `SoeSession` classes).
+//!
+//! Each endpoint runs on soe-tokio inside a tokio runtime of the addon's own, off the JS thread:
+//! acks, resends and timeouts never wait for JavaScript. Events reach JS in batches (one N-API
+//! call for up to [`BATCH`] events) through a thread-safe function whose queue is bounded: when
+//! JS falls behind, the pump waits, the endpoint's per-session receive queues fill, and the
+//! sessions stop acknowledging (backpressure toward the peers) instead of growing without
+//! bound. Sends that meet a full queue are kept in order and go out as room appears; `send`
+//! returns `false` then, and a `drain` event follows, as with `stream.write`.
+//!
+//! Errors thrown to JS carry a code in front of their message (`ERR_SOE_...: ...`), which
+//! `index.js` moves to the `code` property.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use napi::bindgen_prelude::{Buffer, Float64Array};
+use napi::threadsafe_function::{
+    ErrorStrategy, ThreadSafeCallContext, ThreadsafeFunction, ThreadsafeFunctionCallMode,
+};
+use napi::{Error, JsFunction, Result, Status};
+use napi_derive::napi;
+use soe_tokio::bytes::Bytes;
+use soe_tokio::soe_session::ReliableConfig;
+use soe_tokio::{
+    Channel, Config, Connection, Delivery, DisconnectReason, Endpoint, EndpointConfig,
+    EndpointEvent, EventMode, SessionConfig, TrySendError,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::{Notify, mpsc};
+
+/// Events handed to JS in one call, at most.
+const BATCH: usize = 256;
+/// Batches handed to the JS thread and not yet taken before the pump waits for JS.
+const JS_QUEUE: usize = 64;
+
+/// The addon's tokio runtime: two worker threads, shared by every endpoint of the process.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("soe-node")
+            .enable_all()
+            .build()
+            .expect("the soe-node runtime starts")
+    })
+}
+
+fn code_error(code: &str, message: impl std::fmt::Display) -> Error {
+    Error::new(Status::GenericFailure, format!("{code}: {message}"))
+}
+
+/// Endpoint settings (see `index.d.ts` for the JS names and defaults).
+#[napi(object)]
+pub struct NativeOptions {
+    /// Accept sessions (`true`) or only connect.
+    pub server: bool,
+    /// The address to bind, `host:port`.
+    pub bind: String,
+    /// The application protocol name.
+    pub protocol: Option<String>,
+    /// The largest datagram announced and sent.
+    pub udp_length: Option<u32>,
+    /// The CRC trailer a server announces: 0, 2 or 4.
+    pub crc_length: Option<u32>,
+    /// Whether a server announces compression.
+    pub compression: Option<bool>,
+    /// The RC4 key for reliable data.
+    pub rc4_key: Option<Buffer>,
+    /// With a key: encrypt from the start (`true`, default) or start in plaintext.
+    pub rc4_at_start: Option<bool>,
+    /// Idle timeout in ms; 0 never.
+    pub idle_timeout_ms: Option<u32>,
+    /// Connect timeout in ms.
+    pub connect_timeout_ms: Option<u32>,
+    /// The most sessions.
+    pub max_sessions: Option<u32>,
+    /// Reliable messages queued per channel inside the endpoint.
+    pub max_queued_messages: Option<u32>,
+    /// The longest reliable message.
+    pub max_message_size: Option<u32>,
+}
+
+/// One event, before it is packed into a batch.
+struct Ev {
+    kind: u8,
+    id: u64,
+    channel: u8,
+    delivery: u8,
+    data: Option<Bytes>,
+    reason: u16,
+    by_peer: bool,
+    remote: Option<String>,
+}
+
+impl Ev {
+    fn new(kind: u8, id: u64) -> Self {
+        Self {
+            kind,
+            id,
+            channel: 0,
+            delivery: 0,
+            data: None,
+            reason: 0,
+            by_peer: false,
+            remote: None,
+        }
+    }
+}
+
+/// Event kinds in a batch's `meta`.
+const ACCEPTED: u8 = 1;
+const MESSAGE: u8 = 2;
+const DISCONNECT: u8 = 3;
+const DRAIN: u8 = 4;
+const END: u8 = 5;
+/// Numbers per event in `meta`: kind, id, channel, delivery, offset, length, reason, by_peer.
+const META: usize = 8;
+
+/// A batch of events for JS, packed so that one N-API call carries hundreds of them: `meta`
+/// holds [`META`] numbers per event, `data` every message's bytes back to back (each message
+/// is a view into it), `remotes` the address of each accepted session in order.
+#[napi(object)]
+pub struct NativeBatch {
+    /// Kind, id, channel, delivery (0 reliable, 1 unreliable, 2 ordered), offset and length in
+    /// `data`, reason code, by_peer (0 or 1), for each event.
+    pub meta: Float64Array,
+    /// The messages' bytes.
+    pub data: Buffer,
+    /// Remote addresses of accepted sessions.
+    pub remotes: Vec<String>,
+}
+
+fn pack(events: Vec<Ev>) -> NativeBatch {
+    let mut meta = Vec::with_capacity(events.len() * META);
+    let bytes: usize = events
+        .iter()
+        .filter_map(|e| e.data.as_ref())
+        .map(Bytes::len)
+        .sum();
+    let mut data = Vec::with_capacity(bytes);
+    let mut remotes = Vec::new();
+    for e in events {
+        let (offset, len) = match &e.data {
+            Some(d) => {
+                let at = data.len();
+                data.extend_from_slice(d);
+                (at, d.len())
+            }
+            None => (0, 0),
+        };
+        if let Some(r) = e.remote {
+            remotes.push(r);
+        }
+        meta.extend_from_slice(&[
+            f64::from(e.kind),
+            e.id as f64,
+            f64::from(e.channel),
+            f64::from(e.delivery),
+            offset as f64,
+            len as f64,
+            f64::from(e.reason),
+            f64::from(u8::from(e.by_peer)),
+        ]);
+    }
+    NativeBatch {
+        meta: Float64Array::new(meta),
+        data: Buffer::from(data),
+        remotes,
+    }
+}
+
+/// A session's counters.
+#[napi(object)]
+pub struct NativeStats {
+    /// Smoothed round trip in ms (0 before a sample).
+    pub rtt_ms: f64,
+    /// Reliable packets sent for the first time.
+    pub reliable_packets_sent: f64,
+    /// Reliable packets sent again.
+    pub resends: f64,
+    /// Datagrams sent and received.
+    pub datagrams_sent: f64,
+    /// Datagrams received.
+    pub datagrams_received: f64,
+    /// Bytes sent and received.
+    pub bytes_sent: f64,
+    /// Bytes received.
+    pub bytes_received: f64,
+    /// Reliable messages sent and received.
+    pub reliable_messages_sent: f64,
+    /// Reliable messages received.
+    pub reliable_messages_received: f64,
+    /// Unreliable and ordered messages sent.
+    pub unreliable_sent: f64,
+    /// Unreliable and ordered messages received.
+    pub unreliable_received: f64,
+    /// Messages waiting in this addon for room in the session's queue (the backpressure
+    /// buffer), and their bytes.
+    pub pending_messages: f64,
+    /// Bytes of those.
+    pub pending_bytes: f64,
+}
+
+/// A session's writes that met a full queue, in order.
+#[derive(Default)]
+struct Pending {
+    queue: VecDeque<(Channel, Bytes)>,
+    bytes: usize,
+    flushing: bool,
+}
+
+struct Session {
+    conn: Connection,
+    pending: Arc<Mutex<Pending>>,
+}
+
+struct Shared {
+    endpoint: Endpoint,
+    sessions: Mutex<HashMap<u64, Session>>,
+    internal: mpsc::UnboundedSender<Ev>,
+}
+
+/// An endpoint with its event pump.
+#[napi]
+pub struct NativeEndpoint {
+    shared: Arc<Shared>,
+}
+
+fn endpoint_config(o: &NativeOptions) -> Result<Config> {
+    let invalid = |what: String| code_error("ERR_INVALID_ARG_VALUE", what);
+    let mut reliable = ReliableConfig::default();
+    if let Some(n) = o.max_queued_messages {
+        reliable = reliable.with_max_queued_messages(n.max(1) as usize);
+    }
+    if let Some(n) = o.max_message_size {
+        reliable = reliable.with_max_message_size(n.max(1) as usize);
+    }
+    let mut s = SessionConfig::new(o.protocol.clone().unwrap_or_else(|| "SoeEcho".into()))
+        .with_reliable(Arc::new(reliable))
+        .map_err(|e| invalid(e.to_string()))?;
+    if let Some(n) = o.udp_length {
+        if !(soe_tokio::soe_session::MIN_UDP_LENGTH..=soe_tokio::soe_session::MAX_UDP_LENGTH)
+            .contains(&n)
+        {
+            return Err(invalid(format!("udpLength {n} is not 64 to 65507")));
+        }
+        s = s.with_udp_length(n);
+    }
+    if let Some(n) = o.crc_length {
+        let crc = match n {
+            0 | 2 | 4 => soe_tokio::soe_session::CrcLength::new(n as u8),
+            _ => None,
+        }
+        .ok_or_else(|| invalid(format!("crcLength {n} is not 0, 2 or 4")))?;
+        s = s.with_crc_length(crc);
+    }
+    if let Some(c) = o.compression {
+        s = s.with_compression(c);
+    }
+    if let Some(key) = &o.rc4_key {
+        s = s
+            .with_encryption_key(Bytes::copy_from_slice(key))
+            .map_err(|e| invalid(format!("rc4Key: {e}")))?;
+    }
+    if let Some(on) = o.rc4_at_start {
+        s = s.with_encryption_at_start(on);
+    }
+    if let Some(ms) = o.idle_timeout_ms {
+        s = s.with_idle_timeout((ms > 0).then(|| Duration::from_millis(u64::from(ms))));
+    }
+    if let Some(ms) = o.connect_timeout_ms {
+        s = s.with_connect_timeout(Duration::from_millis(u64::from(ms.max(1))));
+    }
+    let s = Arc::new(s);
+    let mut e = if o.server {
+        EndpointConfig::server(s.clone()).with_client(s)
+    } else {
+        EndpointConfig::client(s)
+    };
+    if let Some(n) = o.max_sessions {
+        e = e.with_max_sessions(n.max(1) as usize);
+    }
+    Ok(Config::from(e).with_event_mode(EventMode::Stream))
+}
+
+fn reason_event(id: u64, reason: DisconnectReason, by_peer: bool) -> Ev {
+    let mut ev = Ev::new(DISCONNECT, id);
+    ev.reason = reason.to_u16();
+    ev.by_peer = by_peer;
+    ev
+}
+
+/// Forwards the endpoint's events to JS in batches until the endpoint ends.
+async fn pump(
+    shared: Arc<Shared>,
+    mut internal: mpsc::UnboundedReceiver<Ev>,
+    js: ThreadsafeFunction<NativeBatch, ErrorStrategy::Fatal>,
+    flow: Arc<(AtomicUsize, Notify)>,
+) {
+    let mut ended = false;
+    while !ended {
+        let mut batch = Vec::new();
+        tokio::select! {
+            biased;
+            Some(ev) = internal.recv() => batch.push(ev),
+            ev = shared.endpoint.next_event() => match ev {
+                Some(ev) => batch.extend(convert(&shared, ev)),
+                None => ended = true,
+            },
+        }
+        // Whatever else is ready now rides in the same call.
+        while batch.len() < BATCH && !ended {
+            if let Ok(ev) = internal.try_recv() {
+                batch.push(ev);
+                continue;
+            }
+            match futures_now(shared.endpoint.next_event()) {
+                Some(Some(ev)) => batch.extend(convert(&shared, ev)),
+                Some(None) => ended = true,
+                None => break,
+            }
+        }
+        if ended {
+            batch.push(Ev::new(END, 0));
+        }
+        let batch = pack(batch);
+        // At most JS_QUEUE batches wait for the JS thread: beyond that the pump waits
+        // (backpressure), never drops, and no runtime worker blocks on JS.
+        loop {
+            let room = flow.1.notified();
+            if flow.0.load(Ordering::Acquire) < JS_QUEUE {
+                break;
+            }
+            room.await;
+        }
+        flow.0.fetch_add(1, Ordering::AcqRel);
+        let status = js.call(batch, ThreadsafeFunctionCallMode::NonBlocking);
+        if status != Status::Ok {
+            break;
+        }
+    }
+}
+
+/// Polls a future once: its output if it is ready now.
+fn futures_now<F: Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+fn convert(shared: &Shared, ev: EndpointEvent) -> Option<Ev> {
+    match ev {
+        EndpointEvent::Accepted(conn) => {
+            let id = conn.id().value();
+            let mut out = Ev::new(ACCEPTED, id);
+            out.remote = Some(conn.remote_addr().to_string());
+            shared.sessions.lock().ok()?.insert(
+                id,
+                Session {
+                    conn,
+                    pending: Arc::default(),
+                },
+            );
+            Some(out)
+        }
+        EndpointEvent::Message {
+            connection,
+            channel,
+            data,
+            kind,
+        } => {
+            let mut out = Ev::new(MESSAGE, connection.value());
+            out.channel = channel.index() as u8;
+            out.delivery = match kind {
+                Delivery::Reliable => 0,
+                Delivery::Ordered => 2,
+                _ => 1,
+            };
+            out.data = Some(data);
+            Some(out)
+        }
+        EndpointEvent::Closed { connection, reason } => {
+            let id = connection.value();
+            if let Ok(mut s) = shared.sessions.lock() {
+                s.remove(&id);
+            }
+            Some(reason_event(id, reason.reason, reason.by_peer))
+        }
+        _ => None,
+    }
+}
+
+fn bad_session(id: f64) -> Error {
+    code_error(
+        "ERR_SOE_SESSION_CLOSED",
+        format!("session {id} is closed (or was never opened)"),
+    )
+}
+
+impl NativeEndpoint {
+    fn with_session<T>(&self, id: f64, f: impl FnOnce(&Session) -> Result<T>) -> Result<T> {
+        let sessions = self
+            .shared
+            .sessions
+            .lock()
+            .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
+        let session = sessions.get(&(id as u64)).ok_or_else(|| bad_session(id))?;
+        f(session)
+    }
+}
+
+fn send_error(e: TrySendError) -> Error {
+    match e {
+        TrySendError::Session(
+            e @ (soe_tokio::soe_session::SendError::TooLarge { .. }
+            | soe_tokio::soe_session::SendError::EmptyUnreliable
+            | soe_tokio::soe_session::SendError::ZeroFirstByte),
+        ) => code_error("ERR_SOE_MESSAGE_TOO_LARGE", e),
+        TrySendError::Session(soe_tokio::soe_session::SendError::Closed) => {
+            code_error("ERR_SOE_SESSION_CLOSED", "the session is closing")
+        }
+        TrySendError::Closed(_) => code_error("ERR_SOE_SESSION_CLOSED", "the session is closed"),
+        other => code_error("ERR_SOE_SEND", other),
+    }
+}
+
+fn channel_of(channel: u32) -> Result<Channel> {
+    u8::try_from(channel)
+        .ok()
+        .and_then(Channel::new)
+        .ok_or_else(|| code_error("ERR_INVALID_ARG_VALUE", "channel must be 0 to 3"))
+}
+
+/// Hands one message to a session, or keeps it in order behind earlier ones that wait for room;
+/// `false` when it waits (a flushing task sends it and reports `drain`).
+fn submit(shared: &Shared, s: &Session, id: u64, channel: Channel, data: Bytes) -> Result<bool> {
+    let mut pending = s
+        .pending
+        .lock()
+        .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
+    if pending.queue.is_empty() {
+        match s.conn.try_send_on(channel, data) {
+            Ok(()) => return Ok(true),
+            Err(TrySendError::Full(data)) => {
+                pending.bytes += data.len();
+                pending.queue.push_back((channel, data));
+            }
+            Err(e) => return Err(send_error(e)),
+        }
+    } else {
+        pending.bytes += data.len();
+        pending.queue.push_back((channel, data));
+    }
+    if !pending.flushing {
+        pending.flushing = true;
+        let conn = s.conn.clone();
+        let pending = s.pending.clone();
+        let internal = shared.internal.clone();
+        runtime().spawn(async move {
+            loop {
+                let next = pending.lock().ok().and_then(|mut p| {
+                    let item = p.queue.pop_front();
+                    if let Some((_, d)) = &item {
+                        p.bytes -= d.len();
+                    } else {
+                        p.flushing = false;
+                    }
+                    item
+                });
+                let Some((channel, data)) = next else {
+                    let _ = internal.send(Ev::new(DRAIN, id));
+                    return;
+                };
+                if conn.send_on(channel, data).await.is_err() {
+                    if let Ok(mut p) = pending.lock() {
+                        p.queue.clear();
+                        p.bytes = 0;
+                        p.flushing = false;
+                    }
+                    return;
+                }
+            }
+        });
+    }
+    Ok(false)
+}
+
+#[napi]
+impl NativeEndpoint {
+    /// Binds an endpoint; `on_events` receives arrays of events.
+    #[napi(constructor)]
+    pub fn new(options: NativeOptions, on_events: JsFunction) -> Result<Self> {
+        let config = endpoint_config(&options)?;
+        let addr: SocketAddr = options.bind.parse().map_err(|_| {
+            code_error(
+                "ERR_INVALID_ARG_VALUE",
+                format!("{:?} is not an IP address and port", options.bind),
+            )
+        })?;
+        // Batches handed to JS and not yet taken by it (see `pump`).
+        let flow = Arc::new((AtomicUsize::new(0), Notify::new()));
+        let taken = flow.clone();
+        let js: ThreadsafeFunction<NativeBatch, ErrorStrategy::Fatal> = on_events
+            .create_threadsafe_function(0, move |ctx: ThreadSafeCallContext<NativeBatch>| {
+                taken.0.fetch_sub(1, Ordering::AcqRel);
+                taken.1.notify_one();
+                Ok(vec![ctx.value])
+            })?;
+        let endpoint = {
+            let _guard = runtime().enter();
+            Endpoint::bind(addr, config)
+                .map_err(|e| code_error("ERR_SOE_BIND", format!("cannot bind {addr}: {e}")))?
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            endpoint,
+            sessions: Mutex::new(HashMap::new()),
+            internal: tx,
+        });
+        runtime().spawn(pump(shared.clone(), rx, js, flow));
+        Ok(Self { shared })
+    }
+
+    /// The bound address, `host:port`.
+    #[napi]
+    pub fn local_address(&self) -> String {
+        self.shared.endpoint.local_addr().to_string()
+    }
+
+    /// Opens a session to `address`; `callback(error, id)` follows.
+    #[napi]
+    pub fn connect(&self, address: String, callback: JsFunction) -> Result<()> {
+        let addr: SocketAddr = address.parse().map_err(|_| {
+            code_error(
+                "ERR_INVALID_ARG_VALUE",
+                format!("{address:?} is not an IP address and port"),
+            )
+        })?;
+        let done: ThreadsafeFunction<std::result::Result<f64, String>, ErrorStrategy::Fatal> =
+            callback.create_threadsafe_function(
+                0,
+                |ctx: ThreadSafeCallContext<std::result::Result<f64, String>>| {
+                    let env = ctx.env;
+                    Ok(match ctx.value {
+                        Ok(id) => vec![
+                            env.get_null()?.into_unknown(),
+                            env.create_double(id)?.into_unknown(),
+                        ],
+                        Err(m) => vec![env.create_string(&m)?.into_unknown()],
+                    })
+                },
+            )?;
+        let shared = self.shared.clone();
+        runtime().spawn(async move {
+            let result = match shared.endpoint.connect(addr).await {
+                Ok(conn) => {
+                    let id = conn.id().value();
+                    if let Ok(mut s) = shared.sessions.lock() {
+                        s.insert(
+                            id,
+                            Session {
+                                conn,
+                                pending: Arc::default(),
+                            },
+                        );
+                    }
+                    Ok(id as f64)
+                }
+                Err(e) => Err(format!("ERR_SOE_CONNECT: {e}")),
+            };
+            done.call(result, ThreadsafeFunctionCallMode::NonBlocking);
+        });
+        Ok(())
+    }
+
+    /// Queues a reliable message; `false` when it had to wait for room (a `drain` follows).
+    #[napi]
+    pub fn send(&self, id: f64, channel: u32, data: Buffer) -> Result<bool> {
+        let channel = channel_of(channel)?;
+        self.with_session(id, |s| {
+            submit(
+                &self.shared,
+                s,
+                id as u64,
+                channel,
+                Bytes::copy_from_slice(&data),
+            )
+        })
+    }
+
+    /// Queues many reliable messages in one call: `meta` holds (id, channel, length) for each,
+    /// `data` their bytes back to back. Messages of sessions that have closed are dropped.
+    /// Returns the ids of the sessions whose queue is full now (a `drain` follows for each).
+    #[napi]
+    pub fn send_batch(&self, meta: Float64Array, data: Buffer) -> Result<Vec<f64>> {
+        let all = Bytes::copy_from_slice(&data);
+        let sessions = self
+            .shared
+            .sessions
+            .lock()
+            .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
+        let mut full = Vec::new();
+        let mut offset = 0usize;
+        for item in meta.chunks_exact(3) {
+            let (id, channel, len) = (item[0], item[1], item[2] as usize);
+            let end = offset.saturating_add(len).min(all.len());
+            let message = all.slice(offset..end);
+            offset = end;
+            let Some(s) = sessions.get(&(id as u64)) else {
+                continue;
+            };
+            let channel = channel_of(channel as u32)?;
+            match submit(&self.shared, s, id as u64, channel, message) {
+                Ok(true) => {}
+                Ok(false) => {
+                    if full.last() != Some(&id) {
+                        full.push(id);
+                    }
+                }
+                // A session that is closing takes nothing more; its disconnect event follows.
+                Err(_) => {}
+            }
+        }
+        Ok(full)
+    }
+
+    /// Sends an unreliable message (one datagram; first byte not 0).
+    #[napi]
+    pub fn send_unreliable(&self, id: f64, data: Buffer) -> Result<()> {
+        self.with_session(id, |s| {
+            s.conn
+                .send_unreliable(Bytes::copy_from_slice(&data))
+                .map_err(send_error)
+        })
+    }
+
+    /// Closes a session with a reason code.
+    #[napi]
+    pub fn close_session(&self, id: f64, reason: u32) -> Result<()> {
+        let reason = DisconnectReason::from_u16(u16::try_from(reason).unwrap_or(6));
+        self.with_session(id, |s| {
+            s.conn.close(reason);
+            Ok(())
+        })
+    }
+
+    /// Turns RC4 on or off for one session; `false` when it has no key.
+    #[napi]
+    pub fn set_encryption(&self, id: f64, on: bool) -> Result<bool> {
+        self.with_session(id, |s| Ok(s.conn.set_encryption(on)))
+    }
+
+    /// A session's counters.
+    #[napi]
+    pub fn stats(&self, id: f64) -> Result<NativeStats> {
+        self.with_session(id, |s| {
+            let st = s.conn.stats().ok_or_else(|| bad_session(id))?;
+            let (pending_messages, pending_bytes) = s
+                .pending
+                .lock()
+                .map(|p| (p.queue.len() as f64, p.bytes as f64))
+                .unwrap_or_default();
+            Ok(NativeStats {
+                rtt_ms: st.rtt.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+                reliable_packets_sent: st.reliable_packets_sent as f64,
+                resends: st.resends as f64,
+                datagrams_sent: st.datagrams_sent as f64,
+                datagrams_received: st.datagrams_received as f64,
+                bytes_sent: st.bytes_sent as f64,
+                bytes_received: st.bytes_received as f64,
+                reliable_messages_sent: st.reliable_messages_sent as f64,
+                reliable_messages_received: st.reliable_messages_received as f64,
+                unreliable_sent: st.unreliable_sent as f64,
+                unreliable_received: st.unreliable_received as f64,
+                pending_messages,
+                pending_bytes,
+            })
+        })
+    }
+
+    /// Sessions open on the endpoint.
+    #[napi]
+    pub fn session_count(&self) -> u32 {
+        u32::try_from(self.shared.endpoint.session_count()).unwrap_or(u32::MAX)
+    }
+
+    /// Datagrams the endpoint sent and received: `[sent, received]`.
+    #[napi]
+    pub fn datagrams(&self) -> Vec<f64> {
+        let s = self.shared.endpoint.stats();
+        vec![s.datagrams_sent as f64, s.datagrams_received as f64]
+    }
+
+    /// Closes every session and the endpoint; an `end` event follows.
+    #[napi]
+    pub fn close(&self, reason: u32) {
+        let reason = DisconnectReason::from_u16(u16::try_from(reason).unwrap_or(4));
+        self.shared.endpoint.close(reason);
+    }
+}
