@@ -48,6 +48,11 @@ export interface SoeOptions {
   maxQueuedMessages?: number;
   /** The longest reliable message in bytes. Default 4 MiB. */
   maxMessageSize?: number;
+  /**
+   * Bytes of received messages one session may hold while JS is busy (acks go on meanwhile);
+   * past it the session closes with 'reliableOverflow'. Default 8 MiB.
+   */
+  receiveQueueBytes?: number;
 }
 
 export interface ServerOptions extends SoeOptions {

@@ -130,6 +130,7 @@ function nativeOptions(server, options, bind) {
     maxSessions: num('maxSessions'),
     maxQueuedMessages: num('maxQueuedMessages'),
     maxMessageSize: num('maxMessageSize'),
+    receiveQueueBytes: num('receiveQueueBytes'),
   };
 }
 

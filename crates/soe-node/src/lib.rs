@@ -3,11 +3,13 @@
 //!
 //! Each endpoint runs on soe-tokio inside a tokio runtime of the addon's own, off the JS thread:
 //! acks, resends and timeouts never wait for JavaScript. Events reach JS in batches (one N-API
-//! call for up to [`BATCH`] events) through a thread-safe function whose queue is bounded: when
-//! JS falls behind, the pump waits, the endpoint's per-session receive queues fill, and the
-//! sessions stop acknowledging (backpressure toward the peers) instead of growing without
-//! bound. Sends that meet a full queue are kept in order and go out as room appears; `send`
-//! returns `false` then, and a `drain` event follows, as with `stream.write`.
+//! call for up to [`BATCH`] events), at most [`JS_QUEUE`] batches in flight: when JS falls
+//! behind, the pump waits and each session's messages wait in its receive queue, bounded by
+//! `receiveQueueBytes` (default 8 MiB). Acks, resends and heartbeats go on meanwhile. A session
+//! whose reader stays behind past that bound is closed with `reliableOverflow` (both sides are
+//! told) rather than let a peer fill memory. Sends that meet a full queue are kept in order and
+//! go out as room appears; `send` returns `false` then, and a `drain` event follows, as with
+//! `stream.write`.
 //!
 //! Errors thrown to JS carry a code in front of their message (`ERR_SOE_...: ...`), which
 //! `index.js` moves to the `code` property.
@@ -84,6 +86,8 @@ pub struct NativeOptions {
     pub max_queued_messages: Option<u32>,
     /// The longest reliable message.
     pub max_message_size: Option<u32>,
+    /// Bytes of received messages one session may hold before JS takes them.
+    pub receive_queue_bytes: Option<u32>,
 }
 
 /// One event, before it is packed into a batch.
@@ -286,7 +290,11 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(n) = o.max_sessions {
         e = e.with_max_sessions(n.max(1) as usize);
     }
-    Ok(Config::from(e).with_event_mode(EventMode::Stream))
+    let mut config = Config::from(e).with_event_mode(EventMode::Stream);
+    if let Some(n) = o.receive_queue_bytes {
+        config = config.with_receive_queue_bytes(n.max(1) as usize);
+    }
+    Ok(config)
 }
 
 fn reason_event(id: u64, reason: DisconnectReason, by_peer: bool) -> Ev {

@@ -278,3 +278,26 @@ test('a JS handler that blocks for 2 s stalls neither acks nor resends', { skip:
   assert.ok(resends < 3, `${resends} resends:\n${out}`);
   await server.close();
 });
+
+test('a reader that stays behind past receiveQueueBytes closes the session with reliableOverflow', { skip: !haveSoe && `no soe binary at ${soeBin}` }, async () => {
+  const server = await SoeServer.listen({ host: '127.0.0.1', port: 0, receiveQueueBytes: 8192 });
+  const ended = new Promise((resolve) => {
+    server.on('session', (s) => {
+      s.on('disconnect', (reason, info) => resolve([reason, info]));
+      s.once('message', () => {
+        // A handler that never yields for a while: everything else waits in the queue.
+        const until = Date.now() + 3000;
+        while (Date.now() < until) {
+          // busy
+        }
+      });
+    });
+  });
+  const load = run(['load', '--sessions', '1', '--messages', '100', '--size', '1000', '--depth', '64', '--timeout', '5', `127.0.0.1:${server.address().port}`]);
+  const [reason, info] = await ended;
+  assert.equal(reason, 'reliableOverflow', JSON.stringify(info));
+  assert.equal(info.byPeer, false);
+  const { status } = await load;
+  assert.notEqual(status, 0, 'the client was told its session ended');
+  await server.close();
+});
