@@ -3,7 +3,7 @@
 //!
 //! Each endpoint runs on soe-tokio inside a tokio runtime of the addon's own, off the JS thread:
 //! acks, resends and timeouts never wait for JavaScript. Events reach JS in batches (one N-API
-//! call for up to [`BATCH`] events), at most [`JS_QUEUE`] batches in flight: when JS falls
+//! call for up to 256 events), at most 64 batches in flight: when JS falls
 //! behind, the pump waits and each session's messages wait in its receive queue, bounded by
 //! `receiveQueueBytes` (default 8 MiB). Acks, resends and heartbeats go on meanwhile. A session
 //! whose reader stays behind past that bound is closed with `reliableOverflow` (both sides are
@@ -127,7 +127,7 @@ const END: u8 = 5;
 const META: usize = 8;
 
 /// A batch of events for JS, packed so that one N-API call carries hundreds of them: `meta`
-/// holds [`META`] numbers per event, `data` every message's bytes back to back (each message
+/// holds 8 numbers per event, `data` every message's bytes back to back (each message
 /// is a view into it), `remotes` the address of each accepted session in order.
 #[napi(object)]
 pub struct NativeBatch {

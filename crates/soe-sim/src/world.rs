@@ -673,6 +673,16 @@ impl World {
     }
 
     fn fail(&mut self, what: String) {
+        if let Some(i) = self.trace {
+            let c = &self.clients[i];
+            if let Some(h) = c.handle {
+                eprintln!(
+                    "traced client {i} at the failure: state {:?}, {:?}",
+                    c.ep.state(h),
+                    c.ep.stats(h)
+                );
+            }
+        }
         if self.violation.is_none() {
             let t = self.now - self.start;
             let s = &self.setup.session;
@@ -895,6 +905,14 @@ impl World {
                 };
                 // A NAT forgets an old port: datagrams to it are dropped.
                 if c.addr(i) != dst || c.dark_down_until.is_some_and(|u| now < u) {
+                    if self.trace == Some(i) {
+                        eprintln!(
+                            "{:>10.3} down dropped (to an old port: {}; dark: {})",
+                            (now - self.start).as_secs_f64(),
+                            c.addr(i) != dst,
+                            c.dark_down_until.is_some_and(|u| now < u)
+                        );
+                    }
                     continue;
                 }
                 c.down.send(now, self.buf[..len].to_vec());
