@@ -107,6 +107,9 @@ export interface EndpointStats {
   sessions: number;
   datagramsSent: number;
   datagramsReceived: number;
+  /** Datagrams per second sent and received since the previous stats() call (0 on the first). */
+  sentPerSecond: number;
+  receivedPerSecond: number;
 }
 
 /** One session with a peer. */

@@ -358,7 +358,19 @@ class Endpoint extends EventEmitter {
   /** Sessions open now, and the datagrams this endpoint sent and received. */
   stats() {
     const [datagramsSent, datagramsReceived] = this._native.datagrams();
-    return { sessions: this._native.sessionCount(), datagramsSent, datagramsReceived };
+    const now = process.hrtime.bigint();
+    const last = this._lastStats;
+    const seconds = last ? Number(now - last.at) / 1e9 : 0;
+    const rate = (value, before) => (seconds > 0 ? (value - before) / seconds : 0);
+    this._lastStats = { at: now, datagramsSent, datagramsReceived };
+    return {
+      sessions: this._native.sessionCount(),
+      datagramsSent,
+      datagramsReceived,
+      // Since the previous stats() call (0 on the first).
+      sentPerSecond: last ? rate(datagramsSent, last.datagramsSent) : 0,
+      receivedPerSecond: last ? rate(datagramsReceived, last.datagramsReceived) : 0,
+    };
   }
 
   /** The bound address: { address, port }. */

@@ -58,7 +58,12 @@ test('a Node server and a Node client echo 200 messages, 20 KB ones in fragments
   const stats = session.stats();
   assert.equal(stats.messagesSent, 200);
   assert.ok(stats.rtt > 0);
-  assert.equal(server.stats().sessions, 1);
+  const figures = server.stats();
+  assert.equal(figures.sessions, 1);
+  assert.ok(figures.datagramsReceived > 200 && figures.datagramsSent > 200, JSON.stringify(figures));
+  session.send(message(1));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.ok(server.stats().receivedPerSecond > 0, 'rates since the previous call');
   assert.equal(await session.close(), 'application');
   await session.client.close();
   await server.close();
