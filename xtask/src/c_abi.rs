@@ -36,25 +36,16 @@ fn cxx_compiler() -> String {
     std::env::var("CXX").unwrap_or_else(|_| "c++".into())
 }
 
-fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Whether the C compiler exists (the step's precondition).
 pub(crate) fn compiler_present() -> bool {
-    have(&c_compiler())
+    cmd::program_runs(&c_compiler())
 }
 
 /// Runs the whole check.
 pub(crate) fn run() -> Result<()> {
     let root = cmd::workspace_root();
     let started = Instant::now();
-    let valgrind = have("valgrind");
+    let valgrind = cmd::program_runs("valgrind");
     if !valgrind {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             return Err(Error::new(

@@ -38,6 +38,11 @@ pub(crate) fn succeeds_quietly(cmd: &mut Command) -> bool {
         .is_ok_and(|status| status.success())
 }
 
+/// Whether `program --version` runs and succeeds: a probe for an optional tool on the `PATH`.
+pub(crate) fn program_runs(program: &str) -> bool {
+    succeeds_quietly(Command::new(program).arg("--version"))
+}
+
 /// Runs `cmd` with inherited standard streams and returns how long it took.
 ///
 /// A command that cannot be started or exits unsuccessfully is an error naming the command line.

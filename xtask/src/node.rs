@@ -4,21 +4,14 @@
 //! the addon next to `crates/soe-node/index.js` as `soe_node.node`, and runs `npm test`
 //! (`node --test test/`) there. The package has no npm dependencies, so nothing is installed.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::cmd;
 use crate::{Error, Result};
 
 /// Whether `node` and `npm` run here.
 pub(crate) fn present() -> bool {
-    ["node", "npm"].into_iter().all(|p| {
-        Command::new(p)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    ["node", "npm"].into_iter().all(cmd::program_runs)
 }
 
 /// Builds the addon and runs the package's tests.
