@@ -78,14 +78,7 @@ fn rust_api(c: &mut Criterion, group: &str) {
 }
 
 fn addr(last: u8, port: u16) -> soe_addr {
-    let mut ip = [0u8; 16];
-    ip[..4].copy_from_slice(&[127, 0, 0, last]);
-    soe_addr {
-        family: SOE_AF_INET,
-        port,
-        ip,
-        scope_id: 0,
-    }
+    SocketAddr::from(([127, 0, 0, last], port)).into()
 }
 
 fn c_config(role: u32) -> soe_config {
@@ -111,131 +104,146 @@ fn c_config(role: u32) -> soe_config {
     config
 }
 
-/// Moves every datagram `from` has to `to`, counting the boundary calls.
-fn pump(
-    from: *mut soe_endpoint,
-    to: *mut soe_endpoint,
-    now: u64,
-    source: &soe_addr,
-    buf: &mut [u8],
-    calls: &mut u64,
-) {
-    let mut len = 0;
-    let mut dest = addr(0, 0);
-    *calls += 1;
-    while soe_endpoint_poll_transmit(from, now, buf.as_mut_ptr(), buf.len(), &mut len, &mut dest)
-        == soe_status::SOE_OK
-    {
-        soe_endpoint_handle_datagram(to, now, source, buf.as_ptr(), len);
-        *calls += 2;
-    }
-}
-
-/// One message through the C ABI, counting the boundary calls.
-#[allow(clippy::too_many_arguments)]
-fn one_message(
+/// A client and a server endpoint connected through the C ABI, in memory.
+struct CPair {
     client: *mut soe_endpoint,
     server: *mut soe_endpoint,
     session: soe_session,
+    client_addr: soe_addr,
+    server_addr: soe_addr,
+    event: soe_event,
+    buf: Vec<u8>,
     now: u64,
-    addrs: (&soe_addr, &soe_addr),
-    event: &mut soe_event,
-    buf: &mut [u8],
-    calls: &mut u64,
-) {
-    assert_eq!(
-        soe_send(client, session, 0, MESSAGE.as_ptr(), MESSAGE.len()),
-        soe_status::SOE_OK
-    );
-    *calls += 2;
-    pump(client, server, now, addrs.0, buf, calls);
-    while soe_endpoint_poll_event(server, event, buf.as_mut_ptr(), buf.len()) == soe_status::SOE_OK
-    {
-        std::hint::black_box(&buf[..event.len]);
-        *calls += 1;
+    /// Boundary calls made so far.
+    calls: u64,
+}
+
+impl CPair {
+    fn new() -> Self {
+        let (mut client, mut server) = (ptr::null_mut(), ptr::null_mut());
+        let now = 1_000_000u64;
+        assert_eq!(
+            soe_endpoint_new(&c_config(SOE_ROLE_SERVER), now, &mut server),
+            soe_status::SOE_OK
+        );
+        assert_eq!(
+            soe_endpoint_new(&c_config(SOE_ROLE_CLIENT), now, &mut client),
+            soe_status::SOE_OK
+        );
+        let mut pair = Self {
+            client,
+            server,
+            session: 0,
+            client_addr: addr(2, 40_000),
+            server_addr: addr(1, 20_042),
+            event: soe_event {
+                kind: soe_event_kind::SOE_EVENT_ACCEPTED,
+                session: 0,
+                channel: 0,
+                delivery: soe_delivery::SOE_DELIVERY_RELIABLE,
+                len: 0,
+                reason: 0,
+                by_peer: 0,
+            },
+            buf: vec![0u8; 2048],
+            now,
+            calls: 0,
+        };
+        assert_eq!(
+            soe_connect(client, now, &pair.server_addr, &mut pair.session),
+            soe_status::SOE_OK
+        );
+        for _ in 0..5 {
+            pair.now += 1000;
+            pair.pump(true);
+            pair.pump(false);
+        }
+        for ep in [client, server] {
+            while pair.take_event(ep) {}
+        }
+        pair
     }
-    soe_endpoint_handle_timeout(server, now);
-    pump(server, client, now, addrs.1, buf, calls);
-    soe_endpoint_handle_timeout(client, now);
-    *calls += 2;
+
+    /// Moves every datagram one side has to the other.
+    fn pump(&mut self, from_client: bool) {
+        let (from, to, source) = if from_client {
+            (self.client, self.server, self.client_addr)
+        } else {
+            (self.server, self.client, self.server_addr)
+        };
+        let (mut len, mut dest) = (0, addr(0, 0));
+        loop {
+            self.calls += 1;
+            let status = soe_endpoint_poll_transmit(
+                from,
+                self.now,
+                self.buf.as_mut_ptr(),
+                self.buf.len(),
+                &mut len,
+                &mut dest,
+            );
+            if status != soe_status::SOE_OK {
+                return;
+            }
+            self.calls += 1;
+            soe_endpoint_handle_datagram(to, self.now, &source, self.buf.as_ptr(), len);
+        }
+    }
+
+    /// Takes one event of `ep`; whether there was one.
+    fn take_event(&mut self, ep: *mut soe_endpoint) -> bool {
+        self.calls += 1;
+        let status =
+            soe_endpoint_poll_event(ep, &mut self.event, self.buf.as_mut_ptr(), self.buf.len());
+        std::hint::black_box(&self.buf[..self.event.len.min(self.buf.len())]);
+        status == soe_status::SOE_OK
+    }
+
+    /// One message from the client through the server, and the ack back.
+    fn one_message(&mut self) {
+        self.now += 50;
+        self.calls += 1;
+        assert_eq!(
+            soe_send(
+                self.client,
+                self.session,
+                0,
+                MESSAGE.as_ptr(),
+                MESSAGE.len()
+            ),
+            soe_status::SOE_OK
+        );
+        self.pump(true);
+        while self.take_event(self.server) {}
+        self.calls += 2;
+        soe_endpoint_handle_timeout(self.server, self.now);
+        self.pump(false);
+        soe_endpoint_handle_timeout(self.client, self.now);
+    }
+}
+
+impl Drop for CPair {
+    fn drop(&mut self) {
+        soe_endpoint_free(self.client);
+        soe_endpoint_free(self.server);
+    }
 }
 
 fn c_abi(c: &mut Criterion, group: &str) {
-    let (mut client, mut server) = (ptr::null_mut(), ptr::null_mut());
-    let mut now = 1_000_000u64;
-    assert_eq!(
-        soe_endpoint_new(&c_config(SOE_ROLE_SERVER), now, &mut server),
-        soe_status::SOE_OK
-    );
-    assert_eq!(
-        soe_endpoint_new(&c_config(SOE_ROLE_CLIENT), now, &mut client),
-        soe_status::SOE_OK
-    );
-    let (c_addr, s_addr) = (addr(2, 40_000), addr(1, 20_042));
-    let mut session = 0;
-    assert_eq!(
-        soe_connect(client, now, &s_addr, &mut session),
-        soe_status::SOE_OK
-    );
-    let mut buf = vec![0u8; 2048];
-    let mut event = soe_event {
-        kind: soe_event_kind::SOE_EVENT_ACCEPTED,
-        session: 0,
-        channel: 0,
-        delivery: soe_delivery::SOE_DELIVERY_RELIABLE,
-        len: 0,
-        reason: 0,
-        by_peer: 0,
-    };
-    for _ in 0..5 {
-        now += 1000;
-        pump(client, server, now, &c_addr, &mut buf, &mut 0);
-        pump(server, client, now, &s_addr, &mut buf, &mut 0);
-    }
-    for ep in [client, server] {
-        while soe_endpoint_poll_event(ep, &mut event, buf.as_mut_ptr(), buf.len())
-            == soe_status::SOE_OK
-        {}
-    }
+    let mut pair = CPair::new();
     // The boundary calls per message, counted over a warm-up.
-    let mut calls = 0u64;
+    pair.calls = 0;
     for _ in 0..10_000 {
-        now += 50;
-        one_message(
-            client,
-            server,
-            session,
-            now,
-            (&c_addr, &s_addr),
-            &mut event,
-            &mut buf,
-            &mut calls,
-        );
+        pair.one_message();
     }
     eprintln!(
         "ffi_one_message/c_abi: {:.1} boundary calls per message",
-        calls as f64 / 10_000.0
+        pair.calls as f64 / 10_000.0
     );
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(1));
-    g.bench_function("c_abi", |b| {
-        b.iter(|| {
-            now += 50;
-            one_message(
-                client,
-                server,
-                session,
-                now,
-                (&c_addr, &s_addr),
-                &mut event,
-                &mut buf,
-                &mut calls,
-            );
-        });
-    });
+    g.bench_function("c_abi", |b| b.iter(|| pair.one_message()));
     g.finish();
-    soe_endpoint_free(client);
-    soe_endpoint_free(server);
 }
 
 fn boundary(c: &mut Criterion) {

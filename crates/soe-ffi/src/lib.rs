@@ -29,7 +29,7 @@ mod ptr;
 
 use std::collections::HashMap;
 use std::ffi::c_char;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -104,21 +104,20 @@ impl soe_addr {
             ))),
         }
     }
+}
 
-    fn from_socket_addr(addr: SocketAddr) -> Self {
+impl From<SocketAddr> for soe_addr {
+    /// The C form of a Rust socket address.
+    fn from(addr: SocketAddr) -> Self {
         let mut ip = [0u8; 16];
-        let (family, scope_id) = match addr.ip() {
-            IpAddr::V4(v4) => {
-                ip[..4].copy_from_slice(&v4.octets());
+        let (family, scope_id) = match addr {
+            SocketAddr::V4(a) => {
+                ip[..4].copy_from_slice(&a.ip().octets());
                 (SOE_AF_INET, 0)
             }
-            IpAddr::V6(v6) => {
-                ip = v6.octets();
-                let scope = match addr {
-                    SocketAddr::V6(a) => a.scope_id(),
-                    SocketAddr::V4(_) => 0,
-                };
-                (SOE_AF_INET6, scope)
+            SocketAddr::V6(a) => {
+                ip = a.ip().octets();
+                (SOE_AF_INET6, a.scope_id())
             }
         };
         Self {
@@ -587,7 +586,7 @@ pub extern "C" fn soe_endpoint_poll_transmit(
             return Err(Error::too_small("buf", size));
         }
         ptr::copy_to(buf, cap, &e.transmit[..size], "buf")?;
-        ptr::write(to, soe_addr::from_socket_addr(destination), "to")?;
+        ptr::write(to, soe_addr::from(destination), "to")?;
         Ok(soe_status::SOE_OK)
     })
 }
@@ -742,6 +741,23 @@ pub extern "C" fn soe_connect(
     })
 }
 
+/// The body of the three send calls: the session, then the message copied out of the caller's
+/// buffer, then `send` on the endpoint.
+fn send_with(
+    ep: *mut soe_endpoint,
+    session: soe_session,
+    data: *const u8,
+    len: usize,
+    send: impl FnOnce(&mut Endpoint<SocketAddr>, SessionHandle, Bytes) -> Result<(), Error>,
+) -> soe_status {
+    with_endpoint(ep, |e| {
+        let h = e.handle(session)?;
+        let data = Bytes::copy_from_slice(ptr::bytes(data, len, "data")?);
+        send(&mut e.endpoint, h, data)?;
+        Ok(soe_status::SOE_OK)
+    })
+}
+
 fn channel_of(channel: u8) -> Result<Channel, Error> {
     Channel::new(channel).ok_or_else(|| Error::invalid(format!("channel {channel} is not 0 to 3")))
 }
@@ -760,12 +776,9 @@ pub extern "C" fn soe_send(
     data: *const u8,
     len: usize,
 ) -> soe_status {
-    with_endpoint(ep, |e| {
-        let h = e.handle(session)?;
-        let channel = channel_of(channel)?;
-        let data = Bytes::copy_from_slice(ptr::bytes(data, len, "data")?);
-        e.endpoint.send(h, channel, data).map_err(send_error)?;
-        Ok(soe_status::SOE_OK)
+    let channel = channel_of(channel);
+    send_with(ep, session, data, len, |endpoint, h, data| {
+        endpoint.send(h, channel?, data).map_err(send_error)
     })
 }
 
@@ -780,11 +793,8 @@ pub extern "C" fn soe_send_unreliable(
     data: *const u8,
     len: usize,
 ) -> soe_status {
-    with_endpoint(ep, |e| {
-        let h = e.handle(session)?;
-        let data = Bytes::copy_from_slice(ptr::bytes(data, len, "data")?);
-        e.endpoint.send_unreliable(h, data).map_err(send_error)?;
-        Ok(soe_status::SOE_OK)
+    send_with(ep, session, data, len, |endpoint, h, data| {
+        endpoint.send_unreliable(h, data).map_err(send_error)
     })
 }
 
@@ -799,11 +809,8 @@ pub extern "C" fn soe_send_ordered(
     data: *const u8,
     len: usize,
 ) -> soe_status {
-    with_endpoint(ep, |e| {
-        let h = e.handle(session)?;
-        let data = Bytes::copy_from_slice(ptr::bytes(data, len, "data")?);
-        e.endpoint.send_ordered(h, data).map_err(send_error)?;
-        Ok(soe_status::SOE_OK)
+    send_with(ep, session, data, len, |endpoint, h, data| {
+        endpoint.send_ordered(h, data).map_err(send_error)
     })
 }
 

@@ -11,14 +11,7 @@ use soe_ffi::*;
 const KEY: &[u8] = b"abi test key";
 
 fn addr(last: u8, port: u16) -> soe_addr {
-    let mut ip = [0u8; 16];
-    ip[..4].copy_from_slice(&[127, 0, 0, last]);
-    soe_addr {
-        family: SOE_AF_INET,
-        port,
-        ip,
-        scope_id: 0,
-    }
+    std::net::SocketAddr::from(([127, 0, 0, last], port)).into()
 }
 
 fn last_error() -> String {
@@ -31,6 +24,14 @@ fn cstr(p: *const std::ffi::c_char) -> String {
     assert!(!p.is_null());
     // SAFETY: the library returns NUL-terminated strings, valid until this thread's next call.
     unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_owned()
+}
+
+/// One `soe_endpoint_poll_transmit` into `buf`: the status, the length and the destination.
+fn poll_transmit(ep: *mut soe_endpoint, now: u64, buf: &mut [u8]) -> (soe_status, usize, soe_addr) {
+    let (mut len, mut dest) = (0usize, addr(0, 0));
+    let status =
+        soe_endpoint_poll_transmit(ep, now, buf.as_mut_ptr(), buf.len(), &mut len, &mut dest);
+    (status, len, dest)
 }
 
 struct Pair {
@@ -80,16 +81,8 @@ impl Pair {
         let mut buf = vec![0u8; 65_536];
         let mut moved = 0;
         loop {
-            let mut len = 0usize;
-            let mut dest = addr(0, 0);
-            match soe_endpoint_poll_transmit(
-                from,
-                self.now,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut len,
-                &mut dest,
-            ) {
+            let (status, len, _) = poll_transmit(from, self.now, &mut buf);
+            match status {
                 soe_status::SOE_DONE => return moved,
                 soe_status::SOE_OK => {}
                 other => panic!("{other:?}: {}", last_error()),
@@ -286,34 +279,14 @@ fn a_short_buffer_keeps_the_datagram_and_the_event_for_the_next_call() {
         soe_status::SOE_OK
     );
     let mut small = [0u8; 8];
-    let mut len = 0;
-    let mut dest = addr(0, 0);
-    assert_eq!(
-        soe_endpoint_poll_transmit(
-            pair.client,
-            pair.now,
-            small.as_mut_ptr(),
-            small.len(),
-            &mut len,
-            &mut dest
-        ),
-        soe_status::SOE_ERR_BUFFER_TOO_SMALL
-    );
+    let (status, len, _) = poll_transmit(pair.client, pair.now, &mut small);
+    assert_eq!(status, soe_status::SOE_ERR_BUFFER_TOO_SMALL);
     assert!(len > 300, "{len}");
     assert!(last_error().contains(&len.to_string()));
     let first = len;
     let mut big = vec![0u8; first];
-    assert_eq!(
-        soe_endpoint_poll_transmit(
-            pair.client,
-            pair.now,
-            big.as_mut_ptr(),
-            big.len(),
-            &mut len,
-            &mut dest
-        ),
-        soe_status::SOE_OK
-    );
+    let (status, len, dest) = poll_transmit(pair.client, pair.now, &mut big);
+    assert_eq!(status, soe_status::SOE_OK);
     assert_eq!((len, dest), (first, pair.s_addr));
     assert_eq!(
         soe_endpoint_handle_datagram(pair.server, pair.now, &pair.c_addr, big.as_ptr(), len),
@@ -400,19 +373,8 @@ fn rc4_switched_on_for_one_session_hides_what_follows() {
             soe_status::SOE_OK
         );
         let mut buf = vec![0u8; 2048];
-        let mut len = 0;
-        let mut dest = addr(0, 0);
-        assert_eq!(
-            soe_endpoint_poll_transmit(
-                pair.client,
-                pair.now,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut len,
-                &mut dest
-            ),
-            soe_status::SOE_OK
-        );
+        let (status, len, _) = poll_transmit(pair.client, pair.now, &mut buf);
+        assert_eq!(status, soe_status::SOE_OK);
         assert_eq!(
             soe_endpoint_handle_datagram(pair.server, pair.now, &pair.c_addr, buf.as_ptr(), len),
             soe_status::SOE_OK
