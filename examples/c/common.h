@@ -1,6 +1,7 @@
 /*
- * What both C examples share: the monotonic clock in microseconds, and conversion between
- * struct sockaddr_in and soe_addr. Plain POSIX; nothing here is part of the library.
+ * What both C examples share: the monotonic clock in microseconds, conversion between struct
+ * sockaddr_in and soe_addr, the socket, and the two halves of the loop that move datagrams
+ * between the socket and the endpoint. Plain POSIX; nothing here is part of the library.
  */
 #ifndef SOE_EXAMPLE_COMMON_H
 #define SOE_EXAMPLE_COMMON_H
@@ -8,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "soe.h"
@@ -45,6 +47,55 @@ static int poll_timeout_ms(soe_endpoint *ep, int cap) {
     }
     uint64_t ms = (deadline - now + 999) / 1000;
     return ms < (uint64_t)cap ? (int)ms : cap;
+}
+
+/* A UDP socket with room for bursts (a few sessions' windows of fragments arrive at once);
+ * -1 on failure. */
+static int udp_socket(void) {
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fd >= 0) {
+        int rcvbuf = 4 << 20;
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    }
+    return fd;
+}
+
+/* Hands every datagram waiting on `fd` to the endpoint (`buf` holds one); the first error, or
+ * SOE_OK. */
+static soe_status receive_all(int fd, soe_endpoint *ep, uint64_t now, uint8_t *buf, size_t cap) {
+    for (;;) {
+        struct sockaddr_in from;
+        socklen_t from_len = sizeof from;
+        ssize_t n = recvfrom(fd, buf, cap, MSG_DONTWAIT, (struct sockaddr *)&from, &from_len);
+        if (n < 0) {
+            return SOE_OK;
+        }
+        soe_addr source;
+        addr_to_soe(&from, &source);
+        soe_status s = soe_endpoint_handle_datagram(ep, now, &source, buf, (size_t)n);
+        if (s < 0) {
+            return s;
+        }
+    }
+}
+
+/* Sends every datagram the endpoint has (`buf` of `cap` bytes holds one); the first error, or
+ * SOE_OK. */
+static soe_status send_all(int fd, soe_endpoint *ep, uint64_t now, uint8_t *buf, size_t cap) {
+    for (;;) {
+        size_t len;
+        soe_addr to;
+        soe_status s = soe_endpoint_poll_transmit(ep, now, buf, cap, &len, &to);
+        if (s == SOE_DONE) {
+            return SOE_OK;
+        }
+        if (s < 0) {
+            return s;
+        }
+        struct sockaddr_in dest;
+        addr_from_soe(&to, &dest);
+        sendto(fd, buf, len, 0, (struct sockaddr *)&dest, sizeof dest);
+    }
 }
 
 #endif

@@ -75,10 +75,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "echo_client: %s is not an IPv4 address\n", argv[1]);
         return 2;
     }
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    /* Room for bursts: a few sessions' windows of fragments arrive at once. */
-    int rcvbuf = 4 << 20;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    int fd = udp_socket();
     if (fd < 0) {
         perror("echo_client: socket");
         return 1;
@@ -114,18 +111,7 @@ int main(int argc, char **argv) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, poll_timeout_ms(ep, 100));
         uint64_t now = now_us();
-        for (;;) {
-            struct sockaddr_in from;
-            socklen_t from_len = sizeof from;
-            ssize_t n = recvfrom(fd, datagram, sizeof datagram, MSG_DONTWAIT,
-                                 (struct sockaddr *)&from, &from_len);
-            if (n < 0) {
-                break;
-            }
-            soe_addr source;
-            addr_to_soe(&from, &source);
-            check(soe_endpoint_handle_datagram(ep, now, &source, datagram, (size_t)n), "datagram");
-        }
+        check(receive_all(fd, ep, now, datagram, sizeof datagram), "datagram");
         check(soe_endpoint_handle_timeout(ep, now), "timeout");
 
         for (;;) {
@@ -183,18 +169,7 @@ int main(int argc, char **argv) {
             closing = 1;
         }
 
-        for (;;) {
-            size_t len;
-            soe_addr to;
-            soe_status s = soe_endpoint_poll_transmit(ep, now, datagram, sizeof datagram, &len, &to);
-            if (s == SOE_DONE) {
-                break;
-            }
-            check(s, "transmit");
-            struct sockaddr_in dest;
-            addr_from_soe(&to, &dest);
-            sendto(fd, datagram, len, 0, (struct sockaddr *)&dest, sizeof dest);
-        }
+        check(send_all(fd, ep, now, datagram, sizeof datagram), "transmit");
     }
     /* The handle is stale once its Closed event was taken. */
     if (!failed && soe_send(ep, session, 0, (const uint8_t *)"x", 1) != SOE_ERR_STALE_SESSION) {

@@ -100,10 +100,7 @@ int main(int argc, char **argv) {
     soe_endpoint *ep = NULL;
     check(soe_endpoint_new(&config, now_us(), &ep), "endpoint");
 
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    /* Room for bursts: a few sessions' windows of fragments arrive at once. */
-    int rcvbuf = 4 << 20;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    int fd = udp_socket();
     struct sockaddr_in bind_addr = {0};
     bind_addr.sin_family = AF_INET;
     bind_addr.sin_port = htons((uint16_t)port);
@@ -126,18 +123,7 @@ int main(int argc, char **argv) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, poll_timeout_ms(ep, 1000));
         uint64_t now = now_us();
-        for (;;) {
-            struct sockaddr_in from;
-            socklen_t from_len = sizeof from;
-            ssize_t n = recvfrom(fd, datagram, sizeof datagram, MSG_DONTWAIT,
-                                 (struct sockaddr *)&from, &from_len);
-            if (n < 0) {
-                break;
-            }
-            soe_addr source;
-            addr_to_soe(&from, &source);
-            check(soe_endpoint_handle_datagram(ep, now, &source, datagram, (size_t)n), "datagram");
-        }
+        check(receive_all(fd, ep, now, datagram, sizeof datagram), "datagram");
         check(soe_endpoint_handle_timeout(ep, now), "timeout");
 
         /* A held message goes first; while it waits, no more events are taken (back-pressure). */
@@ -176,18 +162,7 @@ int main(int argc, char **argv) {
             }
         }
 
-        for (;;) {
-            size_t len;
-            soe_addr to;
-            soe_status s = soe_endpoint_poll_transmit(ep, now, datagram, sizeof datagram, &len, &to);
-            if (s == SOE_DONE) {
-                break;
-            }
-            check(s, "transmit");
-            struct sockaddr_in dest;
-            addr_from_soe(&to, &dest);
-            sendto(fd, datagram, len, 0, (struct sockaddr *)&dest, sizeof dest);
-        }
+        check(send_all(fd, ep, now, datagram, sizeof datagram), "transmit");
     }
     printf("echo_server: %ld sessions accepted, %ld closed, %ld messages echoed\n", accepted,
            closed, echoed);

@@ -10,7 +10,7 @@
 //   node bench/echo.mjs [--seconds S] [--json]
 // Needs the release addon (`npm run build`) and the release `soe` tool
 // (`cargo build --release -p soe-cli`; SOE_BIN overrides its path).
-import { spawn } from 'node:child_process';
+import { runSoe, startServe } from '../scripts/soe-tool.mjs';
 import dgram from 'node:dgram';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
@@ -25,21 +25,13 @@ const SESSIONS = 64;
 const DEPTH = 16;
 const SIZE = 64;
 
-function run(cmd, argv) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('error', reject);
-    child.on('close', (status) => (status === 0 ? resolve(out) : reject(new Error(`${cmd} ${argv.join(' ')}: exit ${status}\n${out}`))));
-  });
-}
-
 async function load(port) {
-  const out = await run(soeBin, [
+  const args = [
     'load', '--sessions', String(SESSIONS), '--depth', String(DEPTH), '--size', String(SIZE),
     '--duration', String(seconds), '--json', `127.0.0.1:${port}`,
-  ]);
+  ];
+  const { status, out } = await runSoe(soeBin, args);
+  if (status !== 0) throw new Error(`soe ${args.join(' ')}: exit ${status}\n${out}`);
   const summary = JSON.parse(out.slice(out.indexOf('{')));
   const rate = summary.messages_per_s;
   if (typeof rate !== 'number') throw new Error(`no echo rate in ${out}`);
@@ -60,16 +52,7 @@ async function addon() {
 }
 
 async function rust() {
-  const serve = spawn(soeBin, ['serve', '--bind', '127.0.0.1:0', '--duration', String(seconds + 30)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve, reject) => {
-    let text = '';
-    serve.stdout.on('data', (d) => {
-      text += d;
-      const m = /127\.0\.0\.1:(\d+)/.exec(text);
-      if (m) resolve(Number(m[1]));
-    });
-    serve.on('error', reject);
-  });
+  const { child: serve, port } = await startServe(soeBin, ['--duration', String(seconds + 30)]);
   try {
     return await load(port);
   } finally {

@@ -591,21 +591,6 @@ impl NativeEndpoint {
         Ok(())
     }
 
-    /// Queues a reliable message; `false` when it had to wait for room (a `drain` follows).
-    #[napi]
-    pub fn send(&self, id: f64, channel: u32, data: Buffer) -> Result<bool> {
-        let channel = channel_of(channel)?;
-        self.with_session(id, |s| {
-            submit(
-                &self.shared,
-                s,
-                id as u64,
-                channel,
-                Bytes::copy_from_slice(&data),
-            )
-        })
-    }
-
     /// Queues many reliable messages in one call: `meta` holds (id, channel, length) for each,
     /// `data` their bytes back to back. Messages of sessions that have closed are dropped.
     /// Returns the ids of the sessions whose queue is full now (a `drain` follows for each).

@@ -1,7 +1,7 @@
 // The addon through its JS API, with Node's own test runner (`npm test`).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { runSoe, startServe } from '../scripts/soe-tool.mjs';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -197,29 +197,11 @@ test('connecting where nobody serves rejects with ERR_SOE_CONNECT', async () => 
 const soeBin = process.env.SOE_BIN || path.join(here, '..', '..', '..', 'target', 'debug', 'soe');
 const haveSoe = existsSync(soeBin);
 
-function run(args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(soeBin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (out += d));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, out }));
-  });
-}
+const run = (args) => runSoe(soeBin, args);
 
 test('the addon against the Rust `soe serve`, and `soe ping` against a Node server', { skip: !haveSoe && `no soe binary at ${soeBin} (cargo build -p soe-cli)` }, async () => {
   // Node client -> Rust server.
-  const serve = spawn(soeBin, ['serve', '--bind', '127.0.0.1:0', '--duration', '60'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve, reject) => {
-    let text = '';
-    serve.stdout.on('data', (d) => {
-      text += d;
-      const m = /127\.0\.0\.1:(\d+)/.exec(text);
-      if (m) resolve(Number(m[1]));
-    });
-    serve.on('error', reject);
-  });
+  const { child: serve, port } = await startServe(soeBin, ['--duration', '60']);
   const session = await SoeClient.connect(`127.0.0.1:${port}`);
   const echoes = collect(session, 50);
   for (let i = 0; i < 50; i++) session.send(message(i));
