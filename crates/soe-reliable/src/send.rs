@@ -308,12 +308,28 @@ impl Sender {
         }
     }
 
-    /// The probe timeout while packets are in flight (or selectively acknowledged only).
+    /// The probe timeout while packets are in flight (or selectively acknowledged only): a
+    /// probe timeout after the last send, or the oldest packet's own deadline if sooner.
     fn probe_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         if self.flight == 0 && self.sacked == 0 {
             return None;
         }
-        self.last_send?.checked_add(self.pto(config))
+        let after_send = self.last_send?.checked_add(self.pto(config));
+        match (after_send, self.oldest_deadline(config)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When the oldest unacknowledged packet is due for a retransmission timeout of its own:
+    /// two probe timeouts after it last went. Every send restarts the probe timer, so without
+    /// this a stream of selective acks (forged, or real ones behind a lost packet) that keeps
+    /// other packets going would leave the oldest unsent until UnacknowledgedTimeout.
+    fn oldest_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
+        let oldest = self.in_flight.front()?.as_ref()?;
+        oldest
+            .last_sent
+            .checked_add(self.pto(config).saturating_mul(2))
     }
 
     /// When the pacer lets the next packet go, while it is holding one back.
@@ -626,7 +642,7 @@ impl Sender {
         }
         let sample = latest.and_then(|(sent, transmissions)| (transmissions == 1).then_some(sent));
         self.base = last + 1;
-        self.after_ack(now, last, acked, sample, stats);
+        self.after_ack(now, last, acked, sample, true, stats);
         if let Some(waited) = oldest_wait {
             self.rtt.on_ack_wait(waited, config.max_ack_delay);
         }
@@ -660,7 +676,7 @@ impl Sender {
         if let Some(slot) = self.in_flight.get_mut(index) {
             *slot = Some(packet);
         }
-        self.after_ack(now, sequence, 1, sample, stats);
+        self.after_ack(now, sequence, 1, sample, false, stats);
     }
 
     /// Bookkeeping for one newly acknowledged packet: the window count, the RACK send time, and
@@ -700,12 +716,14 @@ impl Sender {
 
     /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged: the round
     /// trip, the window, and loss detection.
+    #[allow(clippy::too_many_arguments)]
     fn after_ack(
         &mut self,
         now: Instant,
         highest: u64,
         acked: u32,
         sample: Option<Instant>,
+        cumulative: bool,
         stats: &mut ChannelStats,
     ) {
         while let Some(None) = self.in_flight.front() {
@@ -715,11 +733,20 @@ impl Sender {
         if acked == 0 {
             return;
         }
-        // Progress: the probe timer starts over, and a pending ack elicitor is not needed.
-        self.pto_count = 0;
-        self.probe_budget = 0;
-        self.resend_budget = 0;
-        self.elicit = false;
+        if cumulative {
+            // Progress: the probe timer starts over, and a pending ack elicitor is not needed.
+            self.pto_count = 0;
+            self.probe_budget = 0;
+            self.resend_budget = 0;
+            self.elicit = false;
+        } else {
+            // A selective ack is only a hint (anyone can forge one): it shows the path carries
+            // packets, so the backoff stops growing short of persistent congestion, but it
+            // never cancels the retransmission timeout that resends the oldest packet, nor the
+            // resends a timeout granted. Otherwise a stream of them, forged or real, would keep
+            // the oldest packet from ever going again until UnacknowledgedTimeout.
+            self.pto_count = self.pto_count.min(1);
+        }
         if let Some(sent) = sample {
             self.rtt.on_sample(now.saturating_duration_since(sent));
         }
@@ -817,6 +844,10 @@ impl Sender {
         }
         if self.probe_deadline(config).is_none_or(|d| d > now) {
             return Ok(());
+        }
+        if self.oldest_deadline(config).is_some_and(|d| d <= now) {
+            // The oldest packet is overdue: this expiry is a retransmission timeout.
+            self.pto_count = self.pto_count.max(1);
         }
         self.on_probe_timeout(now, config, stats);
         Ok(())
