@@ -451,8 +451,10 @@ fn forged_payload(rng: &mut Rng) -> Vec<u8> {
 /// * selective acks for any sequence and cumulative acks for sequences never sent, at the
 ///   sender: they must not make it forget anything (a selective ack is only a hint);
 /// * forged data and fragments (Groups, first fragments announcing 4 GiB) behind the receive
-///   window and beyond it, and replays of recent genuine packets, at the receiver: each is
-///   answered `Ok` (a duplicate or a drop) and none changes what is delivered.
+///   window and beyond it, and replays of recent genuine packets the receiver already
+///   acknowledged, at the receiver: each is answered `Ok` (a duplicate or a drop) and none
+///   changes what is delivered. (Replays of packets still missing would hand the receiver data
+///   the sender must resend itself, and hide a sender that forgot it.)
 ///
 /// Messages from empty to 4 KB (fragmented into up to 9 packets) are sent with RC4 on and off,
 /// while the application takes its messages only now and then (so the receiver's backlog
@@ -490,7 +492,8 @@ fn hostile_run(seed: u64, key: Option<&[u8]>) {
     // The highest sequence the sender has used, and the receiver's latest cumulative ack.
     let mut max_sent: Option<u64> = None;
     let mut acked: Option<u64> = None;
-    let mut recent: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+    // Recent genuine packets and their sequences.
+    let mut recent: std::collections::VecDeque<(u64, Vec<u8>)> = std::collections::VecDeque::new();
     let mut forged = Forged::default();
     let wraps = 2 * 65_536;
     let mut hostile = true;
@@ -543,7 +546,7 @@ fn hostile_run(seed: u64, key: Option<&[u8]>) {
             if recent.len() == 512 {
                 recent.pop_front();
             }
-            recent.push_back(buf.clone());
+            recent.push_back((s, buf.clone()));
             up.send(&mut rng, now, std::mem::take(&mut buf));
         }
         while let Some(len) = rx.poll_transmit(now, &mut buf) {
@@ -565,32 +568,33 @@ fn hostile_run(seed: u64, key: Option<&[u8]>) {
                     tx.handle_ack_all(now, (top + 1 + rng.below(20_000)) as u16);
                     forged.future_acks += 1;
                 }
+                // Forged data or a forged fragment at `sequence`, outside the window: answered
+                // `Ok` (a drop or a duplicate), never an error that would end the session.
+                let mut forge = |rng: &mut Rng, sequence: u64, what: &str| {
+                    let data = forged_payload(rng);
+                    let result = if rng.chance(0.5) {
+                        rx.handle_data(now, sequence as u16, &data)
+                    } else {
+                        rx.handle_fragment(now, sequence as u16, &data)
+                    };
+                    assert_eq!(result, Ok(()), "seed {seed}: forged data {what} the window");
+                };
                 if rng.chance(0.3) {
                     let ahead = top + 1 + u64::from(WINDOW) + rng.below(20_000);
-                    let data = forged_payload(&mut rng);
-                    let result = if rng.chance(0.5) {
-                        rx.handle_data(now, ahead as u16, &data)
-                    } else {
-                        rx.handle_fragment(now, ahead as u16, &data)
-                    };
-                    assert_eq!(result, Ok(()), "seed {seed}: forged data beyond the window");
+                    forge(&mut rng, ahead, "beyond");
                     forged.ahead += 1;
                 }
                 if let Some(last) = acked.filter(|_| rng.chance(0.3)) {
                     let behind = last.saturating_sub(rng.below(20_000));
-                    let data = forged_payload(&mut rng);
-                    let result = if rng.chance(0.5) {
-                        rx.handle_data(now, behind as u16, &data)
-                    } else {
-                        rx.handle_fragment(now, behind as u16, &data)
-                    };
-                    assert_eq!(result, Ok(()), "seed {seed}: forged data behind the window");
+                    forge(&mut rng, behind, "behind");
                     forged.behind += 1;
                 }
                 if !recent.is_empty() && rng.chance(0.2) {
-                    let p = &recent[rng.below(recent.len() as u64) as usize];
-                    dispatch(&mut rx, now, p).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-                    forged.replays += 1;
+                    let (sequence, p) = &recent[rng.below(recent.len() as u64) as usize];
+                    if acked.is_some_and(|a| *sequence <= a) {
+                        dispatch(&mut rx, now, p).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                        forged.replays += 1;
+                    }
                 }
             }
             if max_sent.is_some_and(|m| m > wraps) {
