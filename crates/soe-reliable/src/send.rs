@@ -143,6 +143,8 @@ pub(crate) struct Sender {
     resend_budget: u8,
     /// An empty Group is due in the next sequence, to elicit an ack.
     elicit: bool,
+    /// When a retransmission timeout last queued the oldest packet.
+    last_timeout: Option<Instant>,
     /// Extra wait before a packet is declared lost, grown when such a declaration was spurious.
     reorder_extra: Duration,
     rtt: RttEstimator,
@@ -199,6 +201,7 @@ impl Sender {
             resend_budget: 0,
             elicit: false,
             reorder_extra: Duration::ZERO,
+            last_timeout: None,
             rtt: RttEstimator::new(),
             congestion: Congestion::new(config.initial_send_window, config.max_send_window),
             pacer: Pacer::new(),
@@ -327,9 +330,15 @@ impl Sender {
     /// other packets going would leave the oldest unsent until UnacknowledgedTimeout.
     fn oldest_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         let oldest = self.in_flight.front()?.as_ref()?;
-        oldest
-            .last_sent
-            .checked_add(self.pto(config).saturating_mul(2))
+        let pto = self.pto(config);
+        let due = oldest.last_sent.checked_add(pto.saturating_mul(2))?;
+        // A resend the window or the pacer holds back must not leave the deadline in the past
+        // (the caller would be woken at the same instant forever): a probe timeout after the
+        // last timeout that queued it at the earliest.
+        Some(match self.last_timeout.and_then(|t| t.checked_add(pto)) {
+            Some(retry) => due.max(retry),
+            None => due,
+        })
     }
 
     /// When the pacer lets the next packet go, while it is holding one back.
@@ -893,6 +902,7 @@ impl Sender {
                         self.flight = self.flight.saturating_sub(1);
                     }
                     resent_oldest = true;
+                    self.last_timeout = Some(now);
                     // Resent first: the peer cannot deliver anything past it.
                     if oldest.resend_queued {
                         self.resend.retain(|&s| s != base);
