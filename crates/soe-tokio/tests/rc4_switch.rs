@@ -33,11 +33,19 @@ async fn a_session_switches_to_rc4_after_its_login_request() {
     let server = Endpoint::bind(local(), EndpointConfig::server(session(Some(key)))).unwrap();
     let target = server.local_addr();
     let acceptor = server.clone();
+    // Both sides must switch at the same point of the exchange: the client once it has sent
+    // its request, the server before its reply. Over loopback the reply could otherwise come
+    // back before the client's switch (and be read as the ciphertext it is), so the server
+    // replies only once the client has switched (a test of the switch, not of that race).
+    let client_ready = Arc::new(tokio::sync::Notify::new());
+    let ready = client_ready.clone();
     let serving = tokio::spawn(async move {
         while let Some(conn) = acceptor.accept().await {
+            let ready = ready.clone();
             tokio::spawn(async move {
                 let login = conn.recv().await.expect("the login request");
                 assert_eq!(&login[..], b"LoginRequest");
+                ready.notified().await;
                 assert!(conn.set_encryption(true), "the server session has the key");
                 conn.send(Bytes::from_static(b"LoginReply")).await.unwrap();
                 // Then an echo, encrypted both ways.
@@ -56,6 +64,7 @@ async fn a_session_switches_to_rc4_after_its_login_request() {
         .send(Bytes::from_static(b"LoginRequest"))
         .await
         .unwrap();
+    client_ready.notify_one(); // it will not switch
     let garbled = tokio::time::timeout(PATIENCE, unswitched.recv())
         .await
         .unwrap()
@@ -68,6 +77,7 @@ async fn a_session_switches_to_rc4_after_its_login_request() {
         .await
         .unwrap();
     assert!(conn.set_encryption(true));
+    client_ready.notify_one();
     let reply = tokio::time::timeout(PATIENCE, conn.recv())
         .await
         .unwrap()
