@@ -9,8 +9,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use crate::capture::read_capture;
-use crate::dissect::{DissectConfig, Dissector};
+use soe_dissect::capture::{CaptureRead, for_each_datagram};
+use soe_dissect::{DatagramRecord, Dissector};
+
+use crate::flags::DissectFlags;
 
 /// Arguments of `soe decode`.
 #[derive(Debug, Args)]
@@ -25,40 +27,12 @@ pub(crate) struct DecodeArgs {
     /// Only datagrams from or to this UDP port (with --pcap).
     #[arg(long, value_name = "P", requires = "pcap")]
     port: Option<u16>,
-    /// The RC4 key of reliable application data, base64.
-    #[arg(long, value_name = "BASE64")]
-    key: Option<String>,
-    /// The CRC seed for sessions whose handshake is not in the input (decimal or 0x-hex).
-    #[arg(long, value_name = "N", value_parser = parse_seed)]
-    crc_seed: Option<u32>,
-    /// The CRC length for sessions whose handshake is not in the input: 0 to 4 (default 2).
-    #[arg(long, value_name = "N", value_parser = parse_crc_length)]
-    crc_length: Option<u8>,
-    /// Sessions whose handshake is not in the input use compression.
-    #[arg(long)]
-    compress: bool,
+    /// How to read sessions whose handshake is not in the input, and their keys.
+    #[command(flatten)]
+    dissect: DissectFlags,
     /// One JSON object per line (`"type":"datagram"`, then `"type":"session"`) instead of trees.
     #[arg(long)]
     json: bool,
-}
-
-/// Parses a CRC seed: decimal, or hex with a `0x` prefix.
-fn parse_seed(s: &str) -> Result<u32, String> {
-    let t = s.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => t.parse::<u32>(),
-    };
-    parsed.map_err(|e| format!("{s:?} is not a 32-bit CRC seed (decimal or 0x-hex): {e}"))
-}
-
-/// Parses a CRC length, 0 to 4.
-fn parse_crc_length(s: &str) -> Result<u8, String> {
-    match s.trim().parse::<u8>() {
-        Ok(n @ 0..=4) => Ok(n),
-        Ok(n) => Err(format!("{n} is not a CRC length: use 0 to 4")),
-        Err(e) => Err(format!("{s:?} is not a CRC length: {e}")),
-    }
 }
 
 /// Parses one hex datagram; whitespace and colons between digits are ignored, as is a `0x`
@@ -117,18 +91,7 @@ fn hex_datagrams(args: &[String]) -> Result<Vec<Vec<u8>>> {
 
 /// Runs the command.
 pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
-    let rc4_key = args
-        .key
-        .as_deref()
-        .map(crate::flags::decode_key)
-        .transpose()?;
-    let config = DissectConfig {
-        crc_seed: args.crc_seed,
-        crc_length: args.crc_length,
-        compression: args.compress.then_some(true),
-        rc4_key,
-    };
-    let mut dissector = Dissector::new(config);
+    let mut dissector = Dissector::new(args.dissect.config()?);
     let stdout = io::stdout();
     let mut out = Output {
         out: BufWriter::new(stdout.lock()),
@@ -137,18 +100,14 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
 
     let result = match &args.pcap {
         Some(path) => {
-            let read = read_capture(path, args.port)?;
-            for d in &read.datagrams {
-                let record = dissector.dissect(d.time, d.src, d.dst, &d.payload);
-                out.datagram(&record)?;
-            }
+            let read = read_streaming(path, args.port, &mut dissector, &mut out)?;
             out.summaries(&dissector)?;
             let skipped = read.skipped();
             if !args.json {
                 out.line(&format!(
                     "{}: {} UDP datagrams decoded from {} frames{}",
                     path.display(),
-                    read.datagrams.len(),
+                    read.udp_datagrams,
                     read.frames,
                     if skipped > 0 {
                         format!(
@@ -163,7 +122,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
                     }
                 ))?;
             }
-            if read.datagrams.is_empty() && read.stopped.is_none() {
+            if read.udp_datagrams == 0 && read.stopped.is_none() {
                 eprintln!(
                     "soe: note: {} holds no UDP datagrams{}",
                     path.display(),
@@ -174,7 +133,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
                     }
                 );
             }
-            read.stopped.map_or(Ok(()), Err)
+            read.stopped.map_or(Ok(()), |e| Err(e.into()))
         }
         None => {
             if args.hex.is_empty() {
@@ -197,6 +156,32 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
 
+/// Dissects a capture as it is read (constant memory whatever its size), writing each record.
+fn read_streaming<W: Write>(
+    path: &std::path::Path,
+    port: Option<u16>,
+    dissector: &mut Dissector,
+    out: &mut Output<W>,
+) -> Result<CaptureRead> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
+    let mut failed = None;
+    let read = for_each_datagram(io::BufReader::new(file), name, port, |d| {
+        let record = dissector.dissect(d.time, d.src, d.dst, &d.payload);
+        match out.datagram(&record) {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(read),
+    }
+}
+
 /// Where records go: trees or JSON lines on stdout.
 struct Output<W: Write> {
     /// Standard output, buffered.
@@ -216,7 +201,7 @@ impl<W: Write> Output<W> {
     }
 
     /// Writes a datagram record.
-    fn datagram(&mut self, record: &crate::dissect::DatagramRecord) -> Result<()> {
+    fn datagram(&mut self, record: &DatagramRecord) -> Result<()> {
         if self.json {
             let text = serde_json::to_string(record).context("cannot encode a record")?;
             self.line(&text)
@@ -261,15 +246,5 @@ mod tests {
         let e = parse_hex("00zz", "argument 1").unwrap_err().to_string();
         assert!(e.contains("'z' at position 3"), "{e}");
         assert!(parse_hex(" ", "a").is_err());
-    }
-
-    #[test]
-    fn seeds_and_lengths() {
-        assert_eq!(parse_seed("0x6EC14BF6"), Ok(0x6EC1_4BF6));
-        assert_eq!(parse_seed("1858192374"), Ok(1_858_192_374));
-        assert!(parse_seed("-1").is_err());
-        assert!(parse_seed("0x1_0000_0000").is_err());
-        assert_eq!(parse_crc_length("4"), Ok(4));
-        assert!(parse_crc_length("5").is_err());
     }
 }

@@ -1,4 +1,6 @@
-//! The session flags every command shares, and their conversion to a [`SessionConfig`].
+//! The flags commands share: the session flags of `serve`, `ping` and `load` (and their
+//! conversion to a [`SessionConfig`]), and the dissection flags of `decode` and `proxy`, with
+//! the same spelling wherever a flag means the same thing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +25,7 @@ pub(crate) struct SessionFlags {
     #[arg(long)]
     pub(crate) compress: bool,
     /// The RC4 key for reliable application data, base64 (both sides must agree).
-    #[arg(long, value_name = "BASE64", alias = "key")]
+    #[arg(long, value_name = "BASE64")]
     pub(crate) rc4_key: Option<String>,
     /// The largest datagram this side accepts (announced in the handshake).
     #[arg(long, value_name = "N", default_value_t = 512)]
@@ -80,5 +82,108 @@ impl SessionFlags {
                 .context("the RC4 key was refused")?;
         }
         Ok(Arc::new(config))
+    }
+}
+
+/// How `decode` and `proxy` read sessions whose handshake they did not see, and their keys.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DissectFlags {
+    /// The CRC seed of sessions whose handshake is not seen (decimal or 0x-hex).
+    #[arg(long, value_name = "N", value_parser = parse_seed)]
+    pub(crate) crc_seed: Option<u32>,
+    /// The CRC length of sessions whose handshake is not seen: 0 to 4 (default 2).
+    #[arg(long, value_name = "N", value_parser = parse_any_crc_length)]
+    pub(crate) crc_length: Option<u8>,
+    /// Sessions whose handshake is not seen use compression.
+    #[arg(long)]
+    pub(crate) compress: bool,
+    /// The RC4 key of reliable application data, base64; `PORT=BASE64` for the sessions of the
+    /// server on that port only. Repeat for several servers; without a key, data that looks
+    /// encrypted is reported as such.
+    #[arg(long, value_name = "[PORT=]BASE64")]
+    pub(crate) rc4_key: Vec<String>,
+}
+
+impl DissectFlags {
+    /// The dissector configuration these flags describe.
+    pub(crate) fn config(&self) -> Result<soe_dissect::DissectConfig> {
+        let mut config = soe_dissect::DissectConfig::new();
+        config.crc_seed = self.crc_seed;
+        config.crc_length = self.crc_length;
+        config.compression = self.compress.then_some(true);
+        let mut ports = std::collections::HashSet::new();
+        for rule in &self.rc4_key {
+            let (port, key) = parse_port_key(rule)?;
+            if !ports.insert(port) {
+                match port {
+                    Some(p) => bail!("--rc4-key gives port {p} two keys"),
+                    None => bail!("--rc4-key gives two keys without a port: give each a PORT="),
+                }
+            }
+            config = config.with_key(port, key);
+        }
+        Ok(config)
+    }
+}
+
+/// Parses `PORT=BASE64` or `BASE64` (base64 never holds `=` before its padding at the end, and
+/// a port is digits, so `123=...` is a port rule).
+fn parse_port_key(rule: &str) -> Result<(Option<u16>, Vec<u8>)> {
+    match rule.split_once('=') {
+        Some((port, key)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            let port: u16 = port.parse().ok().filter(|&p| p != 0).with_context(|| {
+                format!("--rc4-key {rule:?}: {port} is not a port (1 to 65535)")
+            })?;
+            Ok((Some(port), decode_key(key)?))
+        }
+        _ => Ok((None, decode_key(rule)?)),
+    }
+}
+
+/// Parses a CRC seed: decimal, or hex with a `0x` prefix.
+pub(crate) fn parse_seed(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => t.parse::<u32>(),
+    };
+    parsed.map_err(|e| format!("{s:?} is not a 32-bit CRC seed (decimal or 0x-hex): {e}"))
+}
+
+/// Parses a CRC length a dissector accepts: 0 to 4.
+fn parse_any_crc_length(s: &str) -> Result<u8, String> {
+    match s.trim().parse::<u8>() {
+        Ok(n @ 0..=4) => Ok(n),
+        Ok(n) => Err(format!("{n} is not a CRC length: use 0 to 4")),
+        Err(e) => Err(format!("{s:?} is not a CRC length: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_keys() {
+        let key = "F70IaxuU8C/w7FPXY1ibXw==";
+        let (port, bytes) = parse_port_key(&format!("20260={key}")).unwrap();
+        assert_eq!(port, Some(20260));
+        assert_eq!(bytes.len(), 16);
+        assert_eq!(parse_port_key(key).unwrap().0, None);
+        let e = parse_port_key(&format!("70000={key}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a port"), "{e}");
+        assert!(parse_port_key("20260=").is_err());
+    }
+
+    #[test]
+    fn seeds_and_lengths() {
+        assert_eq!(parse_seed("0x6EC14BF6"), Ok(0x6EC1_4BF6));
+        assert_eq!(parse_seed("1858192374"), Ok(1_858_192_374));
+        assert!(parse_seed("-1").is_err());
+        assert!(parse_seed("0x1_0000_0000").is_err());
+        assert_eq!(parse_any_crc_length("4"), Ok(4));
+        assert!(parse_any_crc_length("5").is_err());
     }
 }

@@ -12,10 +12,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod capture;
 mod client;
 mod decode;
-mod dissect;
 mod flags;
 mod load;
 mod ping;

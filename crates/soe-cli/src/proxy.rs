@@ -23,9 +23,10 @@ use serde_json::Value;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use crate::capture::PcapWriter;
-use crate::dissect::{DissectConfig, Dissector};
-use crate::flags::decode_key;
+use soe_dissect::Dissector;
+use soe_dissect::capture::PcapWriter;
+
+use crate::flags::DissectFlags;
 use crate::serve::parse_seconds;
 
 /// Arguments of `soe proxy`.
@@ -37,9 +38,6 @@ pub(crate) struct ProxyArgs {
     /// The server's address.
     #[arg(long, value_name = "ADDR")]
     upstream: SocketAddr,
-    /// The RC4 key (base64), to show decrypted application data.
-    #[arg(long, value_name = "BASE64", alias = "rc4-key")]
-    key: Option<String>,
     /// The probability (0 to 1) that a datagram is dropped, each direction.
     #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = parse_probability)]
     loss: f64,
@@ -71,9 +69,9 @@ pub(crate) struct ProxyArgs {
     /// Print no per-datagram lines, only the summary at the end.
     #[arg(long)]
     quiet: bool,
-    /// The CRC seed to assume for sessions whose handshake the proxy did not see.
-    #[arg(long, value_name = "N", value_parser = parse_u32)]
-    crc_seed: Option<u32>,
+    /// How to read sessions whose handshake the proxy did not see, and their keys.
+    #[command(flatten)]
+    dissect: DissectFlags,
     /// The most client addresses relayed at once.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     max_clients: usize,
@@ -106,15 +104,6 @@ fn parse_millis(s: &str) -> Result<f64, String> {
     } else {
         Err(format!("{s} ms is out of range (0 to 60000)"))
     }
-}
-
-/// Parses a `u32` in decimal or `0x` hexadecimal.
-pub(crate) fn parse_u32(s: &str) -> Result<u32, String> {
-    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    parsed.map_err(|_| format!("{s:?} is not a 32-bit number (decimal or 0x hex)"))
 }
 
 /// The most datagrams waiting for their delay; past it, new ones are dropped (and counted).
@@ -229,7 +218,7 @@ struct Proxy {
 }
 
 async fn proxy(args: ProxyArgs) -> Result<ExitCode> {
-    let key = args.key.as_deref().map(decode_key).transpose()?;
+    let dissect_config = args.dissect.config()?;
     let listen = UdpSocket::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -253,12 +242,7 @@ async fn proxy(args: ProxyArgs) -> Result<ExitCode> {
     let impair = [impairer(0x5eed_0001), impairer(0x5eed_0002)];
     let (tx, mut rx) = mpsc::channel::<(SocketAddr, Vec<u8>)>(4096);
     let mut proxy = Proxy {
-        dissector: Dissector::new(DissectConfig {
-            crc_seed: args.crc_seed,
-            crc_length: None,
-            compression: None,
-            rc4_key: key,
-        }),
+        dissector: Dissector::new(dissect_config),
         args,
         listen: Arc::new(listen),
         clients: HashMap::new(),

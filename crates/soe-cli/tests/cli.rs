@@ -364,7 +364,15 @@ fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
     let mut relay = proxy(
         server.addr,
         &[
-            "--key", KEY, "--loss", "0.05", "--seed", "3", "--quiet", "--write", pcap_arg,
+            "--rc4-key",
+            KEY,
+            "--loss",
+            "0.05",
+            "--seed",
+            "3",
+            "--quiet",
+            "--write",
+            pcap_arg,
         ],
     );
     let relay_addr = relay.addr.to_string();
@@ -396,7 +404,7 @@ fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
     relay.process.interrupt();
     assert!(relay.process.wait(Duration::from_secs(20)).success());
 
-    let out = soe_ok(&["decode", "--pcap", pcap_arg, "--key", KEY, "--json"]);
+    let out = soe_ok(&["decode", "--pcap", pcap_arg, "--rc4-key", KEY, "--json"]);
     let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
     let datagrams = records(&lines, "datagram");
     let sessions = records(&lines, "session");

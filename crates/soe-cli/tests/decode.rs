@@ -296,7 +296,7 @@ fn rc4_vectors_decrypt_through_reliable_data() {
         };
         let datagram = format!("00090000{escape}{ciphertext}");
         let run = soe(
-            &["--json", "--crc-length", "0", "--key", &key, &datagram],
+            &["--json", "--crc-length", "0", "--rc4-key", &key, &datagram],
             None,
         );
         assert!(run.ok(), "{}", run.stderr);
@@ -345,11 +345,11 @@ fn bad_inputs_fail_clearly() {
     fails(&["-"], Some(b""), "stdin held no hex datagrams");
     fails(&["-"], Some(b"0006\nxyz\n"), "stdin line 2");
     fails(
-        &["--key", "!!!not base64", "0006"],
+        &["--rc4-key", "!!!not base64", "0006"],
         None,
         "not valid base64",
     );
-    fails(&["--key", "", "0006"], None, "1 to 256 bytes");
+    fails(&["--rc4-key", "", "0006"], None, "1 to 256 bytes");
     fails(&["--crc-length", "7", "0006"], None, "CRC length");
     fails(&["--crc-seed", "zz", "0006"], None, "CRC seed");
     let dir = temp_dir("bad");
@@ -749,7 +749,7 @@ fn a_recorded_session_decodes_to_what_was_sent() {
         &[
             "--pcap",
             pcap.to_str().unwrap(),
-            "--key",
+            "--rc4-key",
             KEY,
             "--json",
             "--port",
@@ -767,7 +767,13 @@ fn a_recorded_session_decodes_to_what_was_sent() {
     let pcapng = dir.join("session.pcapng");
     write_pcapng(&pcapng, &recorded, v6c, v6s);
     let run = soe(
-        &["--pcap", pcapng.to_str().unwrap(), "--key", KEY, "--json"],
+        &[
+            "--pcap",
+            pcapng.to_str().unwrap(),
+            "--rc4-key",
+            KEY,
+            "--json",
+        ],
         None,
     );
     check_decoded(&run, &recorded, &to_server, &to_client);
@@ -792,7 +798,7 @@ fn a_recorded_session_decodes_to_what_was_sent() {
         &[
             "--pcap",
             reordered.to_str().unwrap(),
-            "--key",
+            "--rc4-key",
             KEY,
             "--json",
             "--port",
@@ -809,7 +815,7 @@ fn a_recorded_session_decodes_to_what_was_sent() {
         &[
             "--pcap",
             pcap.to_str().unwrap(),
-            "--key",
+            "--rc4-key",
             KEY,
             "--port",
             "40000",
@@ -863,7 +869,7 @@ fn a_recorded_session_decodes_to_what_was_sent() {
         &[
             "--pcap",
             cut.to_str().unwrap(),
-            "--key",
+            "--rc4-key",
             KEY,
             "--json",
             "--port",

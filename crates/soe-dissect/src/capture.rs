@@ -1,10 +1,11 @@
 //! Reading UDP datagrams out of pcap and pcapng captures, and writing classic pcap files.
 //!
 //! Reading streams the file through a bounded buffer: a record is at most [`MAX_RECORD`] bytes
-//! (larger claims are refused before anything is allocated for them), at most [`MAX_DATAGRAMS`]
-//! datagrams and [`MAX_TOTAL_PAYLOAD`] payload bytes are kept. A capture cut short, or corrupt
-//! past its header, still yields the datagrams read before the problem, with the problem in
-//! [`CaptureRead::stopped`].
+//! (larger claims are refused before anything is allocated for them). [`for_each_datagram`]
+//! hands each datagram on as it is read, in constant memory; [`read_capture`] keeps them, at
+//! most [`MAX_DATAGRAMS`] datagrams and [`MAX_TOTAL_PAYLOAD`] payload bytes. A capture cut
+//! short, or corrupt past its header, still yields the datagrams read before the problem, with
+//! the problem in [`CaptureRead::stopped`].
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
@@ -12,7 +13,6 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, anyhow, bail};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 use pcap_file::pcap::{PcapHeader, PcapParser};
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
@@ -20,11 +20,11 @@ use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
 /// The largest packet record accepted (captured bytes of one frame).
-pub(crate) const MAX_RECORD: usize = 256 * 1024;
+pub const MAX_RECORD: usize = 256 * 1024;
 /// The most datagrams kept from one capture.
-pub(crate) const MAX_DATAGRAMS: usize = 10_000_000;
+pub const MAX_DATAGRAMS: usize = 10_000_000;
 /// The most UDP payload bytes kept from one capture.
-pub(crate) const MAX_TOTAL_PAYLOAD: usize = 1 << 30;
+pub const MAX_TOTAL_PAYLOAD: usize = 1 << 30;
 /// The largest pcapng block accepted: a packet record plus room for options.
 const MAX_BLOCK: usize = MAX_RECORD + 64 * 1024;
 /// The most interfaces one pcapng section may describe.
@@ -45,42 +45,101 @@ const PCAPNG_BOM_LE: [u8; 4] = [0x4D, 0x3C, 0x2B, 0x1A];
 const SUPPORTED_LINKS: &str =
     "Ethernet (1), raw IP (101, 228, 229), Linux SLL (113), BSD loopback (0, 108)";
 
+/// Why a capture could not be read (or was read only in part), or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaptureError {
+    /// The file could not be opened, read, created or written.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done (`cannot open FILE`...).
+        context: String,
+        /// The system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The input is no pcap or pcapng capture, or its header is invalid.
+    #[error("{0}")]
+    NotACapture(String),
+    /// The capture's link type is not one this reader understands.
+    #[error("{name} has unsupported link type {code}; supported: {SUPPORTED_LINKS}")]
+    UnsupportedLink {
+        /// The input's name.
+        name: String,
+        /// The LINKTYPE value.
+        code: u32,
+    },
+    /// The file ends inside a record or block.
+    #[error("{0}")]
+    Truncated(String),
+    /// A record or block is corrupt.
+    #[error("{0}")]
+    Corrupt(String),
+    /// A limit of the reader was reached.
+    #[error("{0}")]
+    Limit(String),
+    /// A datagram could not be framed for writing.
+    #[error("{0}")]
+    Frame(String),
+}
+
+/// This module's results.
+pub type Result<T, E = CaptureError> = std::result::Result<T, E>;
+
+/// An I/O error with what was being done.
+fn io_error(context: String) -> impl FnOnce(io::Error) -> CaptureError {
+    move |source| CaptureError::Io { context, source }
+}
+
+/// A parse error of the pcap library, in this module's words.
+fn describe(error: &pcap_file::PcapError) -> String {
+    match error {
+        pcap_file::PcapError::IncompleteBuffer => "it is cut short".to_owned(),
+        pcap_file::PcapError::InvalidField(field) => format!("an invalid field: {field}"),
+        pcap_file::PcapError::InvalidInterfaceId(id) => format!("an unknown interface {id}"),
+        other => format!("it does not parse ({other})"),
+    }
+}
+
 /// One UDP datagram taken from a capture.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CapturedDatagram {
+pub struct CapturedDatagram {
     /// The capture timestamp, since the UNIX epoch.
-    pub(crate) time: Duration,
+    pub time: Duration,
     /// The sender.
-    pub(crate) src: SocketAddr,
+    pub src: SocketAddr,
     /// The receiver.
-    pub(crate) dst: SocketAddr,
+    pub dst: SocketAddr,
     /// The UDP payload.
-    pub(crate) payload: Vec<u8>,
+    pub payload: Vec<u8>,
 }
 
 /// What [`read_capture`] found.
 #[derive(Debug, Default)]
-pub(crate) struct CaptureRead {
-    /// The UDP datagrams kept, in capture order.
-    pub(crate) datagrams: Vec<CapturedDatagram>,
+pub struct CaptureRead {
+    /// The UDP datagrams kept, in capture order ([`read_capture`]; empty after
+    /// [`for_each_datagram`], which hands them on instead).
+    pub datagrams: Vec<CapturedDatagram>,
+    /// UDP datagrams read and handed on (or kept).
+    pub udp_datagrams: u64,
     /// Packet records read (frames of every kind).
-    pub(crate) frames: u64,
+    pub frames: u64,
     /// Frames that were not UDP over IP (TCP, ARP, ICMP, IP fragments after the first...).
-    pub(crate) skipped_not_udp: u64,
+    pub skipped_not_udp: u64,
     /// UDP datagrams whose ports did not match `--port`.
-    pub(crate) skipped_port: u64,
+    pub skipped_port: u64,
     /// Frames whose headers did not parse (cut by the snap length, corrupt).
-    pub(crate) skipped_malformed: u64,
+    pub skipped_malformed: u64,
     /// Frames on a pcapng interface whose link type is not supported.
-    pub(crate) skipped_link: u64,
+    pub skipped_link: u64,
     /// Why reading stopped before the end of the file (a truncated or corrupt record, a limit),
     /// with the datagrams read before it kept above.
-    pub(crate) stopped: Option<anyhow::Error>,
+    pub stopped: Option<CaptureError>,
 }
 
 impl CaptureRead {
     /// Frames skipped for any reason.
-    pub(crate) fn skipped(&self) -> u64 {
+    pub fn skipped(&self) -> u64 {
         self.skipped_not_udp + self.skipped_port + self.skipped_malformed + self.skipped_link
     }
 }
@@ -91,29 +150,79 @@ impl CaptureRead {
 /// Fails outright when the file cannot be opened, is no capture, or (classic pcap) has an
 /// unsupported link type. Problems after the header end the reading with
 /// [`CaptureRead::stopped`] set and what was read before kept.
-pub(crate) fn read_capture(path: &Path, port: Option<u16>) -> Result<CaptureRead> {
+pub fn read_capture(path: &Path, port: Option<u16>) -> Result<CaptureRead> {
     let name = path.display().to_string();
-    let file = File::open(path).with_context(|| format!("cannot open {name}"))?;
+    let file = File::open(path).map_err(io_error(format!("cannot open {name}")))?;
     read_from(file, name, port)
 }
 
 /// [`read_capture`] on any reader; `name` names it in messages.
-fn read_from(reader: impl Read, name: String, port: Option<u16>) -> Result<CaptureRead> {
+pub fn read_from(reader: impl Read, name: String, port: Option<u16>) -> Result<CaptureRead> {
+    let mut kept = Vec::new();
+    let mut payload_bytes = 0usize;
+    let mut over = None;
+    let mut read = for_each_datagram(reader, name.clone(), port, |d| {
+        if over.is_some() {
+            return false;
+        }
+        payload_bytes = payload_bytes.saturating_add(d.payload.len());
+        if kept.len() >= MAX_DATAGRAMS {
+            over = Some(CaptureError::Limit(format!(
+                "{name} holds more than {MAX_DATAGRAMS} datagrams: only the first {MAX_DATAGRAMS} were read"
+            )));
+            return false;
+        }
+        if payload_bytes > MAX_TOTAL_PAYLOAD {
+            over = Some(CaptureError::Limit(format!(
+                "{name} holds more than {} MiB of UDP payload: only the first {} datagrams were read",
+                MAX_TOTAL_PAYLOAD >> 20,
+                kept.len()
+            )));
+            return false;
+        }
+        kept.push(d);
+        true
+    })?;
+    if let Some(error) = over {
+        read.stopped = Some(error);
+        read.udp_datagrams = kept.len() as u64;
+    }
+    read.datagrams = kept;
+    Ok(read)
+}
+
+/// Reads the UDP datagrams of a pcap or pcapng capture from `reader` and hands each one to
+/// `on_datagram` as it is read, keeping none: memory stays bounded by the largest record
+/// whatever the capture's size. `on_datagram` returns `false` to stop reading. `name` names
+/// the input in messages; `port` keeps only datagrams from or to that port.
+///
+/// Fails outright when the input is no capture or (classic pcap) has an unsupported link
+/// type. Problems after the header end the reading with [`CaptureRead::stopped`] set.
+pub fn for_each_datagram(
+    reader: impl Read,
+    name: String,
+    port: Option<u16>,
+    mut on_datagram: impl FnMut(CapturedDatagram) -> bool,
+) -> Result<CaptureRead> {
     let mut input = Input::new(reader);
     input
         .fill(4)
-        .with_context(|| format!("cannot read {name}"))?;
+        .map_err(io_error(format!("cannot read {name}")))?;
     let collector = Collector {
         name: name.clone(),
         port,
         read: CaptureRead::default(),
-        payload_bytes: 0,
+        emit: &mut on_datagram,
     };
     match input.available() {
-        [] => bail!("{name} is empty: it is not a pcap or pcapng capture"),
+        [] => Err(CaptureError::NotACapture(format!(
+            "{name} is empty: it is not a pcap or pcapng capture"
+        ))),
         [a, b, c, d, ..] if is_pcap_magic([*a, *b, *c, *d]) => read_pcap(input, collector),
         [a, b, c, d, ..] if [*a, *b, *c, *d] == PCAPNG_SHB => read_pcapng(input, collector),
-        _ => bail!("{name} is not a pcap or pcapng capture (unknown magic number)"),
+        _ => Err(CaptureError::NotACapture(format!(
+            "{name} is not a pcap or pcapng capture (unknown magic number)"
+        ))),
     }
 }
 
@@ -249,20 +358,20 @@ fn udp_of(link: Link, frame: &[u8]) -> Result<Option<Udp<'_>>, ()> {
 }
 
 /// Keeps the datagrams of the frames read, within the limits.
-struct Collector {
+struct Collector<'a> {
     /// The file name, for messages.
     name: String,
     /// The port filter.
     port: Option<u16>,
     /// What was read so far.
     read: CaptureRead,
-    /// Payload bytes kept so far.
-    payload_bytes: usize,
+    /// Where datagrams go; `false` stops the reading.
+    emit: &'a mut dyn FnMut(CapturedDatagram) -> bool,
 }
 
-impl Collector {
-    /// Takes one frame; `Err` when a limit is reached (reading must stop).
-    fn frame(&mut self, link: Link, time: Duration, frame: &[u8]) -> Result<()> {
+impl Collector<'_> {
+    /// Takes one frame; `Err` when the receiver wants no more.
+    fn frame(&mut self, link: Link, time: Duration, frame: &[u8]) -> Result<(), Stop> {
         self.read.frames += 1;
         let (src, dst, payload) = match udp_of(link, frame) {
             Ok(Some(udp)) => udp,
@@ -281,55 +390,40 @@ impl Collector {
                 return Ok(());
             }
         }
-        if self.read.datagrams.len() >= MAX_DATAGRAMS {
-            bail!(
-                "{} holds more than {MAX_DATAGRAMS} datagrams: only the first {MAX_DATAGRAMS} were read",
-                self.name
-            );
-        }
-        self.payload_bytes = self.payload_bytes.saturating_add(payload.len());
-        if self.payload_bytes > MAX_TOTAL_PAYLOAD {
-            bail!(
-                "{} holds more than {} MiB of UDP payload: only the first {} datagrams were read",
-                self.name,
-                MAX_TOTAL_PAYLOAD >> 20,
-                self.read.datagrams.len()
-            );
-        }
-        self.read.datagrams.push(CapturedDatagram {
+        let more = (self.emit)(CapturedDatagram {
             time,
             src,
             dst,
             payload: payload.to_vec(),
         });
-        Ok(())
+        self.read.udp_datagrams += 1;
+        if more { Ok(()) } else { Err(Stop) }
     }
 
     /// Ends the reading early with `error`.
-    fn stop(mut self, error: anyhow::Error) -> CaptureRead {
+    fn stop(mut self, error: CaptureError) -> CaptureRead {
         self.read.stopped = Some(error);
         self.read
     }
 
     /// The error for a record cut short by the end of the file.
-    fn truncated(&self, record: u64, have: usize, need: usize) -> anyhow::Error {
-        anyhow!(
+    fn truncated(&self, record: u64, have: usize, need: usize) -> CaptureError {
+        CaptureError::Truncated(format!(
             "{} is truncated: record #{record} ends after {have} of its {need} bytes \
              ({} datagrams were read before it)",
-            self.name,
-            self.read.datagrams.len()
-        )
+            self.name, self.read.udp_datagrams
+        ))
     }
 
     /// The error for a record claiming more than the limit.
-    fn too_large(&self, record: u64, len: usize) -> anyhow::Error {
-        anyhow!(
+    fn too_large(&self, record: u64, len: usize) -> CaptureError {
+        CaptureError::Limit(format!(
             "{}: record #{record} claims {len} bytes, more than the {} KiB a record may hold \
              ({} datagrams were read before it)",
             self.name,
             MAX_RECORD / 1024,
-            self.read.datagrams.len()
-        )
+            self.read.udp_datagrams
+        ))
     }
 }
 
@@ -345,30 +439,29 @@ fn read_u32(bytes: &[u8], at: usize, endianness: Endianness) -> u32 {
 }
 
 /// Reads a classic pcap file after its magic number was recognised.
-fn read_pcap(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureRead> {
+fn read_pcap(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<CaptureRead> {
     let name = c.name.clone();
     input
         .fill(PCAP_HEADER_LEN)
-        .with_context(|| format!("cannot read {name}"))?;
+        .map_err(io_error(format!("cannot read {name}")))?;
     let (header, parser) = match PcapParser::new(input.available()) {
         Ok((_, parser)) => (parser.header(), parser),
         Err(e) => {
-            bail!("{name} is not a valid pcap capture: its header is cut short or corrupt ({e})")
+            return Err(CaptureError::NotACapture(format!(
+                "{name} is not a valid pcap capture: its header is cut short or corrupt ({})",
+                describe(&e)
+            )));
         }
     };
     input.consume(PCAP_HEADER_LEN);
     let code = u32::from(header.datalink);
-    let link = Link::from_code(code).ok_or_else(|| {
-        anyhow!(
-            "{name} has unsupported link type {code} ({:?}); supported: {SUPPORTED_LINKS}",
-            header.datalink
-        )
-    })?;
+    let link = Link::from_code(code).ok_or(CaptureError::UnsupportedLink { name, code })?;
     let mut record = 0u64;
     loop {
         record += 1;
         if let Err(e) = input.fill(RECORD_HEADER_LEN) {
-            return Ok(c.stop(anyhow!(e).context(format!("cannot read {name}"))));
+            let error = io_error(format!("cannot read {}", c.name))(e);
+            return Ok(c.stop(error));
         }
         let avail = input.available();
         if avail.is_empty() {
@@ -385,7 +478,8 @@ fn read_pcap(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureRea
         }
         let need = RECORD_HEADER_LEN + incl;
         if let Err(e) = input.fill(need) {
-            return Ok(c.stop(anyhow!(e).context(format!("cannot read {name}"))));
+            let error = io_error(format!("cannot read {}", c.name))(e);
+            return Ok(c.stop(error));
         }
         let avail = input.available();
         if avail.len() < need {
@@ -395,7 +489,11 @@ fn read_pcap(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureRea
         let (rest, raw) = match parser.next_raw_packet(avail) {
             Ok(parsed) => parsed,
             Err(e) => {
-                let error = anyhow!("{name}: record #{record} is corrupt ({e})");
+                let error = CaptureError::Corrupt(format!(
+                    "{}: record #{record} is corrupt: {}",
+                    c.name,
+                    describe(&e)
+                ));
                 return Ok(c.stop(error));
             }
         };
@@ -403,8 +501,8 @@ fn read_pcap(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureRea
         let time = pcap_time(raw.ts_sec, raw.ts_frac, header.ts_resolution);
         let result = c.frame(link, time, &raw.data);
         input.consume(used);
-        if let Err(error) = result {
-            return Ok(c.stop(error));
+        if result.is_err() {
+            return Ok(c.read);
         }
     }
 }
@@ -483,7 +581,7 @@ fn section_endianness(block: &[u8]) -> Option<Endianness> {
 }
 
 /// Reads a pcapng file after its Section Header Block type was recognised.
-fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureRead> {
+fn read_pcapng(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<CaptureRead> {
     let name = c.name.clone();
     let mut parser: Option<PcapNgParser> = None;
     let mut interfaces: Vec<Interface> = Vec::new();
@@ -492,7 +590,8 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureR
     loop {
         block_no += 1;
         if let Err(e) = input.fill(12) {
-            return Ok(c.stop(anyhow!(e).context(format!("cannot read {name}"))));
+            let error = io_error(format!("cannot read {}", c.name))(e);
+            return Ok(c.stop(error));
         }
         let avail = input.available();
         if avail.is_empty() {
@@ -509,9 +608,9 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureR
             parser.as_ref().map(|p| p.section().endianness)
         };
         let Some(endianness) = endianness else {
-            let error = anyhow!(
+            let error = CaptureError::NotACapture(format!(
                 "{name} is not a valid pcapng capture: block #{block_no} has no valid byte-order magic"
-            );
+            ));
             if parser.is_none() {
                 return Err(error);
             }
@@ -519,10 +618,14 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureR
         };
         let len = read_u32(avail, 4, endianness) as usize;
         if len < 12 || len % 4 != 0 {
-            let error = anyhow!("{name}: block #{block_no} is corrupt (length {len})");
             if parser.is_none() {
-                return Err(error.context(format!("{name} is not a valid pcapng capture")));
+                return Err(CaptureError::NotACapture(format!(
+                    "{name} is not a valid pcapng capture: block #{block_no} is corrupt (length {len})"
+                )));
             }
+            let error = CaptureError::Corrupt(format!(
+                "{name}: block #{block_no} is corrupt (length {len})"
+            ));
             return Ok(c.stop(error));
         }
         if len > MAX_BLOCK {
@@ -530,7 +633,8 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureR
             return Ok(c.stop(error));
         }
         if let Err(e) = input.fill(len) {
-            return Ok(c.stop(anyhow!(e).context(format!("cannot read {name}"))));
+            let error = io_error(format!("cannot read {}", c.name))(e);
+            return Ok(c.stop(error));
         }
         let avail = input.available();
         let Some(block_bytes) = avail.get(..len) else {
@@ -543,23 +647,32 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureR
                     parser = Some(p);
                     None
                 }
-                Err(e) => bail!("{name} is not a valid pcapng capture: {e}"),
+                Err(e) => {
+                    return Err(CaptureError::NotACapture(format!(
+                        "{name} is not a valid pcapng capture: its section header has {}",
+                        describe(&e)
+                    )));
+                }
             },
             Some(p) => match p.next_block(block_bytes) {
                 Ok((_, block)) => Some(block),
                 Err(e) => {
-                    let error = anyhow!("{name}: block #{block_no} is corrupt ({e})");
+                    let error = CaptureError::Corrupt(format!(
+                        "{name}: block #{block_no} is corrupt: {}",
+                        describe(&e)
+                    ));
                     return Ok(c.stop(error));
                 }
             },
         };
-        let mut result = Ok(());
+        let mut result: Result<(), PacketError> = Ok(());
         match block {
             None | Some(Block::SectionHeader(_)) => interfaces.clear(),
             Some(Block::InterfaceDescription(idb)) => {
                 if interfaces.len() >= MAX_INTERFACES {
-                    let error =
-                        anyhow!("{name}: more than {MAX_INTERFACES} interfaces in one section");
+                    let error = CaptureError::Limit(format!(
+                        "{name}: more than {MAX_INTERFACES} interfaces in one section"
+                    ));
                     return Ok(c.stop(error));
                 }
                 interfaces.push(Interface::from_block(&idb));
@@ -587,13 +700,15 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureR
             Some(_) => {}
         }
         input.consume(len);
-        if let Err(error) = result {
-            return Ok(c.stop(error));
+        match result {
+            Ok(()) => {}
+            Err(PacketError::Stop) => return Ok(c.read),
+            Err(PacketError::Error(error)) => return Ok(c.stop(error)),
         }
     }
     if c.read.datagrams.is_empty() {
         if let Some(code) = unsupported {
-            bail!("{name} has unsupported link type {code}; supported: {SUPPORTED_LINKS}");
+            return Err(CaptureError::UnsupportedLink { name, code });
         }
     }
     Ok(c.read)
@@ -602,30 +717,44 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector) -> Result<CaptureR
 /// Takes a pcapng packet captured on interface `id`; returns the link type code when the
 /// interface's link type is not supported (the packet is then skipped).
 fn packet_on(
-    c: &mut Collector,
+    c: &mut Collector<'_>,
     interfaces: &[Interface],
     id: u32,
     raw_time: u64,
     data: &[u8],
-) -> Result<Option<u32>> {
+) -> Result<Option<u32>, PacketError> {
     let Some(interface) = usize::try_from(id).ok().and_then(|i| interfaces.get(i)) else {
-        bail!(
+        return Err(PacketError::Error(CaptureError::Corrupt(format!(
             "{}: a packet refers to interface {id}, which no Interface Description Block describes",
             c.name
-        );
+        ))));
     };
     let Some(link) = interface.link else {
         c.read.frames += 1;
         c.read.skipped_link += 1;
         return Ok(Some(interface.code));
     };
-    c.frame(link, interface.time(raw_time), data)?;
+    c.frame(link, interface.time(raw_time), data)
+        .map_err(|Stop| PacketError::Stop)?;
     Ok(None)
+}
+
+/// The receiver of datagrams asked to stop.
+#[derive(Debug)]
+struct Stop;
+
+/// Why a pcapng packet ended the reading.
+#[derive(Debug)]
+enum PacketError {
+    /// The receiver asked to stop.
+    Stop,
+    /// The packet is corrupt.
+    Error(CaptureError),
 }
 
 /// Writes UDP datagrams as a classic pcap file (Ethernet link type, microsecond timestamps),
 /// each framed with Ethernet, IPv4 or IPv6, and UDP headers.
-pub(crate) struct PcapWriter {
+pub struct PcapWriter {
     /// The buffered file.
     out: BufWriter<File>,
     /// Its path, for messages.
@@ -643,9 +772,11 @@ impl PcapWriter {
     const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 
     /// Creates (or truncates) `path` and writes the pcap header.
-    pub(crate) fn create(path: &Path) -> Result<Self> {
-        let file = File::create(path)
-            .with_context(|| format!("cannot create the capture file {}", path.display()))?;
+    pub fn create(path: &Path) -> Result<Self> {
+        let file = File::create(path).map_err(io_error(format!(
+            "cannot create the capture file {}",
+            path.display()
+        )))?;
         let mut out = BufWriter::new(file);
         let header = PcapHeader {
             version_major: 2,
@@ -657,9 +788,13 @@ impl PcapWriter {
             ts_resolution: TsResolution::MicroSecond,
             endianness: Endianness::Little,
         };
-        header
-            .write_to(&mut out)
-            .map_err(|e| anyhow!("cannot write to {}: {e}", path.display()))?;
+        header.write_to(&mut out).map_err(|e| {
+            CaptureError::Frame(format!(
+                "cannot write to {}: {}",
+                path.display(),
+                describe(&e)
+            ))
+        })?;
         Ok(Self {
             out,
             path: path.to_path_buf(),
@@ -669,7 +804,7 @@ impl PcapWriter {
 
     /// Appends one datagram. An IPv4 address paired with an IPv6 one is written as its
     /// IPv4-mapped IPv6 form.
-    pub(crate) fn write(
+    pub fn write(
         &mut self,
         time: SystemTime,
         src: SocketAddr,
@@ -689,16 +824,21 @@ impl PcapWriter {
                 .write(&mut self.frame, payload),
         };
         written.map_err(|e| {
-            anyhow!(
+            CaptureError::Frame(format!(
                 "cannot frame a datagram of {} bytes for {}: {e}",
                 payload.len(),
                 self.path.display()
-            )
+            ))
         })?;
         let len = u32::try_from(self.frame.len())
             .ok()
             .filter(|&n| n <= Self::SNAPLEN)
-            .ok_or_else(|| anyhow!("a frame of {} bytes is too large", self.frame.len()))?;
+            .ok_or_else(|| {
+                CaptureError::Frame(format!(
+                    "a frame of {} bytes is too large",
+                    self.frame.len()
+                ))
+            })?;
         let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
         let secs = u32::try_from(since.as_secs()).unwrap_or(u32::MAX);
         let mut record = [0u8; RECORD_HEADER_LEN];
@@ -710,14 +850,14 @@ impl PcapWriter {
         self.out
             .write_all(&record)
             .and_then(|()| self.out.write_all(&self.frame))
-            .with_context(|| format!("cannot write to {}", self.path.display()))
+            .map_err(io_error(format!("cannot write to {}", self.path.display())))
     }
 
     /// Writes buffered records to the file, so a reader sees every datagram written so far.
-    pub(crate) fn flush(&mut self) -> Result<()> {
+    pub fn flush(&mut self) -> Result<()> {
         self.out
             .flush()
-            .with_context(|| format!("cannot write to {}", self.path.display()))
+            .map_err(io_error(format!("cannot write to {}", self.path.display())))
     }
 }
 

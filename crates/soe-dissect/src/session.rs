@@ -1,0 +1,138 @@
+//! The state of one followed session: its addresses, handshake, and per-side receivers.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::channel::{ChannelRx, Judge};
+use crate::framing::Framing;
+use crate::records::{Direction, DirectionStats, DisconnectSummary};
+
+/// One session's state.
+pub(crate) struct SessionState {
+    /// The session number, 1 for the first (0 for a stateless one).
+    pub(crate) number: usize,
+    /// The address pair, lower first.
+    pub(crate) addrs: (SocketAddr, SocketAddr),
+    /// The side that sent SessionRequest.
+    pub(crate) client: Option<SocketAddr>,
+    /// The session id.
+    pub(crate) session_id: Option<u32>,
+    /// The application protocol name.
+    pub(crate) protocol: Option<String>,
+    /// The client's udp_length.
+    pub(crate) client_udp_length: Option<u32>,
+    /// The server's udp_length.
+    pub(crate) server_udp_length: Option<u32>,
+    /// Whether a SessionRequest was seen.
+    pub(crate) request_seen: bool,
+    /// From SessionResponse.
+    pub(crate) learned: Option<Framing>,
+    /// The Disconnect seen, if any.
+    pub(crate) disconnect: Option<DisconnectSummary>,
+    /// The first datagram's time.
+    pub(crate) first: Duration,
+    /// The last datagram's time.
+    pub(crate) last: Duration,
+    /// Per sender: 0 is the client (or the lower address while the client is unknown).
+    pub(crate) sides: [Side; 2],
+}
+
+/// What one side sends, and the receiver state for it.
+#[derive(Default)]
+pub(crate) struct Side {
+    /// The counters of what this side sends.
+    pub(crate) stats: DirectionStats,
+    /// The receiver emulation per channel, made on first use.
+    pub(crate) channels: [Option<Box<ChannelRx>>; 4],
+    /// Out-of-order packets buffered, all channels.
+    pub(crate) stored: usize,
+    /// The newest Ordered stamp delivered.
+    pub(crate) ordered_newest: Option<u16>,
+    /// Judges whether this side's reliable data is encrypted.
+    pub(crate) judge: Judge,
+}
+
+impl SessionState {
+    /// A fresh session for an address pair.
+    pub(crate) fn new(number: usize, addrs: (SocketAddr, SocketAddr), time: Duration) -> Self {
+        Self {
+            number,
+            addrs,
+            client: None,
+            session_id: None,
+            protocol: None,
+            client_udp_length: None,
+            server_udp_length: None,
+            request_seen: false,
+            learned: None,
+            disconnect: None,
+            first: time,
+            last: time,
+            sides: [Side::default(), Side::default()],
+        }
+    }
+
+    /// Bytes held by every receiver of this session.
+    pub(crate) fn held(&self) -> usize {
+        self.sides
+            .iter()
+            .flat_map(|s| s.channels.iter().flatten())
+            .map(|c| c.held())
+            .sum()
+    }
+
+    /// Frees the receivers' buffers, returning their bytes to the budget.
+    pub(crate) fn release(&mut self, budget: &mut usize) {
+        *budget = budget.saturating_sub(self.held());
+        for side in &mut self.sides {
+            for ch in side.channels.iter_mut().flatten() {
+                ch.slots.clear();
+                ch.reassembly = None;
+                ch.pending.clear();
+            }
+            side.stored = 0;
+        }
+    }
+
+    /// The side index of a sender.
+    pub(crate) fn side_of(&self, src: SocketAddr) -> usize {
+        match self.client {
+            Some(client) => usize::from(src != client),
+            None => usize::from(src != self.addrs.0),
+        }
+    }
+
+    /// Sets the client, keeping side 0 the client's.
+    pub(crate) fn set_client(&mut self, client: SocketAddr) {
+        if self.client.is_none() && client != self.addrs.0 {
+            self.sides.swap(0, 1);
+        }
+        self.client = Some(client);
+    }
+
+    /// The server's address, when the client is known.
+    pub(crate) fn server(&self) -> Option<SocketAddr> {
+        self.client.map(|c| {
+            if c == self.addrs.0 {
+                self.addrs.1
+            } else {
+                self.addrs.0
+            }
+        })
+    }
+
+    /// The direction of a datagram from `src` to `dst`.
+    pub(crate) fn direction(&self, src: SocketAddr, dst: SocketAddr) -> Direction {
+        match self.client {
+            _ if src == dst => Direction::Unknown,
+            Some(c) if c == src => Direction::ClientToServer,
+            Some(_) => Direction::ServerToClient,
+            None => Direction::Unknown,
+        }
+    }
+
+    /// Whether the handshake was seen (the streams then start at sequence 0).
+    pub(crate) fn handshake(&self) -> bool {
+        self.request_seen || self.learned.is_some()
+    }
+}

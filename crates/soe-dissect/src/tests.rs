@@ -1,0 +1,382 @@
+//! The dissector's unit tests: framing, reassembly, limits, keys.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use soe_crypto::{CrcLength, Rc4};
+use soe_wire::{
+    Ack, Channel, FrameConfig, Framer, Packet, ReliableData, SessionRequest, SessionResponse,
+};
+
+use crate::*;
+
+const WINDOW: u64 = 4096;
+const MAX_STORED: usize = 4096;
+const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+const SEED: u32 = 0x1234_5678;
+
+fn client() -> SocketAddr {
+    "10.0.0.1:40000".parse().unwrap()
+}
+
+fn server() -> SocketAddr {
+    "10.0.0.2:20042".parse().unwrap()
+}
+
+fn framer(compression: bool) -> Framer {
+    Framer::new(
+        FrameConfig::new(SEED)
+            .with_crc_length(CrcLength::TWO)
+            .with_compression(compression),
+    )
+}
+
+fn sealed(framer: &mut Framer, packet: &Packet<'_>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    packet.encode(&mut buf);
+    framer.seal(&mut buf, 0);
+    buf
+}
+
+fn request() -> Vec<u8> {
+    let mut buf = Vec::new();
+    Packet::SessionRequest(SessionRequest {
+        protocol_version: 3,
+        session_id: 77,
+        udp_length: 512,
+        application_protocol: b"Test_1",
+    })
+    .encode(&mut buf);
+    buf
+}
+
+fn response(compression: bool) -> Vec<u8> {
+    let mut buf = Vec::new();
+    Packet::SessionResponse(SessionResponse {
+        session_id: 77,
+        crc_seed: SEED,
+        crc_length: 2,
+        compression: u8::from(compression),
+        encryption_method: 0,
+        udp_length: 512,
+        protocol_version: 3,
+    })
+    .encode(&mut buf);
+    buf
+}
+
+/// A dissector that has seen the handshake.
+fn connected(key: Option<&[u8]>, compression: bool) -> Dissector {
+    let mut config = DissectConfig::new();
+    if let Some(key) = key {
+        config = config.with_key(None, key);
+    }
+    let mut d = Dissector::new(config);
+    let r = d.dissect(Duration::ZERO, client(), server(), &request());
+    assert_eq!(r.crc.verdict, CrcVerdict::None);
+    assert_eq!(r.direction, Direction::ClientToServer);
+    let r = d.dissect(Duration::ZERO, server(), client(), &response(compression));
+    assert_eq!(r.direction, Direction::ServerToClient);
+    d
+}
+
+fn data(seq: u16, bytes: &[u8]) -> Vec<u8> {
+    sealed(
+        &mut framer(false),
+        &Packet::ReliableData(ReliableData {
+            channel: Channel::ZERO,
+            sequence: seq,
+            data: bytes,
+        }),
+    )
+}
+
+fn fragment(seq: u16, bytes: &[u8]) -> Vec<u8> {
+    sealed(
+        &mut framer(false),
+        &Packet::ReliableDataFragment(ReliableData {
+            channel: Channel::ZERO,
+            sequence: seq,
+            data: bytes,
+        }),
+    )
+}
+
+fn hexes(r: &DatagramRecord) -> Vec<String> {
+    r.messages.iter().map(|m| m.hex.clone()).collect()
+}
+
+#[test]
+fn handshake_learns_the_framing() {
+    let mut d = connected(None, true);
+    let ack = sealed(
+        &mut framer(true),
+        &Packet::AcknowledgeAll(Ack {
+            channel: Channel::ZERO,
+            sequence: 3,
+        }),
+    );
+    let r = d.dissect(Duration::ZERO, client(), server(), &ack);
+    assert_eq!(r.crc.verdict, CrcVerdict::Ok);
+    assert_eq!(r.packet.as_ref().unwrap().name, "AcknowledgeAll");
+    let mut bad = ack.clone();
+    *bad.last_mut().unwrap() ^= 1;
+    let r = d.dissect(Duration::ZERO, client(), server(), &bad);
+    assert_eq!(r.crc.verdict, CrcVerdict::Bad);
+    assert_eq!(r.packet.as_ref().unwrap().name, "AcknowledgeAll");
+    assert!(r.render().contains("crc=BAD (expected"));
+    let s = &d.summaries()[0];
+    assert_eq!(s.crc_seed, Some(SEED));
+    assert_eq!(s.application_protocol.as_deref(), Some("Test_1"));
+    assert_eq!(s.directions[0].stats.crc_failures, 1);
+    assert_eq!(s.directions[0].stats.ack_alls, 1);
+}
+
+#[test]
+fn resends_are_flagged_and_out_of_order_is_reordered() {
+    let mut d = connected(None, false);
+    let r = d.dissect(Duration::ZERO, server(), client(), &data(1, b"second"));
+    assert!(r.messages.is_empty());
+    assert_eq!(r.packet.unwrap().reliable.unwrap().status, "stored");
+    let r = d.dissect(Duration::ZERO, server(), client(), &data(1, b"second"));
+    let info = r.packet.as_ref().unwrap().reliable.clone().unwrap();
+    assert!(info.resend);
+    assert_eq!(info.status, "duplicate");
+    assert_eq!(r.resends, 1);
+    let r = d.dissect(Duration::ZERO, server(), client(), &data(0, b"first"));
+    assert_eq!(hexes(&r), [hex::encode("first"), hex::encode("second")]);
+    let r = d.dissect(Duration::ZERO, server(), client(), &data(0, b"first"));
+    assert!(r.packet.as_ref().unwrap().reliable.as_ref().unwrap().resend);
+    assert!(r.messages.is_empty());
+    let s = &d.summaries()[0].directions[1];
+    assert_eq!(s.direction, Direction::ServerToClient);
+    assert_eq!(s.stats.resends, 2);
+    assert_eq!(s.stats.messages, 2);
+}
+
+#[test]
+fn fragments_reassemble_and_bad_crc_is_not_fed() {
+    let mut d = connected(None, false);
+    let message: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8 + 1).collect();
+    let mut first = (message.len() as u32).to_be_bytes().to_vec();
+    first.extend_from_slice(&message[..400]);
+    let r = d.dissect(Duration::ZERO, client(), server(), &fragment(0, &first));
+    let info = r.packet.unwrap().reliable.unwrap();
+    assert_eq!((info.position, info.total_len), ("first", Some(1000)));
+    // a corrupted copy of the next fragment changes nothing
+    let mut bad = fragment(1, &message[400..800]);
+    bad[5] ^= 0xFF;
+    let r = d.dissect(Duration::ZERO, client(), server(), &bad);
+    assert_eq!(r.crc.verdict, CrcVerdict::Bad);
+    assert_eq!(r.packet.unwrap().reliable.unwrap().status, "not_fed");
+    d.dissect(
+        Duration::ZERO,
+        client(),
+        server(),
+        &fragment(1, &message[400..800]),
+    );
+    let r = d.dissect(
+        Duration::ZERO,
+        client(),
+        server(),
+        &fragment(2, &message[800..]),
+    );
+    assert_eq!(hexes(&r), [hex::encode(&message)]);
+    assert_eq!(r.packet.unwrap().reliable.unwrap().position, "continuation");
+}
+
+#[test]
+fn rc4_runs_on_across_messages_and_skips_elicitors() {
+    let key = b"secret key";
+    let mut d = connected(Some(key), false);
+    let mut cipher = Rc4::new(key).unwrap();
+    let plain: [&[u8]; 3] = [b"one", b"\x00two", b"three"];
+    let mut enc: Vec<Vec<u8>> = plain
+        .iter()
+        .map(|m| {
+            let mut v = m.to_vec();
+            cipher.apply(&mut v);
+            v
+        })
+        .collect();
+    // Group of the first two (escaped), then an elicitor, then the third alone.
+    let mut group = vec![0x00, 0x19];
+    for m in &enc[..2] {
+        let mut item = Vec::new();
+        soe_wire::reliable::escape_into(m, &mut item);
+        group.push(item.len() as u8);
+        group.extend_from_slice(&item);
+    }
+    let r = d.dissect(Duration::ZERO, server(), client(), &data(0, &group));
+    assert_eq!(hexes(&r), [hex::encode(plain[0]), hex::encode(plain[1])]);
+    let r = d.dissect(Duration::ZERO, server(), client(), &data(1, &[0x00, 0x19]));
+    assert!(r.messages.is_empty());
+    assert!(r.packet.unwrap().reliable.unwrap().ack_elicitor);
+    let third = enc.pop().unwrap();
+    let mut escaped = Vec::new();
+    soe_wire::reliable::escape_into(&third, &mut escaped);
+    let r = d.dissect(Duration::ZERO, server(), client(), &data(2, &escaped));
+    assert_eq!(hexes(&r), [hex::encode(plain[2])]);
+    assert!(r.messages[0].decrypted);
+}
+
+#[test]
+fn round_trips_from_data_to_ack() {
+    let mut d = connected(None, false);
+    for seq in 0..3 {
+        d.dissect(
+            Duration::from_millis(u64::from(seq)),
+            client(),
+            server(),
+            &data(seq, b"x"),
+        );
+    }
+    let ack = sealed(
+        &mut framer(false),
+        &Packet::AcknowledgeAll(Ack {
+            channel: Channel::ZERO,
+            sequence: 2,
+        }),
+    );
+    let r = d.dissect(Duration::from_millis(10), server(), client(), &ack);
+    assert_eq!(
+        r.packet.unwrap().fields.get("newly_acked"),
+        Some(&FieldValue::Num(3))
+    );
+    let rt = d.summaries()[0].directions[0].stats.round_trips;
+    assert_eq!(rt.count, 3);
+    assert_eq!(rt.max_ms, Some(10.0));
+    assert_eq!(rt.min_ms, Some(8.0));
+}
+
+#[test]
+fn buffers_are_bounded() {
+    let mut d = connected(None, false);
+    let payload = [7u8; 16];
+    let on = |channel: u8, seq: u16| {
+        sealed(
+            &mut framer(false),
+            &Packet::ReliableData(ReliableData {
+                channel: Channel::new(channel).unwrap(),
+                sequence: seq,
+                data: &payload,
+            }),
+        )
+    };
+    // the window: 4096 ahead of the next expected is not buffered
+    let r = d.dissect(Duration::ZERO, client(), server(), &on(0, WINDOW as u16));
+    assert_eq!(r.packet.unwrap().reliable.unwrap().status, "dropped");
+    for seq in 1..WINDOW as u16 {
+        let r = d.dissect(Duration::ZERO, client(), server(), &on(0, seq));
+        assert_eq!(r.packet.unwrap().reliable.unwrap().status, "stored");
+    }
+    // the per-direction limit is shared by the channels
+    let r = d.dissect(Duration::ZERO, client(), server(), &on(1, 1));
+    assert_eq!(r.packet.unwrap().reliable.unwrap().status, "stored");
+    let r = d.dissect(Duration::ZERO, client(), server(), &on(1, 2));
+    assert_eq!(r.packet.unwrap().reliable.unwrap().status, "dropped");
+    assert_eq!(d.buffered_bytes(), MAX_STORED * payload.len());
+    // the gap fills: everything stored comes out at once, in order
+    let r = d.dissect(Duration::ZERO, client(), server(), &on(0, 0));
+    assert_eq!(r.messages.len(), WINDOW as usize);
+    assert_eq!(d.buffered_bytes(), payload.len());
+
+    // a first fragment claiming more than the limit is refused, nothing is held for it
+    let mut first = ((MAX_MESSAGE as u32) * 2).to_be_bytes().to_vec();
+    first.extend_from_slice(&payload);
+    let r = d.dissect(
+        Duration::ZERO,
+        client(),
+        server(),
+        &fragment(WINDOW as u16, &first),
+    );
+    assert!(
+        r.notes.iter().any(|n| n.contains("over the 4 MiB limit")),
+        "{:?}",
+        r.notes
+    );
+    assert_eq!(d.buffered_bytes(), payload.len());
+    let s = &d.summaries()[0].directions[0].stats;
+    assert_eq!(s.dropped, 3);
+}
+
+#[test]
+fn unknown_seed_and_unknown_opcodes() {
+    let mut d = Dissector::new(DissectConfig::default());
+    let a: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let r = d.dissect(Duration::ZERO, a, a, &[0x00, 0xFF, 0x01, 0x02]);
+    assert_eq!(r.crc.verdict, CrcVerdict::Unknown);
+    assert_eq!(r.direction, Direction::Unknown);
+    let p = r.packet.unwrap();
+    assert_eq!((p.name, p.opcode), ("Unknown", Some(0xFF)));
+    assert!(p.error.is_some());
+    // a CRC-less selective ack (h1z1-server)
+    let r = d.dissect(Duration::ZERO, a, a, &[0x00, 0x11, 0x00, 0x01]);
+    assert_eq!(r.crc.verdict, CrcVerdict::Missing);
+    assert_eq!(r.packet.unwrap().name, "Acknowledge");
+    assert_eq!(d.summaries()[0].directions.len(), 1);
+    assert_eq!(d.summaries()[0].directions[0].stats.unknown_opcodes, 1);
+}
+
+/// A small deterministic generator.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    for compression in [false, true] {
+        let mut d = connected(Some(b"k"), compression);
+        let mut f = framer(compression);
+        let mut plain = Dissector::new(DissectConfig {
+            crc_seed: Some(SEED),
+            crc_length: Some((rng.next() % 5) as u8),
+            compression: Some(compression),
+            ..DissectConfig::default()
+        });
+        for i in 0..10_000 {
+            let len = (rng.next() % 80) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            match i % 4 {
+                // plausible opcodes, valid CRC: reaches the state machine
+                0 | 1 if len >= 2 => {
+                    bytes[0] = 0;
+                    bytes[1] = (rng.next() % 0x20) as u8;
+                    if bytes[1] == 0x0D || bytes[1] == 0x09 {
+                        // small sequence numbers, so reassembly is exercised
+                        if let Some(b) = bytes.get_mut(2) {
+                            *b = 0;
+                        }
+                    }
+                    f.seal(&mut bytes, 0);
+                }
+                2 => bytes.insert(0, 0),
+                _ => {}
+            }
+            let t = Duration::from_micros(rng.next() % 1_000_000);
+            let (src, dst) = if i % 2 == 0 {
+                (client(), server())
+            } else {
+                (server(), client())
+            };
+            let r = d.dissect(t, src, dst, &bytes);
+            let _ = r.render();
+            serde_json::to_string(&r).unwrap();
+            let r = plain.dissect(t, src, dst, &bytes);
+            let _ = r.render();
+        }
+        for s in d.summaries() {
+            let _ = s.render();
+            serde_json::to_string(&s).unwrap();
+        }
+    }
+}
