@@ -8,7 +8,7 @@ use crate::cmd::{self, format_duration};
 use crate::{Error, Result};
 
 /// The library crates, in dependency order: the ones `msrv` checks.
-pub(crate) const LIBRARY_CRATES: [&str; 7] = [
+pub(crate) const LIBRARY_CRATES: [&str; 8] = [
     "soe-crypto",
     "soe-wire",
     "soe-reliable",
@@ -16,6 +16,7 @@ pub(crate) const LIBRARY_CRATES: [&str; 7] = [
     "soe-runtime",
     "soe-tokio",
     "soe-async-std",
+    "soe-dissect",
 ];
 
 /// The command-line tool, published after the library crates it builds on (`package` checks
@@ -400,9 +401,9 @@ mod tests {
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
                 "cargo deny check licenses bans sources",
                 "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \
-                 -p soe-runtime -p soe-tokio -p soe-async-std -p soe-cli",
+                 -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect -p soe-cli",
                 "cargo +1.85 check --locked -p soe-crypto -p soe-wire -p soe-reliable \
-                 -p soe-session -p soe-runtime -p soe-tokio -p soe-async-std \
+                 -p soe-session -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect \
                  --target-dir target/msrv",
             ]
         );

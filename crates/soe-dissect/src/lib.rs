@@ -53,6 +53,11 @@ mod session;
 #[cfg(test)]
 mod tests;
 
+// The README's examples run as doc tests, so the published front page stays true to the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use config::{DissectConfig, KeyRule, Limits};
 pub use dissector::Dissector;
 pub use records::{
