@@ -375,6 +375,33 @@ fn bad_inputs_fail_clearly() {
     let empty = dir.join("empty.pcap");
     std::fs::write(&empty, b"").unwrap();
     fails(&["--pcap", empty.to_str().unwrap()], None, "empty");
+    // A capture cut short in its second record: the first datagram is shown, and the error
+    // says what is wrong in our words, not the pcap library's.
+    let cut = dir.join("cut.pcap");
+    {
+        let a: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:20042".parse().unwrap();
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        for payload in [
+            &b"\x00\x15\x00\x00\x00\x01"[..],
+            b"\x00\x15\x00\x00\x00\x02",
+        ] {
+            let f = frame(a, b, payload);
+            w.write_packet(&PcapPacket::new(EPOCH, f.len() as u32, &f))
+                .unwrap();
+        }
+        let mut bytes = w.into_writer();
+        bytes.truncate(bytes.len() - 10);
+        std::fs::write(&cut, bytes).unwrap();
+    }
+    let run = fails(
+        &["--pcap", cut.to_str().unwrap()],
+        None,
+        "is truncated: record #2",
+    );
+    assert!(!run.stderr.contains("Need more"), "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(run.stdout.contains("AcknowledgeAll"), "{}", run.stdout);
     // hex and a capture at once
     let run = soe(&["--pcap", text.to_str().unwrap(), "0006"], None);
     assert!(!run.ok());
@@ -404,16 +431,21 @@ struct Recorded {
 /// a few of the server's datagrams; every datagram sent is recorded (as a capture point at the
 /// senders would see them). Returns the records and what each side sent.
 fn record_session() -> (Vec<Recorded>, Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    record(true)
+}
+
+/// [`record_session`], with RC4 or in plaintext.
+fn record(encrypted: bool) -> (Vec<Recorded>, Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let key = base64::engine::general_purpose::STANDARD
         .decode(KEY)
         .unwrap();
-    let config = Arc::new(
-        SessionConfig::new("DecodeTest_1")
-            .with_udp_length(512)
-            .with_compression(true)
-            .with_encryption_key(Bytes::from(key))
-            .unwrap(),
-    );
+    let mut config = SessionConfig::new("DecodeTest_1")
+        .with_udp_length(512)
+        .with_compression(true);
+    if encrypted {
+        config = config.with_encryption_key(Bytes::from(key)).unwrap();
+    }
+    let config = Arc::new(config);
     let pattern = |len: usize, salt: u8| -> Vec<u8> {
         (0..len)
             .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt))
@@ -886,4 +918,130 @@ fn a_recorded_session_decodes_to_what_was_sent() {
     assert_eq!(run.of_type("datagram").len(), recorded.len() - 1);
     assert_eq!(run.of_type("session").len(), 1);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Two sessions in one capture, one with RC4 (server port 20042) and one in plaintext (server
+/// port 20043): `--rc4-key 20042=KEY` decrypts the first and leaves the second alone; without
+/// a key the first is said to look encrypted; a key for every port does not fit the second.
+#[test]
+fn a_key_per_server_port() {
+    let (secret, secret_to_server, secret_to_client) = record(true);
+    let (plain, plain_to_server, plain_to_client) = record(false);
+    let dir = temp_dir("ports");
+    let path = dir.join("two.pcap");
+    {
+        let file = std::fs::File::create(&path).unwrap();
+        let mut w = PcapWriter::new(file).unwrap();
+        let sessions = [
+            (
+                &secret,
+                "127.0.0.1:40000",
+                "127.0.0.1:20042",
+                Duration::ZERO,
+            ),
+            (
+                &plain,
+                "127.0.0.1:40001",
+                "127.0.0.1:20043",
+                Duration::from_secs(60),
+            ),
+        ];
+        for (records, client, server, offset) in sessions {
+            let (client, server): (SocketAddr, SocketAddr) =
+                (client.parse().unwrap(), server.parse().unwrap());
+            for r in records {
+                let (src, dst) = if r.from_client {
+                    (client, server)
+                } else {
+                    (server, client)
+                };
+                let f = frame(src, dst, &r.bytes);
+                let at = EPOCH + offset + r.at;
+                w.write_packet(&PcapPacket::new(at, f.len() as u32, &f))
+                    .unwrap();
+            }
+        }
+    }
+    let pcap = path.to_str().unwrap();
+    let hexes = |list: &[Vec<u8>]| list.iter().map(hex::encode).collect::<Vec<_>>();
+    // The messages one way in one session, and the encryption verdict of each direction.
+    let of_session = |run: &Run, session: u64, direction: &str| -> (Vec<String>, Vec<bool>) {
+        run.of_type("datagram")
+            .iter()
+            .filter(|r| r["session"] == session && r["direction"] == direction)
+            .flat_map(|r| r["messages"].as_array().unwrap().clone())
+            .map(|m| {
+                (
+                    m["hex"].as_str().unwrap().to_owned(),
+                    m["decrypted"] == true,
+                )
+            })
+            .unzip()
+    };
+    let verdicts = |run: &Run, session: u64| -> Vec<String> {
+        let summary = run
+            .of_type("session")
+            .into_iter()
+            .find(|s| s["session"] == session)
+            .unwrap_or_else(|| panic!("no summary of session {session}: {}", run.stdout));
+        summary["directions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["encryption"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let key_rule = format!("20042={KEY}");
+    let run = soe(&["--pcap", pcap, "--rc4-key", &key_rule, "--json"], None);
+    assert!(run.ok(), "{}", run.stderr);
+    let (got, decrypted) = of_session(&run, 1, "client_to_server");
+    assert_eq!(got, hexes(&secret_to_server));
+    assert!(decrypted.iter().all(|&d| d));
+    assert_eq!(
+        of_session(&run, 1, "server_to_client").0,
+        hexes(&secret_to_client)
+    );
+    let (got, decrypted) = of_session(&run, 2, "client_to_server");
+    assert_eq!(got, hexes(&plain_to_server));
+    assert!(
+        decrypted.iter().all(|&d| !d),
+        "no key applies to port 20043"
+    );
+    assert_eq!(
+        of_session(&run, 2, "server_to_client").0,
+        hexes(&plain_to_client)
+    );
+    assert_eq!(verdicts(&run, 1), ["decrypted", "decrypted"]);
+    assert!(
+        !verdicts(&run, 2).iter().any(|v| v.contains("encrypted")),
+        "{:?}",
+        verdicts(&run, 2)
+    );
+
+    // No key: the RC4 session looks encrypted, and the text summary says what to do.
+    let run = soe(&["--pcap", pcap, "--json"], None);
+    assert!(run.ok(), "{}", run.stderr);
+    assert_eq!(verdicts(&run, 1), ["looks_encrypted", "looks_encrypted"]);
+    let run = soe(&["--pcap", pcap], None);
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(run.stdout.contains("looks encrypted"), "{}", run.stdout);
+
+    // One key for every port: it decrypts the RC4 session and does not fit the plaintext one,
+    // whose messages are then shown as sent.
+    let run = soe(&["--pcap", pcap, "--rc4-key", KEY, "--json"], None);
+    assert!(run.ok(), "{}", run.stderr);
+    assert_eq!(
+        of_session(&run, 1, "client_to_server").0,
+        hexes(&secret_to_server)
+    );
+    assert!(
+        verdicts(&run, 2).iter().any(|v| v == "key_does_not_fit"),
+        "{:?}",
+        verdicts(&run, 2)
+    );
+
+    // A port rule is checked when parsed.
+    fails(&["--pcap", pcap, "--rc4-key", "70000=AAAA"], None, "port");
+    let _ = std::fs::remove_dir_all(&dir);
 }

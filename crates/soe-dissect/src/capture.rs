@@ -91,13 +91,15 @@ fn io_error(context: String) -> impl FnOnce(io::Error) -> CaptureError {
     move |source| CaptureError::Io { context, source }
 }
 
-/// A parse error of the pcap library, in this module's words.
+/// A parse error of the pcap library, in this module's words: what is wrong with the header,
+/// record or block (`is cut short`, `has an invalid field (...)`).
 fn describe(error: &pcap_file::PcapError) -> String {
     match error {
-        pcap_file::PcapError::IncompleteBuffer => "it is cut short".to_owned(),
-        pcap_file::PcapError::InvalidField(field) => format!("an invalid field: {field}"),
-        pcap_file::PcapError::InvalidInterfaceId(id) => format!("an unknown interface {id}"),
-        other => format!("it does not parse ({other})"),
+        pcap_file::PcapError::IncompleteBuffer => "is cut short".to_owned(),
+        pcap_file::PcapError::InvalidField(field) => format!("has an invalid field ({field})"),
+        pcap_file::PcapError::InvalidInterfaceId(id) => format!("names an unknown interface {id}"),
+        pcap_file::PcapError::IoError(e) => format!("cannot be read ({e})"),
+        _ => "does not parse".to_owned(),
     }
 }
 
@@ -448,7 +450,7 @@ fn read_pcap(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<Captur
         Ok((_, parser)) => (parser.header(), parser),
         Err(e) => {
             return Err(CaptureError::NotACapture(format!(
-                "{name} is not a valid pcap capture: its header is cut short or corrupt ({})",
+                "{name} is not a valid pcap capture: its header {}",
                 describe(&e)
             )));
         }
@@ -489,11 +491,8 @@ fn read_pcap(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<Captur
         let (rest, raw) = match parser.next_raw_packet(avail) {
             Ok(parsed) => parsed,
             Err(e) => {
-                let error = CaptureError::Corrupt(format!(
-                    "{}: record #{record} is corrupt: {}",
-                    c.name,
-                    describe(&e)
-                ));
+                let error =
+                    CaptureError::Corrupt(format!("{}: record #{record} {}", c.name, describe(&e)));
                 return Ok(c.stop(error));
             }
         };
@@ -649,7 +648,7 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<Capt
                 }
                 Err(e) => {
                     return Err(CaptureError::NotACapture(format!(
-                        "{name} is not a valid pcapng capture: its section header has {}",
+                        "{name} is not a valid pcapng capture: its section header {}",
                         describe(&e)
                     )));
                 }
@@ -658,7 +657,7 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<Capt
                 Ok((_, block)) => Some(block),
                 Err(e) => {
                     let error = CaptureError::Corrupt(format!(
-                        "{name}: block #{block_no} is corrupt: {}",
+                        "{name}: block #{block_no} {}",
                         describe(&e)
                     ));
                     return Ok(c.stop(error));
@@ -1002,6 +1001,43 @@ mod tests {
             .unwrap();
         }
         vec![pcap, ng.into_inner()]
+    }
+
+    /// Every error of a cut or corrupted capture is in this crate's words: none of the pcap
+    /// library's own ("Need more bytes", "Incomplete buffer"...), and each names the input.
+    #[test]
+    fn errors_speak_our_words() {
+        let check = |e: &CaptureError| {
+            let text = format!("{e:#}");
+            for foreign in [
+                "Need more",
+                "need more",
+                "Incomplete",
+                "IncompleteBuffer",
+                "Error(",
+            ] {
+                assert!(!text.contains(foreign), "{text}");
+            }
+            assert!(text.contains("cap.x"), "{text}");
+        };
+        let mut seen = 0;
+        for sample in samples() {
+            for len in 1..sample.len() {
+                match read_from(&sample[..len], "cap.x".into(), None) {
+                    Err(e) => {
+                        check(&e);
+                        seen += 1;
+                    }
+                    Ok(read) => {
+                        if let Some(e) = &read.stopped {
+                            check(e);
+                            seen += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(seen > 100, "cut captures report errors ({seen})");
     }
 
     #[test]
