@@ -2,32 +2,82 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::{Result, anyhow};
 use soe_tokio::bytes::Bytes;
 use soe_tokio::{Config, ConnectError, Connection, Endpoint, EndpointConfig, SessionConfig};
 
+use crate::net::{PROBE_PERIOD, Probe, closed};
+
+/// Why a session could not be opened.
+#[derive(Debug)]
+pub(crate) enum ConnectFailure {
+    /// Nothing listens on the server's port: it answered with ICMP port unreachable.
+    NotListening,
+    /// No answer within the connect timeout.
+    TimedOut(Duration),
+    /// The server answered with a refusal.
+    Refused(String),
+    /// The client socket could not be opened, or another error.
+    Other(String),
+}
+
+impl ConnectFailure {
+    /// What to tell the user. `others`: how many other sessions to the same server did
+    /// connect (`load`), which tells a slow, overloaded server from an absent one.
+    pub(crate) fn describe(&self, server: SocketAddr, others: Option<u64>) -> String {
+        match self {
+            Self::NotListening => {
+                format!("nothing listens on {server}: its port is closed (ICMP port unreachable)")
+            }
+            Self::TimedOut(timeout) => match others {
+                Some(n) if n > 0 => format!(
+                    "{server} did not answer within {:.1} s, though it answered {n} other \
+                     session(s): the server is overloaded or dropping requests (raise \
+                     --connect-timeout, or open fewer --sessions)",
+                    timeout.as_secs_f64()
+                ),
+                _ => format!(
+                    "{server} did not answer within {:.1} s (is an SOE server listening there, \
+                     with the same --protocol?)",
+                    timeout.as_secs_f64()
+                ),
+            },
+            Self::Refused(reason) => format!("{server} refused the session: {reason}"),
+            Self::Other(e) => format!("cannot connect to {server}: {e}"),
+        }
+    }
+}
+
 /// Opens a client endpoint on an ephemeral port and connects it to `server`.
 ///
-/// The session config's connect timeout bounds the wait; the error says plainly when nobody
-/// answered.
+/// The session config's connect timeout bounds the wait. With a `probe`, a closed port ends
+/// the wait as soon as the probe hears so (after a probe period of silence), and a timeout is
+/// told from a closed port.
 pub(crate) async fn connect(
     server: SocketAddr,
     session: Arc<SessionConfig>,
-) -> Result<(Endpoint, Connection)> {
+    probe: Option<&Probe>,
+) -> Result<(Endpoint, Connection), ConnectFailure> {
     let timeout = session.connect_timeout();
     let endpoint = Endpoint::client(Config::new(Arc::new(EndpointConfig::client(session))))
-        .map_err(|e| anyhow!("cannot open a client socket: {e}"))?;
-    match endpoint.connect(server).await {
+        .map_err(|e| ConnectFailure::Other(format!("cannot open a client socket: {e}")))?;
+    let result = tokio::select! {
+        result = endpoint.connect(server) => result,
+        () = closed(probe) => return Err(ConnectFailure::NotListening),
+    };
+    match result {
         Ok(conn) => Ok((endpoint, conn)),
-        Err(ConnectError::TimedOut { .. }) => Err(anyhow!(
-            "{server} did not answer within {:.1} s (is an SOE server listening there, with the same --protocol?)",
-            timeout.as_secs_f64()
-        )),
+        // A timeout shorter than a probe period leaves no time to probe while waiting: ask once
+        // more before calling the server silent.
+        Err(ConnectError::TimedOut { .. }) => match probe {
+            Some(p) if p.refused(PROBE_PERIOD).await => Err(ConnectFailure::NotListening),
+            _ => Err(ConnectFailure::TimedOut(timeout)),
+        },
         Err(ConnectError::Refused { reason }) => {
-            Err(anyhow!("{server} refused the session: {reason:?}"))
+            Err(ConnectFailure::Refused(format!("{reason:?}")))
         }
-        Err(e) => Err(anyhow!("cannot connect to {server}: {e}")),
+        Err(e) => Err(ConnectFailure::Other(e.to_string())),
     }
 }
 
@@ -44,4 +94,40 @@ pub(crate) fn message(seq: u64, size: usize) -> Bytes {
         i += 1;
     }
     Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_tell_an_absent_server_from_an_overloaded_one() {
+        let server: SocketAddr = "127.0.0.1:20042".parse().unwrap();
+        let closed = ConnectFailure::NotListening.describe(server, None);
+        assert!(
+            closed.contains("nothing listens on 127.0.0.1:20042"),
+            "{closed}"
+        );
+        let timeout = ConnectFailure::TimedOut(Duration::from_millis(2500));
+        let silent = timeout.describe(server, None);
+        assert!(silent.contains("did not answer within 2.5 s"), "{silent}");
+        assert!(silent.contains("--protocol"), "{silent}");
+        // None of the others connected either: the same words as for a single session.
+        assert_eq!(timeout.describe(server, Some(0)), silent);
+        let busy = timeout.describe(server, Some(37));
+        assert!(busy.contains("answered 37 other session(s)"), "{busy}");
+        assert!(busy.contains("overloaded"), "{busy}");
+        assert!(!busy.contains("--protocol"), "{busy}");
+    }
+
+    #[test]
+    fn messages_carry_their_number_and_fill_their_size() {
+        for size in [1, 7, 8, 9, 64, 3000] {
+            let m = message(0x0102_0304_0506_0708, size);
+            assert_eq!(m.len(), size);
+            let head = &[1u8, 2, 3, 4, 5, 6, 7, 8][..size.min(8)];
+            assert_eq!(&m[..size.min(8)], head);
+        }
+        assert_ne!(message(1, 100), message(2, 100));
+    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use base64::Engine;
 use clap::Args;
+use soe_session::{MAX_UDP_LENGTH, MIN_UDP_LENGTH};
 use soe_tokio::SessionConfig;
 use soe_tokio::bytes::Bytes;
 use soe_wire::CrcLength;
@@ -27,13 +28,40 @@ pub(crate) struct SessionFlags {
     /// The RC4 key for reliable application data, base64 (both sides must agree).
     #[arg(long, value_name = "BASE64")]
     pub(crate) rc4_key: Option<String>,
-    /// The largest datagram this side accepts (announced in the handshake).
-    #[arg(long, value_name = "N", default_value_t = 512)]
+    /// The largest datagram this side accepts (announced in the handshake): 64 to 65507.
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = parse_udp_length)]
     pub(crate) udp_length: u32,
     /// How long a client waits for the server's answer (a server: for a new client's first
     /// packet), in seconds.
     #[arg(long, value_name = "S", default_value = "5", value_parser = crate::serve::parse_seconds)]
     pub(crate) connect_timeout: Duration,
+}
+
+/// Parses a udp_length: refused outside what a session accepts, never clamped.
+fn parse_udp_length(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a datagram length in bytes"))?;
+    if (MIN_UDP_LENGTH..=MAX_UDP_LENGTH).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "{n} is out of range: a udp_length is {MIN_UDP_LENGTH} to {MAX_UDP_LENGTH} bytes"
+        ))
+    }
+}
+
+/// Refuses a message size the session would refuse, before anything is sent.
+pub(crate) fn check_size(size: usize, session: &SessionConfig) -> Result<()> {
+    let largest = session.reliable().max_message_size;
+    if size > largest {
+        bail!(
+            "--size {size} is over the largest message a session sends ({largest} bytes, {} MiB)",
+            largest >> 20
+        );
+    }
+    Ok(())
 }
 
 fn parse_crc_length(s: &str) -> Result<u8, String> {

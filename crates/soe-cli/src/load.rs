@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -17,16 +18,19 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use soe_tokio::bytes::Bytes;
 use soe_tokio::{DisconnectReason, SessionConfig};
+use tokio::sync::watch;
 
-use crate::client::{connect, message};
-use crate::flags::SessionFlags;
+use crate::client::{ConnectFailure, connect, message};
+use crate::flags::{SessionFlags, check_size};
+use crate::net::{PROBE_PERIOD, Probe};
 use crate::serve::parse_seconds;
 
 /// Arguments of `soe load`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("bound").required(true).args(["messages", "duration"])))]
 pub(crate) struct LoadArgs {
-    /// The server's address (an echo server: `soe serve --mode echo`).
+    /// The server's address, `HOST:PORT` or `IP:PORT` (an echo server: `soe serve --mode echo`).
+    #[arg(value_parser = crate::net::parse_addr)]
     addr: SocketAddr,
     /// How many sessions to open, each from its own UDP port.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -79,9 +83,9 @@ impl FromStr for SizeRange {
             Some((a, b)) => (parse(a)?, parse(b)?),
             None => (parse(s)?, parse(s)?),
         };
-        if min == 0 || min > max || max > 16 * 1024 * 1024 {
+        if min == 0 || min > max {
             return Err(format!(
-                "{s:?}: sizes must be 1 to 16 MiB, and MIN no larger than MAX"
+                "{s:?}: sizes must be at least 1, and MIN no larger than MAX"
             ));
         }
         Ok(Self { min, max })
@@ -92,6 +96,10 @@ impl FromStr for SizeRange {
 #[derive(Debug)]
 struct SessionReport {
     error: Option<String>,
+    /// Why the session never opened.
+    connect_failure: Option<ConnectFailure>,
+    /// Whether it opened.
+    connected: bool,
     sent: u64,
     verified: u64,
     mismatched: u64,
@@ -120,6 +128,8 @@ struct Percentiles {
 #[derive(Debug, Serialize)]
 struct Summary {
     server: SocketAddr,
+    /// Stopped by Ctrl-C: the figures are what was measured until then.
+    interrupted: bool,
     sessions: u32,
     sessions_failed: u32,
     failures: Vec<String>,
@@ -160,7 +170,44 @@ enum Bound {
 
 async fn load(args: LoadArgs) -> Result<ExitCode> {
     let session = args.session.session_config()?;
+    check_size(args.size.max, &session)?;
     let started = Instant::now();
+    // Ctrl-C, or a closed port, stops every session; each reports what it measured.
+    let (stop_tx, stop) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let not_listening = Arc::new(AtomicBool::new(false));
+    let connected = Arc::new(AtomicU64::new(0));
+    {
+        let (stop_tx, interrupted) = (stop_tx.clone(), interrupted.clone());
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, Ordering::Relaxed);
+                let _ = stop_tx.send(true);
+            }
+        });
+    }
+    {
+        // While no session has connected, a probe period of silence sets the probe off; a
+        // closed port stops the run. Once one session connects, the port is open.
+        let (stop_tx, not_listening) = (stop_tx.clone(), not_listening.clone());
+        let (server, connected, timeout) =
+            (args.addr, connected.clone(), session.connect_timeout());
+        tokio::spawn(async move {
+            let Some(probe) = Probe::new(server).await else {
+                return;
+            };
+            let give_up = tokio::time::Instant::now() + timeout;
+            tokio::time::sleep(PROBE_PERIOD).await;
+            while connected.load(Ordering::Relaxed) == 0 && tokio::time::Instant::now() < give_up {
+                if probe.refused(PROBE_PERIOD).await {
+                    not_listening.store(true, Ordering::Relaxed);
+                    let _ = stop_tx.send(true);
+                    return;
+                }
+            }
+        });
+    }
     let bound = match (args.messages, args.duration) {
         (Some(m), _) => Bound::Messages(m),
         (None, Some(d)) => Bound::Until(started + d),
@@ -216,6 +263,8 @@ async fn load(args: LoadArgs) -> Result<ExitCode> {
             timeout: args.timeout,
             seed: args.seed,
             progress: progress.clone(),
+            stop: stop.clone(),
+            connected: connected.clone(),
         };
         tasks.push(tokio::spawn(job.run()));
     }
@@ -226,12 +275,28 @@ async fn load(args: LoadArgs) -> Result<ExitCode> {
     let finished = reports.iter().map(|r| r.finished).max().unwrap_or(started);
     let elapsed = finished.saturating_duration_since(started);
     progress.finish_and_clear();
+    let interrupted = interrupted.load(Ordering::Relaxed);
+    if !reports.iter().any(|r| r.connected) && !interrupted {
+        // No session opened: a closed port is an error of its own, not a load figure. A
+        // connect timeout shorter than a probe period left no time to probe during the run.
+        let closed = not_listening.load(Ordering::Relaxed)
+            || match Probe::new(args.addr).await {
+                Some(probe) => probe.refused(PROBE_PERIOD).await,
+                None => false,
+            };
+        if closed {
+            anyhow::bail!(ConnectFailure::NotListening.describe(args.addr, None));
+        }
+    }
 
-    let summary = summarize(&args, &reports, elapsed)?;
+    let summary = summarize(&args, &reports, elapsed, interrupted)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_summary(&summary);
+    }
+    if interrupted {
+        return Ok(ExitCode::from(130));
     }
     let ok = summary.sessions_failed == 0
         && summary.messages_mismatched == 0
@@ -243,7 +308,12 @@ async fn load(args: LoadArgs) -> Result<ExitCode> {
     })
 }
 
-fn summarize(args: &LoadArgs, reports: &[SessionReport], elapsed: Duration) -> Result<Summary> {
+fn summarize(
+    args: &LoadArgs,
+    reports: &[SessionReport],
+    elapsed: Duration,
+    interrupted: bool,
+) -> Result<Summary> {
     let mut rtt = histogram();
     for r in reports {
         rtt.add(&r.rtt).context("merging histograms")?;
@@ -253,13 +323,21 @@ fn summarize(args: &LoadArgs, reports: &[SessionReport], elapsed: Duration) -> R
     let verified = sum(|r| r.verified);
     let sent = sum(|r| r.sent);
     let mismatched = sum(|r| r.mismatched);
+    let connected = reports.iter().filter(|r| r.connected).count() as u64;
     let failures: Vec<String> = reports
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| r.error.as_ref().map(|e| format!("session {i}: {e}")))
+        .filter_map(|(i, r)| {
+            let error = match &r.connect_failure {
+                Some(f) => Some(f.describe(args.addr, Some(connected))),
+                None => r.error.clone(),
+            };
+            error.map(|e| format!("session {i}: {e}"))
+        })
         .collect();
     Ok(Summary {
         server: args.addr,
+        interrupted,
         sessions: args.sessions,
         sessions_failed: u32::try_from(failures.len()).unwrap_or(u32::MAX),
         failures: failures.into_iter().take(20).collect(),
@@ -287,7 +365,15 @@ fn summarize(args: &LoadArgs, reports: &[SessionReport], elapsed: Duration) -> R
 }
 
 fn print_summary(s: &Summary) {
-    println!("--- soe load {} ---", s.server);
+    println!(
+        "--- soe load {}{} ---",
+        s.server,
+        if s.interrupted {
+            " (interrupted: figures so far)"
+        } else {
+            ""
+        }
+    );
     println!("sessions:   {} ({} failed)", s.sessions, s.sessions_failed);
     for f in &s.failures {
         println!("  {f}");
@@ -330,12 +416,18 @@ struct Job {
     timeout: Duration,
     seed: u64,
     progress: ProgressBar,
+    /// Becomes true when every session must stop (Ctrl-C, a closed port).
+    stop: watch::Receiver<bool>,
+    /// Sessions connected so far, across jobs.
+    connected: Arc<AtomicU64>,
 }
 
 impl Job {
-    async fn run(self) -> SessionReport {
+    async fn run(mut self) -> SessionReport {
         let mut report = SessionReport {
             error: None,
+            connect_failure: None,
+            connected: false,
             sent: 0,
             verified: 0,
             mismatched: 0,
@@ -347,13 +439,24 @@ impl Job {
             datagrams_sent: 0,
             datagrams_received: 0,
         };
-        let (endpoint, conn) = match connect(self.server, self.session.clone()).await {
-            Ok(pair) => pair,
-            Err(e) => {
-                report.error = Some(format!("{e:#}"));
+        let connecting = connect(self.server, self.session.clone(), None);
+        let (endpoint, conn) = tokio::select! {
+            result = connecting => match result {
+                Ok(pair) => pair,
+                Err(e) => {
+                    report.connect_failure = Some(e);
+                    report.finished = Instant::now();
+                    return report;
+                }
+            },
+            () = stopped(&mut self.stop) => {
+                report.error = Some("stopped before it connected".to_owned());
+                report.finished = Instant::now();
                 return report;
             }
         };
+        report.connected = true;
+        self.connected.fetch_add(1, Ordering::Relaxed);
         let mut rng = SmallRng::seed_from_u64(
             self.seed ^ u64::from(self.index).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         );
@@ -362,6 +465,9 @@ impl Job {
         let mut seq = 0u64;
         let id_base = u64::from(self.index) << 40;
         loop {
+            if *self.stop.borrow() {
+                break;
+            }
             let more = match self.bound {
                 Bound::Messages(m) => seq < m,
                 Bound::Until(end) => Instant::now() < end,
@@ -389,7 +495,10 @@ impl Job {
                     break;
                 }
                 // Rate-limited with nothing in flight: wait for the next slot.
-                tokio::time::sleep_until(tokio::time::Instant::from_std(next_send)).await;
+                tokio::select! {
+                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(next_send)) => {}
+                    () = stopped(&mut self.stop) => break,
+                }
                 continue;
             }
             let wait_until = if more && outstanding.len() < self.depth {
@@ -400,9 +509,14 @@ impl Job {
                     .front()
                     .map_or_else(Instant::now, |(t, _)| *t + self.timeout)
             };
-            match tokio::time::timeout_at(tokio::time::Instant::from_std(wait_until), conn.recv())
-                .await
-            {
+            let reply = tokio::select! {
+                reply = tokio::time::timeout_at(
+                    tokio::time::Instant::from_std(wait_until),
+                    conn.recv(),
+                ) => reply,
+                () = stopped(&mut self.stop) => break,
+            };
+            match reply {
                 Err(_) => {
                     if let Some((sent_at, _)) = outstanding.front() {
                         if sent_at.elapsed() >= self.timeout {
@@ -448,5 +562,12 @@ impl Job {
         conn.close(DisconnectReason::Application);
         let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
         report
+    }
+}
+
+/// Resolves once `stop` is true; never if its sender is gone.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|&s| s).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }

@@ -16,6 +16,8 @@ mod client;
 mod decode;
 mod flags;
 mod load;
+mod metrics_http;
+mod net;
 mod ping;
 mod proxy;
 mod serve;
@@ -47,7 +49,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
     init_logging(cli.log.as_deref().unwrap_or("warn"));
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
@@ -62,6 +67,42 @@ fn main() -> ExitCode {
             eprintln!("soe: error: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Reports bad arguments as every other error is reported: one line, `soe: error: ...`, exit
+/// 1. `--help` and `--version` print as usual and exit 0.
+fn usage_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = error.print();
+        return if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    eprintln!("soe: error: {}", one_line(&error.render().to_string()));
+    ExitCode::FAILURE
+}
+
+/// clap's message on one line: its first line without the `error: ` prefix, and the usage line
+/// (which names the command) in brackets.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("bad arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    match rendered
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+    {
+        Some(usage) => format!("{first} (usage: {usage}; see --help)"),
+        None => format!("{first} (see --help)"),
     }
 }
 
@@ -89,4 +130,26 @@ fn init_logging(filter: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_fit_on_one_line() {
+        for args in [
+            &["soe", "ping"][..],
+            &["soe", "ping", "127.0.0.1:1", "--bogus"],
+            &["soe", "ping", "127.0.0.1:1", "--udp-length", "100000"],
+            &["soe", "frobnicate"],
+            &["soe", "load", "127.0.0.1:1"],
+        ] {
+            let error = Cli::try_parse_from(args).unwrap_err();
+            let line = one_line(&error.render().to_string());
+            assert!(!line.contains('\n'), "{line}");
+            assert!(!line.starts_with("error:"), "{line}");
+            assert!(line.contains("see --help"), "{line}");
+        }
+    }
 }

@@ -10,19 +10,22 @@ use hdrhistogram::Histogram;
 use soe_tokio::DisconnectReason;
 
 use crate::client::{connect, message};
-use crate::flags::SessionFlags;
+use crate::flags::{SessionFlags, check_size};
+use crate::net::{Probe, closed};
 use crate::serve::parse_seconds;
 
 /// Arguments of `soe ping`.
 #[derive(Debug, Args)]
 pub(crate) struct PingArgs {
-    /// The server's address.
+    /// The server's address: `HOST:PORT` or `IP:PORT`.
+    #[arg(value_parser = crate::net::parse_addr)]
     addr: SocketAddr,
     /// How many messages to send (0: until Ctrl-C).
     #[arg(short = 'c', long, value_name = "N", default_value_t = 10)]
     count: u64,
-    /// The size of each message in bytes (at least 1; large ones travel as fragments).
-    #[arg(long, value_name = "B", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    /// The size of each message in bytes: 1 to the session's largest message (4 MiB); large
+    /// ones travel as fragments.
+    #[arg(long, value_name = "B", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     size: u32,
     /// Milliseconds between the start of one round trip and the next.
     #[arg(long, value_name = "MS", default_value_t = 200)]
@@ -41,8 +44,12 @@ pub(crate) fn run(args: PingArgs) -> Result<ExitCode> {
 
 async fn ping(args: PingArgs) -> Result<ExitCode> {
     let session = args.session.session_config()?;
+    check_size(args.size as usize, &session)?;
+    let probe = Probe::new(args.addr).await;
     let started = Instant::now();
-    let (endpoint, conn) = connect(args.addr, session).await?;
+    let (endpoint, conn) = connect(args.addr, session, probe.as_ref())
+        .await
+        .map_err(|e| anyhow::anyhow!(e.describe(args.addr, None)))?;
     println!(
         "PING {} ({} bytes per message): connected in {:.3} ms",
         args.addr,
@@ -53,6 +60,7 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
     let mut histogram =
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).context("histogram bounds")?;
     let (mut sent, mut received, mut mismatched) = (0u64, 0u64, 0u64);
+    let mut exact = Exact::default();
     let mut ended: Option<String> = None;
     let interval = Duration::from_millis(args.interval);
     let size = args.size as usize;
@@ -70,9 +78,21 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
         sent += 1;
         let deadline = tokio::time::Instant::from_std(round_start + args.timeout);
         // Wait for this message's echo; echoes of earlier (timed-out) messages are skipped.
+        // An echo late by a probe period sets the probe off: a closed port ends the ping.
+        let port_closed = closed(probe.as_ref());
+        tokio::pin!(port_closed);
         loop {
             let reply = tokio::select! {
                 reply = tokio::time::timeout_at(deadline, conn.recv()) => reply,
+                () = &mut port_closed => {
+                    let reason = format!(
+                        "{} stopped listening (ICMP port unreachable)",
+                        args.addr
+                    );
+                    println!("seq={seq}: no echo: {reason}");
+                    ended = Some(reason);
+                    break 'outer;
+                }
                 _ = &mut ctrl_c => break 'outer,
             };
             match reply {
@@ -84,10 +104,11 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
                     break;
                 }
                 Ok(None) => {
-                    ended = Some(
-                        conn.close_reason()
-                            .map_or_else(|| "closed".to_owned(), |r| r.to_string()),
-                    );
+                    let reason = conn
+                        .close_reason()
+                        .map_or_else(|| "closed".to_owned(), |r| r.to_string());
+                    println!("seq={seq}: no echo: the session ended ({reason})");
+                    ended = Some(reason);
                     break 'outer;
                 }
                 Ok(Some(echo)) => {
@@ -98,6 +119,7 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
                         let rtt = round_start.elapsed();
                         received += 1;
                         let _ = histogram.record((rtt.as_micros() as u64).max(1));
+                        exact.add(rtt);
                         println!(
                             "{} bytes from {}: seq={seq} time={:.3} ms",
                             echo.len(),
@@ -147,14 +169,17 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
         stats.datagrams_sent,
         stats.datagrams_received,
     );
-    if received > 0 {
-        let ms = |us: u64| us as f64 / 1e3;
+    if let (Some(min), Some(max)) = (exact.min, exact.max) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        // min, avg and max are exact; p99 comes from the histogram (within 0.1 %), and is
+        // never shown outside [min, max].
+        let p99 = Duration::from_micros(histogram.value_at_quantile(0.99)).clamp(min, max);
         println!(
             "rtt min/avg/max/p99 = {:.3}/{:.3}/{:.3}/{:.3} ms",
-            ms(histogram.min()),
-            histogram.mean() / 1e3,
-            ms(histogram.max()),
-            ms(histogram.value_at_quantile(0.99)),
+            ms(min),
+            ms(exact.sum) / received as f64,
+            ms(max),
+            ms(p99),
         );
     }
     if let Some(reason) = &ended {
@@ -165,4 +190,20 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Exact round-trip extremes and sum (the histogram's buckets would round them).
+#[derive(Debug, Default)]
+struct Exact {
+    min: Option<Duration>,
+    max: Option<Duration>,
+    sum: Duration,
+}
+
+impl Exact {
+    fn add(&mut self, rtt: Duration) {
+        self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
+        self.max = Some(self.max.map_or(rtt, |m| m.max(rtt)));
+        self.sum += rtt;
+    }
 }

@@ -33,10 +33,10 @@ use crate::serve::parse_seconds;
 #[derive(Debug, Args)]
 pub(crate) struct ProxyArgs {
     /// The address clients send to.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::net::parse_addr)]
     listen: SocketAddr,
     /// The server's address.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::net::parse_addr)]
     upstream: SocketAddr,
     /// The probability (0 to 1) that a datagram is dropped, each direction.
     #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = parse_probability)]

@@ -28,7 +28,7 @@ pub(crate) enum Mode {
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     /// The address to listen on (port 0: any free port; the chosen one is printed).
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:20042")]
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:20042", value_parser = crate::net::parse_addr)]
     bind: SocketAddr,
     /// Echo every message back, or swallow it.
     #[arg(long, value_enum, default_value_t = Mode::Echo)]
@@ -37,7 +37,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     stats_interval: Option<Duration>,
     /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::net::parse_addr)]
     metrics: Option<SocketAddr>,
     /// The most sessions served at once; further SessionRequests are refused.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
@@ -97,11 +97,8 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         on_off(args.session.rc4_key.is_some()),
     );
     if let Some(addr) = args.metrics {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(addr)
-            .install()
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
-        println!("soe serve: Prometheus metrics on http://{addr}/metrics");
+        let bound = crate::metrics_http::serve(addr).await?;
+        println!("soe serve: Prometheus metrics on http://{bound}/metrics");
     }
 
     let totals = Arc::new(Totals::default());

@@ -3,191 +3,17 @@
 //! proxy with RC4 and compression decoded back to the messages sent, and bad input.
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, ChildStdout, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
 use serde_json::Value;
 
-const SOE: &str = env!("CARGO_BIN_EXE_soe");
-/// A base64 RC4 key (16 bytes).
-const KEY: &str = "F70IaxuU8C/w7FPXY1ibXw==";
-
-/// A child process that is killed when the test ends, whatever happens.
-struct Running {
-    child: Child,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Running {
-    /// Asks the process to stop as on Ctrl-C, so it prints its summary and exits.
-    fn interrupt(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-    }
-
-    fn wait(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the process did not exit within {timeout:?}"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// Collects a pipe's lines on a thread.
-fn lines<R: Read + Send + 'static>(pipe: R) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// Waits for a line containing `needle` and returns it.
-fn wait_for(rx: &mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>) -> String {
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("no line with {needle:?}; saw {seen:#?}"));
-        seen.push(line.clone());
-        if line.contains(needle) {
-            return line;
-        }
-    }
-}
-
-/// Drains what is left of a pipe (the process has exited).
-fn rest(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>) {
-    while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
-        seen.push(line);
-    }
-}
-
-fn addr_in(line: &str) -> SocketAddr {
-    line.split(|c: char| c.is_whitespace() || c == ',')
-        .find_map(|w| w.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-}
-
-/// `soe serve` on a free loopback port.
-struct Server {
-    process: Running,
-    addr: SocketAddr,
-    stdout: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-fn serve(extra: &[&str]) -> Server {
-    let mut child = Command::new(SOE)
-        .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn soe serve");
-    let stdout = lines(child.stdout.take().expect("stdout"));
-    let process = Running { child };
-    let mut seen = Vec::new();
-    let line = wait_for(&stdout, "listening on", &mut seen);
-    Server {
-        process,
-        addr: addr_in(&line),
-        stdout,
-        seen,
-    }
-}
-
-/// `soe proxy` on a free loopback port, in front of `upstream`.
-struct Proxy {
-    process: Running,
-    addr: SocketAddr,
-    stdout: mpsc::Receiver<String>,
-    stderr: mpsc::Receiver<String>,
-}
-
-fn proxy(upstream: SocketAddr, extra: &[&str]) -> Proxy {
-    let mut child = Command::new(SOE)
-        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream"])
-        .arg(upstream.to_string())
-        .args(["--duration", "120"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn soe proxy");
-    let stdout: ChildStdout = child.stdout.take().expect("stdout");
-    let stderr: ChildStderr = child.stderr.take().expect("stderr");
-    let (stdout, stderr) = (lines(stdout), lines(stderr));
-    let process = Running { child };
-    let line = wait_for(&stderr, "listening on", &mut Vec::new());
-    Proxy {
-        process,
-        addr: addr_in(&line),
-        stdout,
-        stderr,
-    }
-}
-
-fn soe(args: &[&str]) -> Output {
-    Command::new(SOE)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run soe")
-}
-
-/// Runs `soe` and asserts that it succeeded (showing its output when not).
-fn soe_ok(args: &[&str]) -> Output {
-    let out = soe(args);
-    assert!(
-        out.status.success(),
-        "soe {args:?} failed: {}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The bytes `soe ping` and `soe load` send as message `seq` of `size` bytes (the format is
-/// part of the tool's documented behaviour: the sequence number, big-endian, then a text).
-fn message(seq: u64, size: usize) -> Vec<u8> {
-    const FILL: &[u8] = b" soe message payload;";
-    let mut out: Vec<u8> = seq.to_be_bytes().iter().take(size).copied().collect();
-    let mut i = 0;
-    while out.len() < size {
-        out.push(FILL[i % FILL.len()]);
-        i += 1;
-    }
-    out
-}
-
+use common::*;
 #[test]
 fn serve_and_ping_with_stats_and_metrics() {
     let metrics_port = {
@@ -456,7 +282,7 @@ fn bad_input_gets_a_clear_message_and_a_failure_exit() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["ping", "127.0.0.1:9", "-c", "1", "--connect-timeout", "0.5"],
-            "did not answer",
+            "nothing listens on 127.0.0.1:9",
         ),
         (
             vec!["ping", "127.0.0.1:9", "--rc4-key", "not base64!"],
@@ -478,7 +304,7 @@ fn bad_input_gets_a_clear_message_and_a_failure_exit() {
                 "0.5",
                 "--json",
             ],
-            "",
+            "nothing listens on 127.0.0.1:9",
         ),
         (
             vec![
@@ -492,7 +318,7 @@ fn bad_input_gets_a_clear_message_and_a_failure_exit() {
             ],
             "probability",
         ),
-        (vec!["serve", "--bind", "256.0.0.1:1"], "invalid"),
+        (vec!["serve", "--bind", "256.0.0.1:1"], "cannot resolve"),
         (vec!["serve", "--crc-length", "3"], "CRC length"),
     ];
     for (args, needle) in cases {
@@ -506,10 +332,13 @@ fn bad_input_gets_a_clear_message_and_a_failure_exit() {
             "{args:?}: {needle:?} not in {stderr}"
         );
     }
-    // A load against nothing reports the failed sessions in its summary.
+    // A load against a port that is open but never answers reports the failed sessions in
+    // its summary.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap().to_string();
     let out = soe(&[
         "load",
-        "127.0.0.1:9",
+        &silent_addr,
         "--messages",
         "3",
         "--connect-timeout",

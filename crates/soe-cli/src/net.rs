@@ -1,0 +1,147 @@
+//! Addresses and probes: host names resolved like `IP:port`, and an ICMP "port unreachable"
+//! probe that tells a closed port from a silent server.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use tokio::net::UdpSocket;
+
+/// Parses `HOST:PORT` or `IP:PORT` (`[v6]:PORT` for IPv6), resolving a host name; the first
+/// address the resolver gives is used, IPv4 before IPv6.
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("{s:?} is not HOST:PORT (the port is missing)"));
+    };
+    if host.is_empty() {
+        return Err(format!("{s:?} is not HOST:PORT (the host is missing)"));
+    }
+    if port.parse::<u16>().is_err() {
+        return Err(format!("{s:?} is not HOST:PORT ({port:?} is not a port)"));
+    }
+    let addrs: Vec<SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{host:?} resolves to no address"))
+}
+
+/// A UDP socket connected to a server, which sends empty datagrams (SOE servers ignore them:
+/// there is no opcode to read) to learn whether anything listens on the server's port. A
+/// closed port answers with ICMP port unreachable, which a connected socket reports as
+/// `ConnectionRefused`; on loopback at once.
+///
+/// The commands probe only once the server has been silent for a [`PROBE_PERIOD`]: a server
+/// that answers never sees a probe, and a capture of a healthy session holds none.
+pub(crate) struct Probe {
+    /// The connected socket.
+    socket: UdpSocket,
+}
+
+impl Probe {
+    /// A probe of `server`; `None` when no socket can be opened (the probe is then skipped).
+    pub(crate) async fn new(server: SocketAddr) -> Option<Self> {
+        let local: SocketAddr = if server.is_ipv4() {
+            (Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let socket = UdpSocket::bind(local).await.ok()?;
+        socket.connect(server).await.ok()?;
+        Some(Self { socket })
+    }
+
+    /// Sends one probe and waits up to `wait` for a refusal: true when the port is closed.
+    pub(crate) async fn refused(&self, wait: Duration) -> bool {
+        if let Err(e) = self.socket.send(&[]).await {
+            return e.kind() == io::ErrorKind::ConnectionRefused;
+        }
+        let mut buf = [0u8; 1];
+        match tokio::time::timeout(wait, self.socket.recv(&mut buf)).await {
+            Ok(Err(e)) => e.kind() == io::ErrorKind::ConnectionRefused,
+            // No word within `wait`, or something answered the probe: the port is open.
+            Err(_) | Ok(Ok(_)) => false,
+        }
+    }
+
+    /// Waits a [`PROBE_PERIOD`], then probes every period until the port is found closed;
+    /// never returns otherwise. Dropped (the server answered) before the first period ends,
+    /// it sends nothing.
+    pub(crate) async fn until_refused(&self) {
+        tokio::time::sleep(PROBE_PERIOD).await;
+        loop {
+            if self.refused(PROBE_PERIOD).await {
+                return;
+            }
+        }
+    }
+}
+
+/// How long a server may stay silent (no SessionResponse, no echo) before a probe asks
+/// whether its port is still open, and how often it asks again.
+pub(crate) const PROBE_PERIOD: Duration = Duration::from_millis(500);
+
+/// Whether `probe` (none: never) finds the port closed; see [`Probe::until_refused`].
+pub(crate) async fn closed(probe: Option<&Probe>) {
+    match probe {
+        Some(p) => p.until_refused().await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_and_host_names() {
+        assert_eq!(
+            parse_addr("127.0.0.1:20042"),
+            Ok("127.0.0.1:20042".parse().unwrap())
+        );
+        assert_eq!(parse_addr("[::1]:7"), Ok("[::1]:7".parse().unwrap()));
+        let local = parse_addr("localhost:20042").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 20042, "{local}");
+        assert!(
+            parse_addr("localhost")
+                .unwrap_err()
+                .contains("port is missing")
+        );
+        assert!(
+            parse_addr("localhost:http")
+                .unwrap_err()
+                .contains("not a port")
+        );
+        assert!(
+            parse_addr(":20042")
+                .unwrap_err()
+                .contains("host is missing")
+        );
+        assert!(
+            parse_addr("no-such-host.invalid:1")
+                .unwrap_err()
+                .contains("cannot resolve")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_refused_and_an_open_one_is_not() {
+        let open = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let closed = {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap()
+        };
+        let probe = Probe::new(closed).await.unwrap();
+        assert!(probe.refused(Duration::from_secs(2)).await);
+        let probe = Probe::new(open.local_addr().unwrap()).await.unwrap();
+        assert!(!probe.refused(Duration::from_millis(200)).await);
+    }
+}

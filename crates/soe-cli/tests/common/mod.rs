@@ -1,0 +1,189 @@
+//! Helpers shared by the end-to-end tests of the `soe` binary: running it, reading its
+//! output line by line, and a server or proxy on a free loopback port.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStderr, ChildStdout, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+pub(crate) const SOE: &str = env!("CARGO_BIN_EXE_soe");
+/// A base64 RC4 key (16 bytes).
+pub(crate) const KEY: &str = "F70IaxuU8C/w7FPXY1ibXw==";
+
+/// A child process that is killed when the test ends, whatever happens.
+pub(crate) struct Running {
+    pub(crate) child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    /// Asks the process to stop as on Ctrl-C, so it prints its summary and exits.
+    pub(crate) fn interrupt(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+    }
+
+    pub(crate) fn wait(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the process did not exit within {timeout:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Collects a pipe's lines on a thread.
+pub(crate) fn lines<R: Read + Send + 'static>(pipe: R) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line containing `needle` and returns it.
+pub(crate) fn wait_for(
+    rx: &mpsc::Receiver<String>,
+    needle: &str,
+    seen: &mut Vec<String>,
+) -> String {
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no line with {needle:?}; saw {seen:#?}"));
+        seen.push(line.clone());
+        if line.contains(needle) {
+            return line;
+        }
+    }
+}
+
+/// Drains what is left of a pipe (the process has exited).
+pub(crate) fn rest(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>) {
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+        seen.push(line);
+    }
+}
+
+pub(crate) fn addr_in(line: &str) -> SocketAddr {
+    line.split(|c: char| c.is_whitespace() || c == ',')
+        .find_map(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+}
+
+/// `soe serve` on a free loopback port.
+pub(crate) struct Server {
+    pub(crate) process: Running,
+    pub(crate) addr: SocketAddr,
+    pub(crate) stdout: mpsc::Receiver<String>,
+    pub(crate) seen: Vec<String>,
+}
+
+pub(crate) fn serve(extra: &[&str]) -> Server {
+    let mut child = Command::new(SOE)
+        .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn soe serve");
+    let stdout = lines(child.stdout.take().expect("stdout"));
+    let process = Running { child };
+    let mut seen = Vec::new();
+    let line = wait_for(&stdout, "listening on", &mut seen);
+    Server {
+        process,
+        addr: addr_in(&line),
+        stdout,
+        seen,
+    }
+}
+
+/// `soe proxy` on a free loopback port, in front of `upstream`.
+pub(crate) struct Proxy {
+    pub(crate) process: Running,
+    pub(crate) addr: SocketAddr,
+    pub(crate) stdout: mpsc::Receiver<String>,
+    pub(crate) stderr: mpsc::Receiver<String>,
+}
+
+pub(crate) fn proxy(upstream: SocketAddr, extra: &[&str]) -> Proxy {
+    let mut child = Command::new(SOE)
+        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream"])
+        .arg(upstream.to_string())
+        .args(["--duration", "120"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn soe proxy");
+    let stdout: ChildStdout = child.stdout.take().expect("stdout");
+    let stderr: ChildStderr = child.stderr.take().expect("stderr");
+    let (stdout, stderr) = (lines(stdout), lines(stderr));
+    let process = Running { child };
+    let line = wait_for(&stderr, "listening on", &mut Vec::new());
+    Proxy {
+        process,
+        addr: addr_in(&line),
+        stdout,
+        stderr,
+    }
+}
+
+pub(crate) fn soe(args: &[&str]) -> Output {
+    Command::new(SOE)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run soe")
+}
+
+/// Runs `soe` and asserts that it succeeded (showing its output when not).
+pub(crate) fn soe_ok(args: &[&str]) -> Output {
+    let out = soe(args);
+    assert!(
+        out.status.success(),
+        "soe {args:?} failed: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The bytes `soe ping` and `soe load` send as message `seq` of `size` bytes (the format is
+/// part of the tool's documented behaviour: the sequence number, big-endian, then a text).
+pub(crate) fn message(seq: u64, size: usize) -> Vec<u8> {
+    const FILL: &[u8] = b" soe message payload;";
+    let mut out: Vec<u8> = seq.to_be_bytes().iter().take(size).copied().collect();
+    let mut i = 0;
+    while out.len() < size {
+        out.push(FILL[i % FILL.len()]);
+        i += 1;
+    }
+    out
+}

@@ -1,0 +1,400 @@
+//! What the README promises of the `soe` tool, checked end to end: the flags each command
+//! takes (in `--help` and in the README's transcripts alike), one-line errors with exit 1,
+//! load's summary on Ctrl-C, sizes and lengths refused before anything is sent, exact ping
+//! figures, a closed or vanished server told from a silent one, host names, and the metrics
+//! endpoint.
+#![cfg(unix)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The flags of a session (`serve`, `ping`, `load`).
+const SESSION_FLAGS: [&str; 6] = [
+    "--protocol",
+    "--crc-length",
+    "--compress",
+    "--rc4-key",
+    "--udp-length",
+    "--connect-timeout",
+];
+/// The flags that describe a session the dissector did not see open (`decode`, `proxy`).
+const DISSECT_FLAGS: [&str; 4] = ["--crc-seed", "--crc-length", "--compress", "--rc4-key"];
+
+/// The long flags a text names: `--word` tokens, without what follows an `=`.
+fn flags_in(text: &str) -> BTreeSet<String> {
+    let mut flags = BTreeSet::new();
+    for (i, _) in text.match_indices("--") {
+        let before = text[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '-') {
+            continue;
+        }
+        let name: String = text[i + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        if name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+            flags.insert(format!("--{name}"));
+        }
+    }
+    flags
+}
+
+fn help(command: &str) -> BTreeSet<String> {
+    let out = soe(&[command, "--help"]);
+    assert!(out.status.success(), "soe {command} --help failed");
+    flags_in(&text(&out.stdout))
+}
+
+#[test]
+fn every_command_takes_the_flags_the_readme_gives_it() {
+    for command in ["serve", "ping", "load"] {
+        let flags = help(command);
+        for flag in SESSION_FLAGS {
+            assert!(
+                flags.contains(flag),
+                "soe {command} lacks {flag}: {flags:?}"
+            );
+        }
+        assert!(!flags.contains("--key"), "soe {command} still takes --key");
+    }
+    for command in ["decode", "proxy"] {
+        let flags = help(command);
+        for flag in DISSECT_FLAGS {
+            assert!(
+                flags.contains(flag),
+                "soe {command} lacks {flag}: {flags:?}"
+            );
+        }
+        assert!(!flags.contains("--key"), "soe {command} still takes --key");
+    }
+
+    // Every flag of every command line in the READMEs is one the command takes.
+    let readmes = [
+        include_str!("../../../README.md"),
+        include_str!("../README.md"),
+    ];
+    let mut checked = 0;
+    for readme in readmes {
+        let mut logical = String::new();
+        for line in readme.lines() {
+            // Transcript lines (`$ soe ...`, continued with `\`) and table rows (`| `soe ...`).
+            let line = line.trim();
+            let continued = !logical.is_empty();
+            if !continued && !line.starts_with("$ soe ") && !line.starts_with("| `soe ") {
+                continue;
+            }
+            logical.push_str(line.trim_end_matches('\\'));
+            logical.push(' ');
+            if line.ends_with('\\') {
+                continue;
+            }
+            let command_line = std::mem::take(&mut logical);
+            let command = command_line
+                .split_whitespace()
+                .find(|w| ["serve", "ping", "load", "decode", "proxy"].contains(w))
+                .unwrap_or_else(|| panic!("no command in {command_line:?}"));
+            let takes = help(command);
+            for flag in flags_in(&command_line) {
+                assert!(
+                    takes.contains(&flag) || flag == "--help",
+                    "the README gives soe {command} {flag}, which it does not take: \
+                     {command_line}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 30, "only {checked} flags found in the READMEs");
+}
+
+#[test]
+fn bad_arguments_get_one_line_and_exit_1() {
+    let cases: [&[&str]; 6] = [
+        &["ping", "--bogus"],
+        &["ping"],
+        &[
+            "load",
+            "127.0.0.1:9",
+            "--sessions",
+            "zero",
+            "--messages",
+            "1",
+        ],
+        &["decode", "--crc-length", "7", "0006"],
+        &["serve", "--udp-length", "0"],
+        &["frobnicate"],
+    ];
+    for args in cases {
+        let out = soe(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "soe {args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "soe {args:?}: {stderr}");
+        assert!(stderr.starts_with("soe: error: "), "soe {args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "soe {args:?} printed to stdout");
+    }
+    // Help and version are no errors.
+    for args in [&["--help"][..], &["--version"], &["ping", "--help"]] {
+        let out = soe(args);
+        assert_eq!(out.status.code(), Some(0), "soe {args:?}");
+        assert!(!out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn lengths_and_sizes_out_of_range_are_refused_before_connecting() {
+    for length in ["0", "1", "63", "65508", "100000"] {
+        for command in [
+            &["serve"][..],
+            &["ping", "127.0.0.1:9"],
+            &["load", "127.0.0.1:9"],
+        ] {
+            let mut args = command.to_vec();
+            args.extend(["--udp-length", length]);
+            let out = soe(&args);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+            assert!(stderr.contains("out of range"), "{args:?}: {stderr}");
+            assert!(stderr.contains("64 to 65507"), "{args:?}: {stderr}");
+        }
+    }
+    // A message larger than a session may send is refused at once: no connection is tried
+    // (127.0.0.1:9 would otherwise be reported as closed).
+    for args in [
+        &["ping", "127.0.0.1:9", "--size", "5000000"][..],
+        &[
+            "load",
+            "127.0.0.1:9",
+            "--messages",
+            "1",
+            "--size",
+            "5000000",
+        ],
+        &[
+            "load",
+            "127.0.0.1:9",
+            "--messages",
+            "1",
+            "--size",
+            "1-5000000",
+        ],
+    ] {
+        let out = soe(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("over the largest message a session sends"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("listens"), "{args:?}: {stderr}");
+    }
+}
+
+/// The milliseconds of a `time=12.345 ms` line.
+fn time_of(line: &str) -> Option<f64> {
+    line.split_once("time=")?
+        .1
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn ping_figures_are_the_round_trips_it_printed_and_host_names_work() {
+    let server = serve(&[]);
+    let addr = format!("localhost:{}", server.addr.port());
+    let out = soe_ok(&[
+        "ping",
+        &addr,
+        "-c",
+        "6",
+        "--interval",
+        "10",
+        "--size",
+        "700",
+    ]);
+    let stdout = text(&out.stdout);
+    let times: Vec<f64> = stdout.lines().filter_map(time_of).collect();
+    assert_eq!(times.len(), 6, "{stdout}");
+    let figures: Vec<f64> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("rtt min/avg/max/p99 = "))
+        .unwrap_or_else(|| panic!("no rtt line: {stdout}"))
+        .trim_end_matches(" ms")
+        .split('/')
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let (min, avg, max, p99) = (figures[0], figures[1], figures[2], figures[3]);
+    let lowest = times.iter().copied().fold(f64::MAX, f64::min);
+    let highest = times.iter().copied().fold(0.0, f64::max);
+    // min and max are the extremes of the lines, to the printed digit.
+    assert!(
+        (min - lowest).abs() < 1e-9,
+        "min {min} vs {lowest}: {stdout}"
+    );
+    assert!(
+        (max - highest).abs() < 1e-9,
+        "max {max} vs {highest}: {stdout}"
+    );
+    let mean = times.iter().sum::<f64>() / times.len() as f64;
+    assert!(
+        (avg - mean).abs() <= 0.0015,
+        "avg {avg} vs {mean}: {stdout}"
+    );
+    assert!(min <= p99 && p99 <= max, "p99 {p99} outside [{min}, {max}]");
+    assert!(stdout.contains("6 sent, 6 received"), "{stdout}");
+}
+
+#[test]
+fn a_closed_port_and_a_vanished_server_are_said_so() {
+    // Nothing on the port: said within a probe period or two, not after the connect timeout.
+    let closed = {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.local_addr().unwrap().to_string()
+    };
+    let started = Instant::now();
+    let out = soe(&["ping", &closed, "-c", "1", "--connect-timeout", "30"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("nothing listens on {closed}")),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the probe was not used"
+    );
+
+    // The server goes away in the middle of a ping: the ping says so and fails.
+    let mut server = serve(&[]);
+    let mut ping = std::process::Command::new(SOE)
+        .args([
+            "ping",
+            &server.addr.to_string(),
+            "-c",
+            "0",
+            "--interval",
+            "50",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = lines(ping.stdout.take().unwrap());
+    let mut ping = Running { child: ping };
+    let mut seen = Vec::new();
+    wait_for(&stdout, "seq=2 time=", &mut seen);
+    let _ = server.process.child.kill();
+    let _ = server.process.child.wait();
+    let line = wait_for(&stdout, "no echo", &mut seen);
+    assert!(
+        line.contains(&format!("{} stopped listening", server.addr)),
+        "{line}"
+    );
+    let status = ping.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1));
+}
+
+#[test]
+fn load_prints_its_summary_when_interrupted() {
+    let server = serve(&[]);
+    let mut load = std::process::Command::new(SOE)
+        .args([
+            "load",
+            &server.addr.to_string(),
+            "--sessions",
+            "2",
+            "--duration",
+            "120",
+            "--rate",
+            "200",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = load.stdout.take().unwrap();
+    let mut load = Running { child: load };
+    // Let it measure something, then Ctrl-C.
+    std::thread::sleep(Duration::from_millis(1500));
+    load.interrupt();
+    let status = load.wait(Duration::from_secs(30));
+    let mut summary = String::new();
+    let _ = std::io::BufReader::new(stdout).read_to_string(&mut summary);
+    assert_eq!(status.code(), Some(130), "{summary}");
+    assert!(
+        summary.contains("(interrupted: figures so far)"),
+        "{summary}"
+    );
+    let verified: u64 = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("messages:"))
+        .and_then(|l| l.split(" sent, ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no messages line: {summary}"));
+    assert!(verified > 0, "nothing measured before Ctrl-C: {summary}");
+    assert!(summary.contains("sessions:   2 (0 failed)"), "{summary}");
+}
+
+fn http(addr: &str, request: &str) -> String {
+    let mut response = String::new();
+    for _ in 0..50 {
+        response.clear();
+        if let Ok(mut conn) = TcpStream::connect(addr) {
+            let _ = conn.write_all(request.as_bytes());
+            let _ = conn.read_to_string(&mut response);
+            if !response.is_empty() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    response
+}
+
+#[test]
+fn the_metrics_endpoint_speaks_http() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let metrics = format!("127.0.0.1:{port}");
+    let server = serve(&["--metrics", &metrics]);
+    soe_ok(&["ping", &server.addr.to_string(), "-c", "1"]);
+    let ok = http(&metrics, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+    assert!(
+        ok.contains("Content-Type: text/plain; version=0.0.4"),
+        "{ok}"
+    );
+    for metric in [
+        "soe_sessions",
+        "soe_sessions_opened_total",
+        "soe_messages_received_total",
+        "soe_messages_sent_total",
+        "soe_bytes_received_total",
+        "soe_resends_total",
+        "soe_crc_rejects_total",
+    ] {
+        assert!(ok.contains(&format!("# HELP {metric} ")), "{metric}: {ok}");
+        assert!(ok.contains(&format!("\n{metric} ")), "{metric}: {ok}");
+    }
+    let head = http(&metrics, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.ends_with("\r\n\r\n"), "HEAD carries no body: {head}");
+    assert!(!head.contains("Content-Length: 0\r\n"), "{head}");
+    let missing = http(&metrics, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(missing.starts_with("HTTP/1.1 404 "), "{missing}");
+    let post = http(&metrics, "POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
+    let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+    let huge = http(&metrics, &huge);
+    assert!(huge.starts_with("HTTP/1.1 431 "), "{huge}");
+}
