@@ -890,9 +890,19 @@ impl Sender {
             let base = self.base;
             let mut resent_oldest = false;
             if let Some(Some(oldest)) = self.in_flight.front_mut() {
-                // A selectively acknowledged oldest packet is resent too: only a cumulative ack
-                // proves delivery, and none has come.
-                if (oldest.counted() || oldest.sacked)
+                if oldest.resend_queued && !oldest.probe && !oldest.sacked {
+                    // Already declared lost, and held back by the window or the pacer: this
+                    // timeout puts it first in line and restarts its deadline. Left as it was,
+                    // the deadline would stay in the past (nothing sent moves it), and the
+                    // caller would be woken at the same instant forever (soe-sim seeds 651
+                    // and 869: stuck).
+                    if self.resend.front() != Some(&base) {
+                        self.resend.retain(|&s| s != base);
+                        self.resend.push_front(base);
+                    }
+                    resent_oldest = true;
+                    self.last_timeout = Some(now);
+                } else if (oldest.counted() || oldest.sacked)
                     && now.saturating_duration_since(oldest.last_sent) >= base_pto
                 {
                     if oldest.sacked {
