@@ -22,7 +22,7 @@ pub(crate) struct SessionFlags {
     /// The CRC trailer length a server announces: 0, 2 or 4 (clients adopt the server's).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = parse_crc_length)]
     pub(crate) crc_length: u8,
-    /// Announce compression (server) / expect it (decode without a handshake in the capture).
+    /// Announce compression (a server; clients adopt what the server announces).
     #[arg(long)]
     pub(crate) compress: bool,
     /// The RC4 key for reliable application data, base64 (both sides must agree).
