@@ -630,6 +630,17 @@ fn write_pcap(path: &Path, records: &[Recorded], client: SocketAddr, server: Soc
     let noise = frame(other, other, b"not ours");
     w.write_packet(&PcapPacket::new(EPOCH, noise.len() as u32, &noise))
         .unwrap();
+    write_records(&mut w, records, client, server, Duration::ZERO);
+}
+
+/// Appends the records of one session to a classic pcap, `offset` after [`EPOCH`].
+fn write_records<W: Write>(
+    w: &mut PcapWriter<W>,
+    records: &[Recorded],
+    client: SocketAddr,
+    server: SocketAddr,
+    offset: Duration,
+) {
     for r in records {
         let (src, dst) = if r.from_client {
             (client, server)
@@ -637,7 +648,7 @@ fn write_pcap(path: &Path, records: &[Recorded], client: SocketAddr, server: Soc
             (server, client)
         };
         let f = frame(src, dst, &r.bytes);
-        w.write_packet(&PcapPacket::new(EPOCH + r.at, f.len() as u32, &f))
+        w.write_packet(&PcapPacket::new(EPOCH + offset + r.at, f.len() as u32, &f))
             .unwrap();
     }
 }
@@ -947,19 +958,8 @@ fn a_key_per_server_port() {
             ),
         ];
         for (records, client, server, offset) in sessions {
-            let (client, server): (SocketAddr, SocketAddr) =
-                (client.parse().unwrap(), server.parse().unwrap());
-            for r in records {
-                let (src, dst) = if r.from_client {
-                    (client, server)
-                } else {
-                    (server, client)
-                };
-                let f = frame(src, dst, &r.bytes);
-                let at = EPOCH + offset + r.at;
-                w.write_packet(&PcapPacket::new(at, f.len() as u32, &f))
-                    .unwrap();
-            }
+            let (client, server) = (client.parse().unwrap(), server.parse().unwrap());
+            write_records(&mut w, records, client, server, offset);
         }
     }
     let pcap = path.to_str().unwrap();

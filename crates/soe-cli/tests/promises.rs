@@ -273,21 +273,8 @@ fn a_closed_port_and_a_vanished_server_are_said_so() {
 
     // The server goes away in the middle of a ping: the ping says so and fails.
     let mut server = serve(&[]);
-    let mut ping = std::process::Command::new(SOE)
-        .args([
-            "ping",
-            &server.addr.to_string(),
-            "-c",
-            "0",
-            "--interval",
-            "50",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = lines(ping.stdout.take().unwrap());
-    let mut ping = Running { child: ping };
+    let server_addr = server.addr.to_string();
+    let (mut ping, stdout) = spawn(&["ping", &server_addr, "-c", "0", "--interval", "50"]);
     let mut seen = Vec::new();
     wait_for(&stdout, "seq=2 time=", &mut seen);
     let _ = server.process.child.kill();
@@ -303,30 +290,31 @@ fn a_closed_port_and_a_vanished_server_are_said_so() {
 
 #[test]
 fn load_prints_its_summary_when_interrupted() {
-    let server = serve(&[]);
-    let mut load = std::process::Command::new(SOE)
-        .args([
-            "load",
-            &server.addr.to_string(),
-            "--sessions",
-            "2",
-            "--duration",
-            "120",
-            "--rate",
-            "200",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = load.stdout.take().unwrap();
-    let mut load = Running { child: load };
-    // Let it measure something, then Ctrl-C.
-    std::thread::sleep(Duration::from_millis(1500));
+    let mut server = serve(&["--stats-interval", "0.2"]);
+    let addr = server.addr.to_string();
+    let (mut load, stdout) = spawn(&[
+        "load",
+        &addr,
+        "--sessions",
+        "2",
+        "--duration",
+        "120",
+        "--rate",
+        "200",
+    ]);
+    // Ctrl-C once the server has seen both sessions' echoes flow (not after a fixed sleep,
+    // which a loaded machine could outlast before anything was measured).
+    loop {
+        let stats = wait_for(&server.stdout, "stats:", &mut server.seen);
+        if stats.contains("2 session(s)") && !stats.contains(" 0 message(s)/s") {
+            break;
+        }
+    }
     load.interrupt();
     let status = load.wait(Duration::from_secs(30));
-    let mut summary = String::new();
-    let _ = std::io::BufReader::new(stdout).read_to_string(&mut summary);
+    let mut lines = Vec::new();
+    rest(&stdout, &mut lines);
+    let summary = lines.join("\n");
     assert_eq!(status.code(), Some(130), "{summary}");
     assert!(
         summary.contains("(interrupted: figures so far)"),

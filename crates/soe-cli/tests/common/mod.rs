@@ -187,3 +187,16 @@ pub(crate) fn message(seq: u64, size: usize) -> Vec<u8> {
     }
     out
 }
+
+/// Starts `soe` with `args`, its stdout read line by line and its stderr discarded; the process
+/// is killed when the returned handle drops.
+pub(crate) fn spawn(args: &[&str]) -> (Running, mpsc::Receiver<String>) {
+    let mut child = Command::new(SOE)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn soe");
+    let stdout = lines(child.stdout.take().expect("stdout"));
+    (Running { child }, stdout)
+}
