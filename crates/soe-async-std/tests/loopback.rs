@@ -27,6 +27,12 @@ fn connect_to_a_port_nobody_serves_times_out() {
     block_on(scenarios::connect_to_nobody_times_out::<R>());
 }
 
+#[cfg(any(target_os = "linux", target_os = "android", windows))]
+#[test]
+fn a_connected_socket_hears_a_closed_port() {
+    block_on(scenarios::connected_socket_hears_a_closed_port::<R>());
+}
+
 #[test]
 fn server_keeps_serving_through_garbage() {
     block_on(scenarios::survives_garbage::<R>());

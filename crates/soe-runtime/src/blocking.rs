@@ -35,7 +35,7 @@ use crate::connection::{self, CloseReason, ConnectionId};
 use crate::driver::max_datagram_size;
 use crate::endpoint::Core;
 use crate::error::{ConnectError, RecvTimeoutError, SendError, TrySendError};
-use crate::shared::Shared;
+use crate::shared::{Shared, is_port_unreachable};
 
 /// An endpoint driven by a background thread; see the [module documentation](self).
 #[derive(Debug, Clone)]
@@ -57,7 +57,8 @@ impl Endpoint {
         Self::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), config)
     }
 
-    /// Runs an endpoint on an already bound socket.
+    /// Runs an endpoint on an already bound socket, which must not be connected (the driver
+    /// thread wakes itself with a datagram to its own address).
     pub fn with_socket(socket: UdpSocket, config: Config) -> io::Result<Self> {
         socket.set_nonblocking(false)?;
         let local_addr = socket.local_addr()?;
@@ -83,6 +84,14 @@ impl Endpoint {
     /// The address the socket is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.core.local_addr
+    }
+
+    /// How many times the socket reported that a datagram it sent met a closed port; see
+    /// [`Endpoint::port_unreachable`](crate::Endpoint::port_unreachable). The driver thread
+    /// wakes itself with a datagram to its own socket, so the socket must not be connected:
+    /// on Windows it hears of closed ports all the same.
+    pub fn port_unreachable(&self) -> u64 {
+        self.core.shared().lock().port_unreachable
     }
 
     /// Waits for the next session a peer opens; `None` once the endpoint is closed.
@@ -208,6 +217,9 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
             let datagram = tx.get(..t.len).unwrap_or(&tx);
             if let Err(e) = socket.send_to(datagram, t.destination) {
                 tracing::debug!(destination = %t.destination, error = %e, "UDP send error");
+                if is_port_unreachable(&e) {
+                    state.port_unreachable += 1;
+                }
             }
         }
         state.route_events(now);
@@ -248,7 +260,12 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
                         | io::ErrorKind::TimedOut
                         | io::ErrorKind::Interrupted
                 ) => {}
-            Err(e) => tracing::debug!(error = %e, "UDP receive error"),
+            Err(e) => {
+                tracing::debug!(error = %e, "UDP receive error");
+                if is_port_unreachable(&e) {
+                    shared.lock().port_unreachable += 1;
+                }
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ use quinn_udp::{BATCH_SIZE, RecvMeta};
 
 use crate::config::Config;
 use crate::runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
-use crate::shared::{Shared, State};
+use crate::shared::{Shared, State, is_port_unreachable};
 
 /// The most datagrams one wake-up reads before yielding (with GRO, the last receive call may
 /// bring one slot's coalesced datagrams, at most 63, past it).
@@ -124,6 +124,9 @@ impl Driver {
                         if e.kind() == io::ErrorKind::WouldBlock {
                             return received;
                         }
+                        if is_port_unreachable(&e) {
+                            self.shared.lock().port_unreachable += 1;
+                        }
                         received += 1;
                         continue;
                     }
@@ -201,8 +204,13 @@ impl Driver {
                     }
                 }
                 Err(e) => {
-                    // Lost like any datagram; the protocol resends what matters.
+                    // Lost like any datagram; the protocol resends what matters. A connected
+                    // socket may report an earlier datagram's ICMP error here instead of on
+                    // the next receive.
                     tracing::debug!(%destination, error = %e, "UDP send error; datagram dropped");
+                    if is_port_unreachable(&e) {
+                        state.port_unreachable += 1;
+                    }
                     self.pending = None;
                     sent += count;
                 }

@@ -66,6 +66,13 @@ impl<R: Runtime + Default> Endpoint<R> {
 
 impl<R: Runtime> Endpoint<R> {
     /// Runs an endpoint on an already bound socket with the given runtime.
+    ///
+    /// A client that talks to one server may pass a socket
+    /// [connected](std::net::UdpSocket::connect) to it: the socket then receives from that
+    /// server only, and the system reports the server's closed port to it, which
+    /// [`port_unreachable`](Self::port_unreachable) counts. Only where the system lets a
+    /// connected UDP socket send with a destination address (Linux, Android, Windows; not
+    /// macOS or the BSDs, which refuse it with `EISCONN`).
     pub fn with_socket(
         socket: std::net::UdpSocket,
         config: Config,
@@ -138,6 +145,18 @@ impl<R: Runtime> Endpoint<R> {
     /// The endpoint-wide counters (datagrams, refusals, rate limiting, timer wake-ups).
     pub fn stats(&self) -> soe_session::EndpointStats {
         self.core.shared().lock().proto.endpoint_stats().clone()
+    }
+
+    /// How many times the socket reported that a datagram it sent met a closed port (an ICMP
+    /// port unreachable from the peer's host).
+    ///
+    /// Linux, Android and the BSDs report these to a socket [connected](Self::with_socket) to
+    /// the peer only, Windows to any socket. A client that sees the count rise while a
+    /// session waits for its server knows that nothing listens there any more, seconds
+    /// before the session times out. The sessions themselves do not act on it: an ICMP
+    /// message is not authenticated, and anyone on the path can forge one.
+    pub fn port_unreachable(&self) -> u64 {
+        self.core.shared().lock().port_unreachable
     }
 }
 

@@ -19,6 +19,16 @@ use crate::config::{Config, EventMode};
 use crate::connection::{CloseReason, ConnectionId};
 use crate::error::TrySendError;
 
+/// Whether a socket error is the system's report that a datagram sent earlier met a closed
+/// port: ICMP port unreachable, which Linux, Android and the BSDs report as `ECONNREFUSED` to a
+/// connected socket, and Windows as `WSAECONNRESET` to any socket.
+pub(crate) fn is_port_unreachable(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset
+    )
+}
+
 /// The lock and what it guards.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -47,6 +57,7 @@ impl Shared {
                 mode: config.event_mode,
                 receive_queue_bytes: config.receive_queue_bytes,
                 connect_timeout: config.endpoint.client_config().connect_timeout(),
+                port_unreachable: 0,
             }),
         }
     }
@@ -167,6 +178,9 @@ pub(crate) struct State {
     receive_queue_bytes: usize,
     /// The client sessions' connect timeout, for error messages.
     pub(crate) connect_timeout: std::time::Duration,
+    /// How many times the socket reported a datagram sent earlier as undeliverable to a closed
+    /// port (see [`is_port_unreachable`]).
+    pub(crate) port_unreachable: u64,
 }
 
 impl State {

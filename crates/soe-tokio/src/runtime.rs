@@ -4,13 +4,13 @@ use std::future::Future;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use soe_runtime::udp::{RecvMeta, UdpSocketState};
 use soe_runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
-use tokio::io::Interest;
+use tokio::io::{Interest, Ready};
 
 /// Runs the driver on tokio: the runtime of the caller (the default), or the one behind a
 /// [`Handle`](tokio::runtime::Handle).
@@ -55,9 +55,11 @@ impl Runtime for TokioRuntime {
         let handle = self.handle()?;
         socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&socket).into())?;
+        let connected = socket.peer_addr().is_ok();
         let _guard = handle.enter();
-        let io = tokio::net::UdpSocket::from_std(socket)?;
-        Ok(Arc::new(Socket { io, state }))
+        let io = Arc::new(tokio::net::UdpSocket::from_std(socket)?);
+        let errors = connected.then(|| Mutex::new(Some(ErrorWait::new(io.clone()))));
+        Ok(Arc::new(Socket { io, state, errors }))
     }
 }
 
@@ -77,8 +79,65 @@ impl AsyncTimer for Timer {
 
 #[derive(Debug)]
 struct Socket {
-    io: tokio::net::UdpSocket,
+    io: Arc<tokio::net::UdpSocket>,
     state: UdpSocketState,
+    /// Only for a socket connected to one peer, to which the system reports that peer's closed
+    /// port as a socket error. tokio's read readiness leaves errors out, so without this wait
+    /// the driver would only hear of one at its next send.
+    errors: Option<Mutex<Option<ErrorWait>>>,
+}
+
+/// A wait for a socket's error readiness.
+struct ErrorWait(Pin<Box<dyn Future<Output = io::Result<Ready>> + Send>>);
+
+impl ErrorWait {
+    fn new(io: Arc<tokio::net::UdpSocket>) -> Self {
+        Self(Box::pin(async move { io.ready(Interest::ERROR).await }))
+    }
+}
+
+impl std::fmt::Debug for ErrorWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ErrorWait")
+    }
+}
+
+impl Socket {
+    /// The error a connected socket has pending, once error readiness comes; `None` while
+    /// there is none (the waker is then registered for the next).
+    fn poll_error(&self, cx: &mut Context<'_>) -> Option<io::Error> {
+        let mut slot = self
+            .errors
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            let wait = slot.as_mut()?;
+            match wait.0.as_mut().poll(cx) {
+                Poll::Pending => return None,
+                // The I/O driver is gone: receiving fails too, and says so.
+                Poll::Ready(Err(_)) => {
+                    *slot = None;
+                    return None;
+                }
+                Poll::Ready(Ok(_)) => {}
+            }
+            *wait = ErrorWait::new(self.io.clone());
+            // Takes the pending error; when there is none, the readiness is cleared, and the
+            // new wait registers for the next on the next turn of the loop.
+            let taken = self
+                .io
+                .try_io(Interest::ERROR, || match self.io.take_error()? {
+                    Some(e) => Ok(e),
+                    None => Err(io::ErrorKind::WouldBlock.into()),
+                });
+            match taken {
+                Ok(e) => return Some(e),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Some(e),
+            }
+        }
+    }
 }
 
 impl AsyncUdpSocket for Socket {
@@ -88,6 +147,9 @@ impl AsyncUdpSocket for Socket {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.poll_error(cx) {
+            return Poll::Ready(Err(e));
+        }
         loop {
             ready!(self.io.poll_recv_ready(cx))?;
             match self.io.try_io(Interest::READABLE, || {

@@ -26,6 +26,12 @@ async fn connect_to_a_port_nobody_serves_times_out() {
     scenarios::connect_to_nobody_times_out::<R>().await;
 }
 
+#[cfg(any(target_os = "linux", target_os = "android", windows))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connected_socket_hears_a_closed_port() {
+    scenarios::connected_socket_hears_a_closed_port::<R>().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_keeps_serving_through_garbage() {
     scenarios::survives_garbage::<R>().await;

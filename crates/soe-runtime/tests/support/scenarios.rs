@@ -625,3 +625,54 @@ pub async fn driver_stops_and_releases_the_port<R: Runtime + Default>() {
         assert!(freed, "port {addr} still taken: the driver did not stop");
     }
 }
+
+/// A client endpoint on a socket connected to its server: sessions run as on any socket, and
+/// a closed port is reported to it (ICMP port unreachable) and counted as soon as the first
+/// SessionRequest meets it: the request is not resent for 30 s, so the report comes from the
+/// receiving side, not from a later send. Linux, Android and Windows only: elsewhere a
+/// connected UDP socket refuses to send with a destination address.
+pub async fn connected_socket_hears_a_closed_port<R: Runtime + Default>() {
+    let connected_client = |server: SocketAddr| {
+        let socket = UdpSocket::bind(loopback()).unwrap();
+        socket.connect(server).unwrap();
+        let session = session_config(false)
+            .with_connect_timeout(Duration::from_secs(60))
+            .with_retry_interval(Duration::from_secs(30));
+        let config = EndpointConfig::client(Arc::new(session));
+        Endpoint::<R>::with_socket(socket, config.into(), R::default()).unwrap()
+    };
+    within::<R, _>(Duration::from_secs(10), "echo and closed port", async {
+        // An open port: an echo over the connected socket, and nothing to report.
+        let server = echo_server::<R>(server_config(false));
+        let client = connected_client(server.local_addr());
+        let conn = client.connect(server.local_addr()).await.unwrap();
+        for i in 0..20 {
+            conn.send(message(0, i)).await.unwrap();
+            assert_eq!(conn.recv().await.unwrap(), message(0, i));
+        }
+        assert_eq!(client.port_unreachable(), 0);
+        conn.close(DisconnectReason::Application);
+        client.wait_idle().await;
+
+        // A closed port.
+        let dead = {
+            let socket = UdpSocket::bind(loopback()).unwrap();
+            socket.local_addr().unwrap()
+        };
+        let client = connected_client(dead);
+        future::or(
+            async {
+                let result = client.connect(dead).await;
+                panic!("the connect ended before the closed port was heard: {result:?}");
+            },
+            async {
+                while client.port_unreachable() == 0 {
+                    sleep::<R>(Duration::from_millis(5)).await;
+                }
+            },
+        )
+        .await;
+        assert_eq!(client.port_unreachable(), 1);
+    })
+    .await;
+}
