@@ -1,13 +1,15 @@
 //! What the client commands (`ping`, `load`) share: connecting, and the messages they send.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use soe_tokio::bytes::Bytes;
-use soe_tokio::{Config, ConnectError, Connection, Endpoint, EndpointConfig, SessionConfig};
+use soe_tokio::{
+    Config, ConnectError, Connection, Endpoint, EndpointConfig, SessionConfig, TokioRuntime,
+};
 
-use crate::net::{PROBE_PERIOD, Probe, closed};
+use crate::net::{CONNECTED_SOCKETS, PortWatch, Probe};
 
 /// Why a session could not be opened.
 #[derive(Debug)]
@@ -51,34 +53,60 @@ impl ConnectFailure {
 
 /// Opens a client endpoint on an ephemeral port and connects it to `server`.
 ///
-/// The session config's connect timeout bounds the wait. With a `probe`, a closed port ends
-/// the wait as soon as the probe hears so (after a probe period of silence), and a timeout is
-/// told from a closed port.
+/// Where the system allows it ([`CONNECTED_SOCKETS`]), the endpoint's socket is connected to
+/// the server, so that the system reports a closed port to it; elsewhere, with `probe`, a
+/// [`Probe`] asks after a probe period of silence. The returned [`PortWatch`] goes on telling
+/// during the session. The session config's connect timeout bounds the wait; a closed port
+/// ends it as soon as it is heard of, and a timeout is told from a closed port.
 pub(crate) async fn connect(
     server: SocketAddr,
     session: Arc<SessionConfig>,
-    probe: Option<&Probe>,
-) -> Result<(Endpoint, Connection), ConnectFailure> {
+    probe: bool,
+) -> Result<(Endpoint, Connection, PortWatch), ConnectFailure> {
     let timeout = session.connect_timeout();
-    let endpoint = Endpoint::client(Config::new(Arc::new(EndpointConfig::client(session))))
+    let config = Config::new(Arc::new(EndpointConfig::client(session)));
+    let endpoint = client_endpoint(server, config)
         .map_err(|e| ConnectFailure::Other(format!("cannot open a client socket: {e}")))?;
+    let watch = if CONNECTED_SOCKETS {
+        PortWatch::Socket(endpoint.clone())
+    } else if probe {
+        Probe::new(server)
+            .await
+            .map_or(PortWatch::Blind, PortWatch::Probe)
+    } else {
+        PortWatch::Blind
+    };
     let result = tokio::select! {
         result = endpoint.connect(server) => result,
-        () = closed(probe) => return Err(ConnectFailure::NotListening),
+        () = watch.closed() => return Err(ConnectFailure::NotListening),
     };
     match result {
-        Ok(conn) => Ok((endpoint, conn)),
-        // A timeout shorter than a probe period leaves no time to probe while waiting: ask once
-        // more before calling the server silent.
-        Err(ConnectError::TimedOut { .. }) => match probe {
-            Some(p) if p.refused(PROBE_PERIOD).await => Err(ConnectFailure::NotListening),
-            _ => Err(ConnectFailure::TimedOut(timeout)),
-        },
+        Ok(conn) => Ok((endpoint, conn, watch)),
+        Err(ConnectError::TimedOut { .. }) if watch.closed_now().await => {
+            Err(ConnectFailure::NotListening)
+        }
+        Err(ConnectError::TimedOut { .. }) => Err(ConnectFailure::TimedOut(timeout)),
         Err(ConnectError::Refused { reason }) => {
             Err(ConnectFailure::Refused(format!("{reason:?}")))
         }
         Err(e) => Err(ConnectFailure::Other(e.to_string())),
     }
+}
+
+/// A client endpoint on an ephemeral port, its socket connected to `server` where
+/// [`CONNECTED_SOCKETS`] says the system allows it.
+fn client_endpoint(server: SocketAddr, config: Config) -> std::io::Result<Endpoint> {
+    if !CONNECTED_SOCKETS {
+        return Endpoint::client(config);
+    }
+    let local: SocketAddr = if server.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = config.socket.bind(local)?;
+    socket.connect(server)?;
+    Endpoint::with_socket(socket, config, TokioRuntime::default())
 }
 
 /// The message number `seq` of `size` bytes: the sequence number (big-endian, as many of its 8

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use crate::client::{ConnectFailure, connect, message};
 use crate::flags::{SessionFlags, check_size};
-use crate::net::{PROBE_PERIOD, Probe};
+use crate::net::{CONNECTED_SOCKETS, PROBE_PERIOD, Probe};
 use crate::serve::parse_seconds;
 
 /// Arguments of `soe load`.
@@ -108,12 +108,17 @@ struct SessionReport {
     /// When the session had its last echo (or gave up), before its close.
     finished: Instant,
     rtt: Histogram<u64>,
+    /// The exact shortest and longest round trips, in microseconds (the histogram's buckets
+    /// would round them outwards).
+    rtt_min: Option<u64>,
+    rtt_max: Option<u64>,
     resends: u64,
     datagrams_sent: u64,
     datagrams_received: u64,
 }
 
-/// Round-trip percentiles, in microseconds.
+/// Round-trip percentiles, in microseconds; min and max are exact, and the percentiles never
+/// lie outside them.
 #[derive(Debug, Serialize)]
 struct Percentiles {
     min: u64,
@@ -187,9 +192,10 @@ async fn load(args: LoadArgs) -> Result<ExitCode> {
             }
         });
     }
-    {
-        // While no session has connected, a probe period of silence sets the probe off; a
-        // closed port stops the run. Once one session connects, the port is open.
+    if !CONNECTED_SOCKETS {
+        // Where the sessions' sockets cannot hear of a closed port themselves: while no session
+        // has connected, a probe period of silence sets one probe off for all; a closed port
+        // stops the run. Once one session connects, the port is open.
         let (stop_tx, not_listening) = (stop_tx.clone(), not_listening.clone());
         let (server, connected, timeout) =
             (args.addr, connected.clone(), session.connect_timeout());
@@ -277,13 +283,17 @@ async fn load(args: LoadArgs) -> Result<ExitCode> {
     progress.finish_and_clear();
     let interrupted = interrupted.load(Ordering::Relaxed);
     if !reports.iter().any(|r| r.connected) && !interrupted {
-        // No session opened: a closed port is an error of its own, not a load figure. A
-        // connect timeout shorter than a probe period left no time to probe during the run.
+        // No session opened: a closed port is an error of its own, not a load figure. (A
+        // connect timeout shorter than a probe period left a probe no time to ask.)
         let closed = not_listening.load(Ordering::Relaxed)
-            || match Probe::new(args.addr).await {
-                Some(probe) => probe.refused(PROBE_PERIOD).await,
-                None => false,
-            };
+            || reports
+                .iter()
+                .any(|r| matches!(r.connect_failure, Some(ConnectFailure::NotListening)))
+            || (!CONNECTED_SOCKETS
+                && match Probe::new(args.addr).await {
+                    Some(probe) => probe.refused(PROBE_PERIOD).await,
+                    None => false,
+                });
         if closed {
             anyhow::bail!(ConnectFailure::NotListening.describe(args.addr, None));
         }
@@ -350,14 +360,23 @@ fn summarize(
         elapsed_s: elapsed.as_secs_f64(),
         messages_per_s: verified as f64 / secs,
         megabytes_per_s_each_way: sum(|r| r.bytes_received) as f64 / secs / 1e6,
-        rtt_us: (!rtt.is_empty()).then(|| Percentiles {
-            min: rtt.min(),
-            mean: rtt.mean(),
-            p50: rtt.value_at_quantile(0.5),
-            p99: rtt.value_at_quantile(0.99),
-            p999: rtt.value_at_quantile(0.999),
-            max: rtt.max(),
-        }),
+        rtt_us: match (
+            reports.iter().filter_map(|r| r.rtt_min).min(),
+            reports.iter().filter_map(|r| r.rtt_max).max(),
+        ) {
+            (Some(min), Some(max)) => {
+                let at = |q: f64| rtt.value_at_quantile(q).clamp(min, max);
+                Some(Percentiles {
+                    min,
+                    mean: rtt.mean().clamp(min as f64, max as f64),
+                    p50: at(0.5),
+                    p99: at(0.99),
+                    p999: at(0.999),
+                    max,
+                })
+            }
+            _ => None,
+        },
         resends: sum(|r| r.resends),
         datagrams_sent: sum(|r| r.datagrams_sent),
         datagrams_received: sum(|r| r.datagrams_received),
@@ -435,12 +454,14 @@ impl Job {
             bytes_received: 0,
             finished: Instant::now(),
             rtt: histogram(),
+            rtt_min: None,
+            rtt_max: None,
             resends: 0,
             datagrams_sent: 0,
             datagrams_received: 0,
         };
-        let connecting = connect(self.server, self.session.clone(), None);
-        let (endpoint, conn) = tokio::select! {
+        let connecting = connect(self.server, self.session.clone(), false);
+        let (endpoint, conn, watch) = tokio::select! {
             result = connecting => match result {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -515,6 +536,13 @@ impl Job {
                     conn.recv(),
                 ) => reply,
                 () = stopped(&mut self.stop) => break,
+                () = watch.closed() => {
+                    report.error = Some(format!(
+                        "{} stopped listening (ICMP port unreachable)",
+                        self.server
+                    ));
+                    break;
+                }
             };
             match reply {
                 Err(_) => {
@@ -546,6 +574,8 @@ impl Job {
                         report.verified += 1;
                         let us = (sent_at.elapsed().as_micros() as u64).clamp(1, MAX_RTT_US);
                         let _ = report.rtt.record(us);
+                        report.rtt_min = Some(report.rtt_min.map_or(us, |m| m.min(us)));
+                        report.rtt_max = Some(report.rtt_max.map_or(us, |m| m.max(us)));
                     } else {
                         report.mismatched += 1;
                     }

@@ -1,10 +1,12 @@
-//! Addresses and probes: host names resolved like `IP:port`, and an ICMP "port unreachable"
-//! probe that tells a closed port from a silent server.
+//! Addresses, and how a client hears of a closed port: host names resolved like `IP:port`,
+//! and an ICMP "port unreachable" told from a silent server, by the session's own connected
+//! socket where the system allows it, or else by a probe.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use soe_tokio::Endpoint;
 use tokio::net::UdpSocket;
 
 /// Parses `HOST:PORT` or `IP:PORT` (`[v6]:PORT` for IPv6), resolving a host name; the first
@@ -39,8 +41,10 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 /// closed port answers with ICMP port unreachable, which a connected socket reports as
 /// `ConnectionRefused`; on loopback at once.
 ///
-/// The commands probe only once the server has been silent for a [`PROBE_PERIOD`]: a server
-/// that answers never sees a probe, and a capture of a healthy session holds none.
+/// Only where the session's own socket cannot hear of a closed port ([`CONNECTED_SOCKETS`]),
+/// and only once the server has been silent for a [`PROBE_PERIOD`]: a server that answers in
+/// time never sees a probe.
+#[derive(Debug)]
 pub(crate) struct Probe {
     /// The connected socket.
     socket: UdpSocket,
@@ -89,11 +93,50 @@ impl Probe {
 /// whether its port is still open, and how often it asks again.
 pub(crate) const PROBE_PERIOD: Duration = Duration::from_millis(500);
 
-/// Whether `probe` (none: never) finds the port closed; see [`Probe::until_refused`].
-pub(crate) async fn closed(probe: Option<&Probe>) {
-    match probe {
-        Some(p) => p.until_refused().await,
-        None => std::future::pending().await,
+/// Whether a client's session socket can be connected to its server, so that the system
+/// reports a closed port to it: where a connected UDP socket still sends with a destination
+/// address, as the endpoint's driver always does (Linux, Android, Windows). macOS and the BSDs
+/// refuse that with `EISCONN`; there a [`Probe`] asks instead.
+pub(crate) const CONNECTED_SOCKETS: bool =
+    cfg!(any(target_os = "linux", target_os = "android", windows));
+
+/// How often a [`PortWatch::Socket`] looks at the endpoint's count of closed-port reports.
+const WATCH_PERIOD: Duration = Duration::from_millis(10);
+
+/// How a client command hears that nothing listens on its server's port.
+#[derive(Debug)]
+pub(crate) enum PortWatch {
+    /// The session's own socket is connected to the server, and the system reports a closed
+    /// port to it as soon as one of its datagrams meets it: no datagram of its own is sent.
+    Socket(Endpoint),
+    /// A separate socket probes the port after a [`PROBE_PERIOD`] of silence.
+    Probe(Probe),
+    /// Neither: only timeouts tell.
+    Blind,
+}
+
+impl PortWatch {
+    /// Returns once the port is known to be closed; never otherwise.
+    pub(crate) async fn closed(&self) {
+        match self {
+            Self::Socket(endpoint) => {
+                while endpoint.port_unreachable() == 0 {
+                    tokio::time::sleep(WATCH_PERIOD).await;
+                }
+            }
+            Self::Probe(probe) => probe.until_refused().await,
+            Self::Blind => std::future::pending().await,
+        }
+    }
+
+    /// Whether the port is known to be closed now; a probe asks once more (a timeout shorter
+    /// than a probe period leaves it no time to have asked).
+    pub(crate) async fn closed_now(&self) -> bool {
+        match self {
+            Self::Socket(endpoint) => endpoint.port_unreachable() > 0,
+            Self::Probe(probe) => probe.refused(PROBE_PERIOD).await,
+            Self::Blind => false,
+        }
     }
 }
 

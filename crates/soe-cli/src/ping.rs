@@ -11,7 +11,6 @@ use soe_tokio::DisconnectReason;
 
 use crate::client::{connect, message};
 use crate::flags::{SessionFlags, check_size};
-use crate::net::{Probe, closed};
 use crate::serve::parse_seconds;
 
 /// Arguments of `soe ping`.
@@ -45,9 +44,8 @@ pub(crate) fn run(args: PingArgs) -> Result<ExitCode> {
 async fn ping(args: PingArgs) -> Result<ExitCode> {
     let session = args.session.session_config()?;
     check_size(args.size as usize, &session)?;
-    let probe = Probe::new(args.addr).await;
     let started = Instant::now();
-    let (endpoint, conn) = connect(args.addr, session, probe.as_ref())
+    let (endpoint, conn, watch) = connect(args.addr, session, true)
         .await
         .map_err(|e| anyhow::anyhow!(e.describe(args.addr, None)))?;
     println!(
@@ -78,8 +76,9 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
         sent += 1;
         let deadline = tokio::time::Instant::from_std(round_start + args.timeout);
         // Wait for this message's echo; echoes of earlier (timed-out) messages are skipped.
-        // An echo late by a probe period sets the probe off: a closed port ends the ping.
-        let port_closed = closed(probe.as_ref());
+        // A closed port ends the ping: the system reports it to the session's socket as soon
+        // as a datagram meets it (or, where it cannot, a probe asks after a probe period).
+        let port_closed = watch.closed();
         tokio::pin!(port_closed);
         loop {
             let reply = tokio::select! {

@@ -110,7 +110,10 @@ fn load_json_summary_with_a_few_sessions() {
     let p50 = rtt["p50"].as_u64().expect("p50");
     let p99 = rtt["p99"].as_u64().expect("p99");
     let max = rtt["max"].as_u64().expect("max");
-    assert!(0 < p50 && p50 <= p99 && p99 <= max, "{rtt}");
+    let min = rtt["min"].as_u64().expect("min");
+    let mean = rtt["mean"].as_f64().expect("mean");
+    assert!(0 < min && min <= p50 && p50 <= p99 && p99 <= max, "{rtt}");
+    assert!(min as f64 <= mean && mean <= max as f64, "{rtt}");
     assert!(summary["messages_per_s"].as_f64().expect("rate") > 0.0);
 }
 

@@ -1,15 +1,16 @@
 //! What the README promises of the `soe` tool, checked end to end: the flags each command
 //! takes (in `--help` and in the README's transcripts alike), one-line errors with exit 1,
 //! load's summary on Ctrl-C, sizes and lengths refused before anything is sent, exact ping
-//! figures, a closed or vanished server told from a silent one, host names, and the metrics
-//! endpoint.
+//! figures, a closed or vanished server told from a silent one and from an overloaded one,
+//! host names, and the metrics endpoint.
 #![cfg(unix)]
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -255,7 +256,7 @@ fn ping_figures_are_the_round_trips_it_printed_and_host_names_work() {
 fn a_closed_port_and_a_vanished_server_are_said_so() {
     // Nothing on the port: said within a probe period or two, not after the connect timeout.
     let closed = {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
         socket.local_addr().unwrap().to_string()
     };
     let started = Instant::now();
@@ -286,6 +287,42 @@ fn a_closed_port_and_a_vanished_server_are_said_so() {
     );
     let status = ping.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(1));
+
+    // The same for load: every session says so, long before its 10 s echo timeout.
+    let mut server = serve(&["--stats-interval", "0.2"]);
+    let server_addr = server.addr.to_string();
+    let (mut load, stdout) = spawn(&[
+        "load",
+        &server_addr,
+        "--sessions",
+        "2",
+        "--duration",
+        "120",
+        "--rate",
+        "200",
+    ]);
+    loop {
+        let stats = wait_for(&server.stdout, "stats:", &mut server.seen);
+        if stats.contains("2 session(s)") && !stats.contains(" 0 message(s)/s") {
+            break;
+        }
+    }
+    let _ = server.process.child.kill();
+    let _ = server.process.child.wait();
+    let killed = Instant::now();
+    let status = load.wait(Duration::from_secs(30));
+    let mut lines = Vec::new();
+    rest(&stdout, &mut lines);
+    let summary = lines.join("\n");
+    assert_eq!(status.code(), Some(1), "{summary}");
+    assert!(
+        killed.elapsed() < Duration::from_secs(8),
+        "load took {:?} to notice",
+        killed.elapsed()
+    );
+    assert!(summary.contains("sessions:   2 (2 failed)"), "{summary}");
+    let stopped = format!("{server_addr} stopped listening (ICMP port unreachable)");
+    assert_eq!(summary.matches(&stopped).count(), 2, "{summary}");
 }
 
 #[test]
@@ -342,7 +379,7 @@ fn http(addr: &str, request: &str) -> String {
                 break;
             }
         }
-        std::thread::sleep(Duration::from_millis(100));
+        thread::sleep(Duration::from_millis(100));
     }
     response
 }
@@ -385,4 +422,78 @@ fn the_metrics_endpoint_speaks_http() {
     let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
     let huge = http(&metrics, &huge);
     assert!(huge.starts_with("HTTP/1.1 431 "), "{huge}");
+}
+
+/// A relay on a free loopback port in front of `upstream` that carries the datagrams of the
+/// first `admit` client addresses both ways and drops every datagram of any other: a server
+/// that answers some sessions and never the rest, as one overloaded past its limits does.
+fn choosy_relay(upstream: SocketAddr, admit: usize) -> SocketAddr {
+    let front = UdpSocket::bind("127.0.0.1:0").expect("bind the relay");
+    let addr = front.local_addr().expect("relay address");
+    thread::spawn(move || {
+        let mut admitted: HashMap<SocketAddr, UdpSocket> = HashMap::new();
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            let Ok((n, from)) = front.recv_from(&mut buf) else {
+                return;
+            };
+            if !admitted.contains_key(&from) {
+                if admitted.len() == admit {
+                    continue;
+                }
+                let back = UdpSocket::bind("127.0.0.1:0").expect("bind an upstream socket");
+                back.connect(upstream).expect("connect upstream");
+                let (reply, to) = (
+                    back.try_clone().expect("clone"),
+                    front.try_clone().expect("clone"),
+                );
+                thread::spawn(move || {
+                    let mut buf = vec![0u8; 65_536];
+                    while let Ok(n) = reply.recv(&mut buf) {
+                        if to.send_to(&buf[..n], from).is_err() {
+                            return;
+                        }
+                    }
+                });
+                admitted.insert(from, back);
+            }
+            let _ = admitted[&from].send(&buf[..n]);
+        }
+    });
+    addr
+}
+
+#[test]
+fn an_overloaded_server_is_told_from_an_absent_one() {
+    let server = serve(&[]);
+    let relay = choosy_relay(server.addr, 3).to_string();
+    let out = soe(&[
+        "load",
+        &relay,
+        "--sessions",
+        "6",
+        "--messages",
+        "20",
+        "--connect-timeout",
+        "1",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("sessions:   6 (3 failed)"), "{stdout}");
+    let failures: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("session "))
+        .collect();
+    assert_eq!(failures.len(), 3, "{stdout}");
+    for line in failures {
+        assert!(
+            line.contains(&format!("{relay} did not answer within 1.0 s")),
+            "{line}"
+        );
+        assert!(line.contains("answered 3 other session(s)"), "{line}");
+        assert!(line.contains("overloaded"), "{line}");
+        assert!(!line.contains("is an SOE server listening"), "{line}");
+    }
+    // The three it answered were measured in full.
+    assert!(stdout.contains("60 sent, 60 verified"), "{stdout}");
 }
