@@ -14,8 +14,8 @@ use tracing::{Level, debug, info, warn};
 
 use crate::session::{Scratch, check_request, encode_refusal};
 use crate::{
-    ConnectError, EndpointConfig, Event, RandomSource, SendError, Session, SessionStats, Side,
-    SplitMix64, State,
+    ConnectError, EndpointConfig, Event, RandomSource, ReceiveBacklog, SendError, Session,
+    SessionStats, Side, SplitMix64, State,
 };
 
 /// Seconds per CRC-seed cookie epoch; a cookie is honoured in its epoch and the next.
@@ -347,6 +347,18 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     /// A session's counters.
     pub fn stats(&self, h: SessionHandle) -> Option<SessionStats> {
         self.entry(h).map(|e| e.session.stats())
+    }
+
+    /// Messages queued on a session's reliable `channel` (see [`Session::queued`]); `None` for
+    /// an unknown handle.
+    pub fn queued(&self, h: SessionHandle, channel: Channel) -> Option<usize> {
+        self.entry(h).map(|e| e.session.queued(channel))
+    }
+
+    /// What a session's reliable `channel` holds on the receiving side (see
+    /// [`Session::receive_backlog`]); `None` for an unknown handle.
+    pub fn receive_backlog(&self, h: SessionHandle, channel: Channel) -> Option<ReceiveBacklog> {
+        self.entry(h).map(|e| e.session.receive_backlog(channel))
     }
 
     /// A session's remote address.

@@ -187,5 +187,5 @@ pub use rng::{RandomSource, SplitMix64};
 pub use session::{Session, Side, State, check_request, encode_refusal};
 pub use stats::SessionStats;
 
-pub use soe_reliable::ReliableConfig;
+pub use soe_reliable::{ReceiveBacklog, ReliableConfig};
 pub use soe_wire::{Channel, CrcLength, DisconnectReason};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use soe_reliable::{ReliableChannel, ReliableError};
+use soe_reliable::{ReceiveBacklog, ReliableChannel, ReliableError};
 use soe_wire::{
     Channel, CrcLength, Disconnect, DisconnectReason, FrameConfig, Framer, MultiPacketWriter,
     NetStatusRequest, NetStatusResponse, Ordered, PROTOCOL_VERSION, Packet, RemapConnection,
@@ -453,6 +453,19 @@ impl Session {
             Some(c) => c.capacity(),
             None => self.config.reliable().max_queued_messages,
         }
+    }
+
+    /// Messages queued on the reliable `channel` and not yet fully sequenced (at most the
+    /// reliable config's `max_queued_messages`; 0 for a channel not used yet).
+    pub fn queued(&self, channel: Channel) -> usize {
+        self.channel(channel).map_or(0, ReliableChannel::queued)
+    }
+
+    /// What the reliable `channel` holds on the receiving side: early packets, a partial
+    /// message, undelivered messages (nothing for a channel not used yet).
+    pub fn receive_backlog(&self, channel: Channel) -> ReceiveBacklog {
+        self.channel(channel)
+            .map_or_else(ReceiveBacklog::default, ReliableChannel::receive_backlog)
     }
 
     fn accepts_sends(&self) -> bool {

@@ -26,8 +26,10 @@
 //! * no established session ends while its link delivers (at most 30 % random loss, or 10 %
 //!   in bursts) unless a fault explains it (an outage longer than the idle timeout, a restart, a
 //!   vanished peer, a full server, a close by the application);
-//! * the server's sessions and half-open sessions stay within their limits; every datagram
-//!   fits udp_length;
+//! * the server's sessions and half-open sessions stay within their limits; every live
+//!   session's reliable channels, on both sides, hold no more messages queued to send, early
+//!   packets, partial-message bytes or undelivered messages than the reliable config allows;
+//!   every datagram fits udp_length;
 //! * every endpoint's timer set files each session under its current deadline and every
 //!   unfinished session has one (audited through a hidden hook of soe-session); the clock never
 //!   stalls at one instant;

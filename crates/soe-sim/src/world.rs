@@ -1593,6 +1593,7 @@ impl World {
         }
         if self.out.steps.is_multiple_of(self.opts.audit_every.max(1)) || self.planted {
             self.audit();
+            self.check_queues();
         }
         // Sessions that opened during a long outage are disturbed too.
         let now = self.now;
@@ -1613,6 +1614,53 @@ impl World {
             if let Err(e) = self.clients[i].ep.audit_timers() {
                 self.fail(format!("client {i} timer set: {e}"));
             }
+        }
+    }
+
+    /// Every live session's reliable channels, on both sides, hold no more than the reliable
+    /// config allows: messages queued to send, packets received early, a partial message,
+    /// messages received and not yet taken (the applications take them as they come).
+    fn check_queues(&mut self) {
+        let r = self.setup.session.reliable();
+        let window = usize::from(r.receive_window);
+        let (max_queued, max_message) = (r.max_queued_messages, r.max_message_size);
+        let over = |side: String, ep: &Endpoint<u32>, h: SessionHandle| -> Option<String> {
+            (0..4u8).find_map(|ch| {
+                let channel = Channel::new(ch)?;
+                let queued = ep.queued(h, channel)?;
+                let b = ep.receive_backlog(h, channel)?;
+                (queued > max_queued
+                    || b.early_packets > window
+                    || b.reassembly_bytes > max_message + 1
+                    || b.messages > max_queued
+                    || b.bytes > max_message)
+                    .then(|| {
+                        format!(
+                            "{side} channel {ch} holds more than its limits: {queued} messages \
+                             queued to send (limit {max_queued}), {b:?} (limits: {window} \
+                             early packets, {max_queued} messages, {max_message} bytes)"
+                        )
+                    })
+            })
+        };
+        let mut found = None;
+        for (&h, &idx) in &self.server_map {
+            found = over(format!("server session #{idx}"), &self.server, h);
+            if found.is_some() {
+                break;
+            }
+        }
+        if found.is_none() {
+            for (i, c) in self.clients.iter().enumerate() {
+                let Some(h) = c.handle else { continue };
+                found = over(format!("client {i}"), &c.ep, h);
+                if found.is_some() {
+                    break;
+                }
+            }
+        }
+        if let Some(msg) = found {
+            self.fail(msg);
         }
     }
 
