@@ -230,16 +230,7 @@ pub(crate) fn process(
             }
             if sink.budget.saturating_add(data.len()) > sink.limits.max_buffered {
                 *sink.budget = sink.budget.saturating_sub(buf.len());
-                sink.stats.dropped += 1;
-                sink.notes.push(format!(
-                    "channel {ch} sequence {sequence}: the reassembly budget ({} MiB) is spent: \
-                     this message is skipped",
-                    sink.limits.max_buffered >> 20
-                ));
-                rx.reassembly = Some(Reassembly::Skipping {
-                    total,
-                    seen: received,
-                });
+                skip_over_budget(rx, sequence, total, received, sink);
                 return ("continuation", None);
             }
             buf.extend_from_slice(data);
@@ -306,16 +297,7 @@ pub(crate) fn process(
                 return ("first", Some(claimed));
             }
             if sink.budget.saturating_add(rest.len()) > sink.limits.max_buffered {
-                sink.stats.dropped += 1;
-                sink.notes.push(format!(
-                    "channel {ch} sequence {sequence}: the reassembly budget ({} MiB) is spent: \
-                     this message is skipped",
-                    sink.limits.max_buffered >> 20
-                ));
-                rx.reassembly = Some(Reassembly::Skipping {
-                    total,
-                    seen: rest.len(),
-                });
+                skip_over_budget(rx, sequence, total, rest.len(), sink);
                 return ("first", Some(claimed));
             }
             *sink.budget += rest.len();
@@ -326,6 +308,25 @@ pub(crate) fn process(
             ("first", Some(claimed))
         }
     }
+}
+
+/// The reassembly budget cannot take a fragmented message's next bytes: the message is skipped
+/// (its remaining fragments are counted, not kept), and the record says why.
+fn skip_over_budget(
+    rx: &mut ChannelRx,
+    sequence: u16,
+    total: usize,
+    seen: usize,
+    sink: &mut Sink<'_>,
+) {
+    sink.stats.dropped += 1;
+    sink.notes.push(format!(
+        "channel {} sequence {sequence}: the reassembly budget ({} MiB) is spent: this message \
+         is skipped",
+        rx.channel,
+        sink.limits.max_buffered >> 20
+    ));
+    rx.reassembly = Some(Reassembly::Skipping { total, seen });
 }
 
 /// Unbundles, unescapes and decrypts a complete payload, reporting its messages in order. The

@@ -49,6 +49,21 @@ pub fn encode(flags: u8, datagrams: &[(u8, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
+/// A small deterministic generator (xorshift64), for the tests that feed [`stream`] random
+/// and mutated inputs on stable.
+#[derive(Debug, Clone)]
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next value (the state must not start at 0).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 /// The limits of the fuzzed dissector: small, so the fuzzer reaches them.
 pub fn limits() -> Limits {
     Limits {

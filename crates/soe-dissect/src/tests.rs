@@ -8,6 +8,7 @@ use soe_wire::{
     Ack, Channel, FrameConfig, Framer, Packet, ReliableData, SessionRequest, SessionResponse,
 };
 
+use crate::fuzzing::XorShift;
 use crate::*;
 
 const WINDOW: u64 = 4096;
@@ -72,6 +73,11 @@ fn connected(key: Option<&[u8]>, compression: bool) -> Dissector {
     if let Some(key) = key {
         config = config.with_key(None, key);
     }
+    connected_with(config, compression)
+}
+
+/// A dissector with `config` that has seen the handshake.
+fn connected_with(config: DissectConfig, compression: bool) -> Dissector {
     let mut d = Dissector::new(config);
     let r = d.dissect(Duration::ZERO, client(), server(), &request());
     assert_eq!(r.crc.verdict, CrcVerdict::None);
@@ -319,18 +325,6 @@ fn unknown_seed_and_unknown_opcodes() {
     assert_eq!(d.summaries()[0].directions[0].stats.unknown_opcodes, 1);
 }
 
-/// A small deterministic generator.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 #[test]
 fn random_bytes_never_panic() {
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
@@ -339,18 +333,18 @@ fn random_bytes_never_panic() {
         let mut f = framer(compression);
         let mut plain = Dissector::new(DissectConfig {
             crc_seed: Some(SEED),
-            crc_length: Some((rng.next() % 5) as u8),
+            crc_length: Some((rng.next_u64() % 5) as u8),
             compression: Some(compression),
             ..DissectConfig::default()
         });
         for i in 0..10_000 {
-            let len = (rng.next() % 80) as usize;
-            let mut bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let len = (rng.next_u64() % 80) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             match i % 4 {
                 // plausible opcodes, valid CRC: reaches the state machine
                 0 | 1 if len >= 2 => {
                     bytes[0] = 0;
-                    bytes[1] = (rng.next() % 0x20) as u8;
+                    bytes[1] = (rng.next_u64() % 0x20) as u8;
                     if bytes[1] == 0x0D || bytes[1] == 0x09 {
                         // small sequence numbers, so reassembly is exercised
                         if let Some(b) = bytes.get_mut(2) {
@@ -362,7 +356,7 @@ fn random_bytes_never_panic() {
                 2 => bytes.insert(0, 0),
                 _ => {}
             }
-            let t = Duration::from_micros(rng.next() % 1_000_000);
+            let t = Duration::from_micros(rng.next_u64() % 1_000_000);
             let (src, dst) = if i % 2 == 0 {
                 (client(), server())
             } else {
@@ -379,4 +373,45 @@ fn random_bytes_never_panic() {
             serde_json::to_string(&s).unwrap();
         }
     }
+}
+
+#[test]
+fn a_message_over_the_reassembly_budget_is_skipped_and_its_bytes_released() {
+    let limits = Limits {
+        max_buffered: 1000,
+        ..Limits::default()
+    };
+    let mut d = connected_with(DissectConfig::new().with_limits(limits), false);
+    let (c, s) = (client(), server());
+    let mut first = 3000u32.to_be_bytes().to_vec();
+    first.extend([1u8; 400]);
+    let r = d.dissect(Duration::ZERO, c, s, &fragment(0, &first));
+    assert!(r.messages.is_empty());
+    d.dissect(Duration::ZERO, c, s, &fragment(1, &[2; 400]));
+    assert_eq!(d.buffered_bytes(), 800);
+    // 1,200 bytes would pass the 1,000-byte budget: the message is skipped, its bytes freed.
+    let r = d.dissect(Duration::ZERO, c, s, &fragment(2, &[3; 400]));
+    assert!(
+        r.render().contains("the reassembly budget"),
+        "{}",
+        r.render()
+    );
+    assert_eq!(d.buffered_bytes(), 0);
+    // Its remaining 1,800 bytes are counted, not kept, up to its end.
+    for seq in 3..7 {
+        d.dissect(Duration::ZERO, c, s, &fragment(seq, &[4; 400]));
+        assert_eq!(d.buffered_bytes(), 0);
+    }
+    let r = d.dissect(Duration::ZERO, c, s, &fragment(7, &[5; 200]));
+    assert!(
+        r.render()
+            .contains("the end of a skipped message of 3000 bytes"),
+        "{}",
+        r.render()
+    );
+    // The stream goes on with the next message.
+    let r = d.dissect(Duration::ZERO, c, s, &data(8, b"after"));
+    assert_eq!(hexes(&r), vec![hex::encode(b"after")]);
+    let stats = &d.summaries()[0].directions[0].stats;
+    assert_eq!((stats.dropped, stats.messages), (1, 1));
 }

@@ -4,19 +4,7 @@
 
 use std::path::Path;
 
-use soe_dissect::fuzzing;
-
-/// A small deterministic generator.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use soe_dissect::fuzzing::{self, XorShift};
 
 fn corpus() -> Vec<Vec<u8>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/dissect");
@@ -90,16 +78,16 @@ fn random_streams_and_mutations_run_clean() {
     let mut rng = XorShift(0x5EED_D155_EC70_0001);
     for i in 0..3000 {
         let input: Vec<u8> = if i % 2 == 0 || seeds.is_empty() {
-            let len = (rng.next() % 2048) as usize;
-            (0..len).map(|_| rng.next() as u8).collect()
+            let len = (rng.next_u64() % 2048) as usize;
+            (0..len).map(|_| rng.next_u64() as u8).collect()
         } else {
-            let mut input = seeds[(rng.next() as usize) % seeds.len()].clone();
-            for _ in 0..1 + rng.next() % 8 {
+            let mut input = seeds[(rng.next_u64() as usize) % seeds.len()].clone();
+            for _ in 0..1 + rng.next_u64() % 8 {
                 if input.is_empty() {
                     break;
                 }
-                let at = (rng.next() as usize) % input.len();
-                input[at] ^= 1 << (rng.next() % 8);
+                let at = (rng.next_u64() as usize) % input.len();
+                input[at] ^= 1 << (rng.next_u64() % 8);
             }
             input
         };
