@@ -163,7 +163,8 @@ typedef struct soe_config {
   uint32_t idle_timeout_ms;
   // How long a client waits for the server's answer.
   uint32_t connect_timeout_ms;
-  // A Heartbeat after this long without sending; 0: none.
+  // A Heartbeat after this long without hearing from the peer (`soe_config_init`: 10 s);
+  // 0: none.
   uint32_t heartbeat_interval_ms;
 } soe_config;
 

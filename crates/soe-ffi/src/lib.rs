@@ -174,7 +174,8 @@ pub struct soe_config {
     pub idle_timeout_ms: u32,
     /// How long a client waits for the server's answer.
     pub connect_timeout_ms: u32,
-    /// A Heartbeat after this long without sending; 0: none.
+    /// A Heartbeat after this long without hearing from the peer (`soe_config_init`: 10 s);
+    /// 0: none.
     pub heartbeat_interval_ms: u32,
 }
 

@@ -107,7 +107,7 @@
 //!
 //! # Other behaviour
 //!
-//! * Heartbeat: a client sends one after `heartbeat_interval` (25 s) of silence from the peer
+//! * Heartbeat: a client sends one after `heartbeat_interval` (10 s) of silence from the peer
 //!   and retries every `retry_interval` while unanswered; a heartbeat that does not answer ours
 //!   is answered. `idle_timeout` (30 s) of silence ends the session with `Timeout`.
 //! * A datagram whose CRC fails is dropped and counted, never fatal; with

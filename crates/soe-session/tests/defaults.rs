@@ -75,9 +75,9 @@ fn session_defaults_are_the_documented_ones() {
     documented("RC4 from the session's start", "| on;");
     assert_eq!((s.connect_timeout(), s.retry_interval()), (10 * S, S));
     documented("Connect timeout", "10 s / 1 s");
-    assert_eq!(s.heartbeat_interval(), Some(25 * S));
+    assert_eq!(s.heartbeat_interval(), Some(10 * S));
     assert!(!s.server_heartbeats());
-    documented("Heartbeat after silence", "25 s");
+    documented("Heartbeat after silence", "10 s");
     assert_eq!(s.idle_timeout(), Some(30 * S));
     documented("Idle timeout", "30 s");
     assert_eq!(

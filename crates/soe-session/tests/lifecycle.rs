@@ -40,8 +40,8 @@ fn an_idle_client_keeps_the_session_alive_with_heartbeats() {
     assert!(Pair::closed(&p.server_events, s).is_none());
     let cs = p.client.stats(c).unwrap();
     let ss = p.server.stats(s).unwrap();
-    // One heartbeat per 25 s of silence, each answered once: no ping-pong.
-    assert!((11..=13).contains(&cs.heartbeats_sent), "{cs:?}");
+    // One heartbeat per 10 s of silence, each answered once: no ping-pong.
+    assert!((29..=31).contains(&cs.heartbeats_sent), "{cs:?}");
     assert_eq!(ss.heartbeats_received, cs.heartbeats_sent);
     assert_eq!(
         ss.heartbeats_sent, cs.heartbeats_sent,
@@ -54,16 +54,20 @@ fn an_idle_client_keeps_the_session_alive_with_heartbeats() {
 
 #[test]
 fn heartbeats_survive_loss_through_retries() {
-    // At 10% loss (plus corruption, duplication, reordering) each of the five retries between
-    // 25 s and the 30 s timeout fails with probability about 0.2.
-    let (mut p, c, s) = connected(21, NetConfig::hostile(0.1));
-    p.run_for(Duration::from_secs(600));
-    assert!(
-        Pair::closed(&p.client_events, c).is_none(),
-        "{:?}",
-        p.client_events
-    );
-    assert!(Pair::closed(&p.server_events, s).is_none());
+    // At 30 % loss each way (plus corruption, duplication, reordering) a heartbeat's round
+    // trip fails more than half the time. An idle session has the twenty tries between 10 s
+    // and the 30 s timeout in each of its sixty idle stretches; with the old 25 s it had five,
+    // and these seeds lost the session within the ten minutes.
+    for seed in 21..27 {
+        let (mut p, c, s) = connected(seed, NetConfig::hostile(0.3));
+        p.run_for(Duration::from_secs(600));
+        assert!(
+            Pair::closed(&p.client_events, c).is_none(),
+            "seed {seed}: {:?}",
+            p.client_events
+        );
+        assert!(Pair::closed(&p.server_events, s).is_none());
+    }
 }
 
 #[test]
@@ -115,10 +119,10 @@ fn a_client_whose_server_goes_silent_retries_heartbeats_then_times_out() {
         t > Duration::from_secs(30) && t <= Duration::from_millis(30_100),
         "{t:?}"
     );
-    // Heartbeat at 25 s, then one retry per second until the timeout at 30 s.
+    // Heartbeat at 10 s, then one retry per second until the timeout at 30 s.
     let hb = p.client.stats(c).map(|s| s.heartbeats_sent);
     assert!(
-        hb.is_none() || hb.is_some_and(|n| (5..=6).contains(&n)),
+        hb.is_none() || hb.is_some_and(|n| (20..=21).contains(&n)),
         "{hb:?}"
     );
 }
