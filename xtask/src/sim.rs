@@ -17,7 +17,7 @@ pub(crate) struct SimArgs {
     pub(crate) active: Option<u64>,
     /// No faults.
     pub(crate) no_faults: bool,
-    /// A planted bug (mutate, drop, deadline).
+    /// A planted bug (mutate, drop, deadline, queue).
     pub(crate) plant: Option<String>,
 }
 

@@ -36,6 +36,10 @@ pub enum Plant {
     DropMessage,
     /// One server session is taken out of the endpoint's timer set.
     LoseDeadline,
+    /// The server's sessions do not enforce their send-queue limit (they are built with one
+    /// far above the configured `max_queued_messages`), and one server application queues
+    /// more messages than the limit at once.
+    UnboundedQueue,
 }
 
 impl Plant {
@@ -45,14 +49,20 @@ impl Plant {
             Self::MutateMessage => "mutate",
             Self::DropMessage => "drop",
             Self::LoseDeadline => "deadline",
+            Self::UnboundedQueue => "queue",
         }
     }
 
     /// The plant named `name`.
     pub fn from_name(name: &str) -> Option<Self> {
-        [Self::MutateMessage, Self::DropMessage, Self::LoseDeadline]
-            .into_iter()
-            .find(|p| p.name() == name)
+        [
+            Self::MutateMessage,
+            Self::DropMessage,
+            Self::LoseDeadline,
+            Self::UnboundedQueue,
+        ]
+        .into_iter()
+        .find(|p| p.name() == name)
     }
 }
 
@@ -427,6 +437,33 @@ fn between(rng: &mut SplitMix64, lo: Duration, hi: Duration) -> Duration {
     lo + Duration::from_micros(below(rng, span + 1))
 }
 
+/// The server endpoint's config. Under [`Plant::UnboundedQueue`] its sessions are built with a
+/// send-queue limit far above the configured one (the checks still hold them to the configured
+/// one): the planted bug is a limit the code does not enforce.
+fn server_config(
+    session: &Arc<SessionConfig>,
+    plant: Option<Plant>,
+    max_sessions: usize,
+    max_half_open: usize,
+    seed: u64,
+) -> Arc<EndpointConfig> {
+    let mut session = session.clone();
+    if plant == Some(Plant::UnboundedQueue) {
+        let loose = (**session.reliable())
+            .clone()
+            .with_max_queued_messages(session.reliable().max_queued_messages * 64);
+        if let Ok(c) = (*session).clone().with_reliable(Arc::new(loose)) {
+            session = Arc::new(c);
+        }
+    }
+    Arc::new(
+        EndpointConfig::server(session)
+            .with_max_sessions(max_sessions)
+            .with_max_half_open(max_half_open)
+            .with_rng_seed(seed),
+    )
+}
+
 impl World {
     fn new(seed: u64, opts: Options) -> Self {
         let mut rng = SplitMix64::new(seed ^ 0x51D_5EED);
@@ -460,11 +497,12 @@ impl World {
         } else {
             64
         };
-        let server = Arc::new(
-            EndpointConfig::server(session.clone())
-                .with_max_sessions(max_sessions)
-                .with_max_half_open(max_half_open)
-                .with_rng_seed(seed ^ 0x5E5E),
+        let server = server_config(
+            &session,
+            opts.plant,
+            max_sessions,
+            max_half_open,
+            seed ^ 0x5E5E,
         );
         let setup = Setup {
             session,
@@ -1469,11 +1507,14 @@ impl World {
                 self.out.faults.restarts += 1;
                 self.check_server_counters();
                 self.server_count += 1;
-                let cfg = EndpointConfig::server(self.setup.session.clone())
-                    .with_max_sessions(self.setup.max_sessions)
-                    .with_max_half_open(self.setup.max_half_open)
-                    .with_rng_seed(self.seed ^ 0x5E5E ^ (self.server_count << 32));
-                self.server = Endpoint::new(Arc::new(cfg));
+                let cfg = server_config(
+                    &self.setup.session,
+                    self.opts.plant,
+                    self.setup.max_sessions,
+                    self.setup.max_half_open,
+                    self.seed ^ 0x5E5E ^ (self.server_count << 32),
+                );
+                self.server = Endpoint::new(cfg);
                 self.server_tx = 0;
                 self.server_rx = 0;
                 self.server_map.clear();
@@ -1586,6 +1627,23 @@ impl World {
             if let Some((&h, _)) = victim {
                 self.planted = true;
                 self.server.plant_lost_deadline(h);
+            }
+        }
+        if self.opts.plant == Some(Plant::UnboundedQueue)
+            && !self.planted
+            && self.now - self.start > Duration::from_secs(5)
+        {
+            // The server application of the lowest live instance queues one message more than
+            // the configured limit, all at once; only the planted bug lets them in.
+            let victim = self.server_map.values().copied().min();
+            if let Some(idx) = victim {
+                self.planted = true;
+                let limit = self.setup.session.reliable().max_queued_messages;
+                for _ in 0..=limit {
+                    if !self.send(idx, DOWN, Kind::Reliable, 0, 16, 16) {
+                        break;
+                    }
+                }
             }
         }
         if self.out.steps.is_multiple_of(self.opts.audit_every.max(1)) || self.planted {

@@ -57,6 +57,7 @@ fn each_planted_bug_fails_the_sweep_with_a_replay_command() {
         Plant::MutateMessage,
         Plant::DropMessage,
         Plant::LoseDeadline,
+        Plant::UnboundedQueue,
     ] {
         let opts = ci_options().with_faults(false).with_plant(Some(plant));
         let report = sweep(3, 2, &opts, |_| {});
@@ -65,7 +66,8 @@ fn each_planted_bug_fails_the_sweep_with_a_replay_command() {
             let expected = match plant {
                 Plant::MutateMessage => "corrupted",
                 Plant::DropMessage => "gap: a message was lost",
-                _ => "missing from the timer set",
+                Plant::LoseDeadline => "missing from the timer set",
+                _ => "holds more than its limits",
             };
             assert!(violation.contains(expected), "{plant:?}: {violation}");
             assert_eq!(

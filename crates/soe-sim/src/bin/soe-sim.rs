@@ -1,7 +1,7 @@
 //! `soe-sim`: runs a sweep of the whole-server simulation; `cargo xtask sim` calls it.
 //!
 //! `soe-sim [--seeds N] [--from S] [--clients N] [--active SECS] [--no-faults]
-//! [--plant mutate|drop|deadline] [--jobs N]`. Seeds run on `--jobs` threads (default: one per
+//! [--plant mutate|drop|deadline|queue] [--jobs N]`. Seeds run on `--jobs` threads (default: one per
 //! core). Exits 1 when a seed fails, after printing each failure
 //! with the command that replays it.
 
@@ -34,7 +34,7 @@ fn main() -> ExitCode {
             "--plant" => {
                 let name = value();
                 let Some(p) = Plant::from_name(&name) else {
-                    eprintln!("soe-sim: unknown plant `{name}` (mutate, drop, deadline)");
+                    eprintln!("soe-sim: unknown plant `{name}` (mutate, drop, deadline, queue)");
                     return ExitCode::from(2);
                 };
                 opts = opts.with_plant(Some(p));
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
             _ => {
                 eprintln!(
                     "usage: soe-sim [--seeds N] [--from S] [--clients N] [--active SECS] \
-                     [--no-faults] [--plant mutate|drop|deadline] [--jobs N]"
+                     [--no-faults] [--plant mutate|drop|deadline|queue] [--jobs N]"
                 );
                 return ExitCode::from(2);
             }
