@@ -43,6 +43,14 @@ pub enum Plant {
 }
 
 impl Plant {
+    /// Every plant.
+    pub const ALL: [Self; 4] = [
+        Self::MutateMessage,
+        Self::DropMessage,
+        Self::LoseDeadline,
+        Self::UnboundedQueue,
+    ];
+
     /// The name `--plant` takes.
     pub fn name(self) -> &'static str {
         match self {
@@ -55,14 +63,7 @@ impl Plant {
 
     /// The plant named `name`.
     pub fn from_name(name: &str) -> Option<Self> {
-        [
-            Self::MutateMessage,
-            Self::DropMessage,
-            Self::LoseDeadline,
-            Self::UnboundedQueue,
-        ]
-        .into_iter()
-        .find(|p| p.name() == name)
+        Self::ALL.into_iter().find(|p| p.name() == name)
     }
 }
 

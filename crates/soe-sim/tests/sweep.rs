@@ -53,12 +53,7 @@ fn a_clean_run_without_faults_delivers_everything() {
 
 #[test]
 fn each_planted_bug_fails_the_sweep_with_a_replay_command() {
-    for plant in [
-        Plant::MutateMessage,
-        Plant::DropMessage,
-        Plant::LoseDeadline,
-        Plant::UnboundedQueue,
-    ] {
+    for plant in Plant::ALL {
         let opts = ci_options().with_faults(false).with_plant(Some(plant));
         let report = sweep(3, 2, &opts, |_| {});
         assert_eq!(report.failures.len(), 2, "{plant:?}: {:?}", report.failures);

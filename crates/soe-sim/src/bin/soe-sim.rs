@@ -34,15 +34,17 @@ fn main() -> ExitCode {
             "--plant" => {
                 let name = value();
                 let Some(p) = Plant::from_name(&name) else {
-                    eprintln!("soe-sim: unknown plant `{name}` (mutate, drop, deadline, queue)");
+                    let names = Plant::ALL.map(Plant::name).join(", ");
+                    eprintln!("soe-sim: unknown plant `{name}` ({names})");
                     return ExitCode::from(2);
                 };
                 opts = opts.with_plant(Some(p));
             }
             _ => {
+                let names = Plant::ALL.map(Plant::name).join("|");
                 eprintln!(
                     "usage: soe-sim [--seeds N] [--from S] [--clients N] [--active SECS] \
-                     [--no-faults] [--plant mutate|drop|deadline|queue] [--jobs N]"
+                     [--no-faults] [--plant {names}] [--jobs N]"
                 );
                 return ExitCode::from(2);
             }
