@@ -1,7 +1,6 @@
 //! Contextual framing: `opcode | [compression flag] | body | CRC`.
 
-use miniz_oxide::inflate::TINFLStatus;
-use miniz_oxide::inflate::core::{DecompressorOxide, decompress, inflate_flags};
+use zlib_rs::{Inflate, InflateFlush, Status};
 
 use crate::deflate::Deflater;
 use crate::{Ack, Channel, Crc32, CrcLength, OpCode, Packet, WireError};
@@ -66,11 +65,13 @@ const INFLATE_FIRST_MIN: usize = 1024;
 /// Applies and removes a session's framing. Keeps the seeded CRC state and reusable
 /// compression buffers, so framing allocates nothing per packet once warm.
 ///
-/// The zlib state (about 11 KiB for the inflater, 16 KiB for the deflater) is not held per
-/// framer: each packet is an independent zlib stream, so one state per thread, made on first use,
-/// serves every session on that thread. Deflating uses this crate's own small encoder (see
-/// `deflate.rs`), which needs no clearing between streams; inflating uses miniz_oxide. A framer holds only its seeded CRC and an output buffer
-/// that grows, up to [`FrameConfig::max_inflated`], to the largest body inflated so far.
+/// The zlib state (about 47 KiB for the inflater, its 32 KiB window included, and 16 KiB for
+/// the deflater) is not held per framer: each packet is an independent zlib stream, so one state
+/// per thread, made on first use, serves every session on that thread. Deflating uses this
+/// crate's own small encoder (see `deflate.rs`), which needs no clearing between streams;
+/// inflating uses zlib-rs, reset (not rebuilt) for each stream. A framer holds only its seeded
+/// CRC and an output buffer that grows, up to [`FrameConfig::max_inflated`], to the largest body
+/// inflated so far.
 pub struct Framer {
     config: FrameConfig,
     crc: Crc32,
@@ -84,10 +85,15 @@ pub struct Framer {
 /// state carries from one packet to the next).
 #[derive(Default)]
 struct Zlib {
-    inflater: Option<Box<DecompressorOxide>>,
+    inflater: Option<Inflate>,
     deflater: Deflater,
     /// Deflate output for [`Framer::seal`]; its length only grows.
     deflated: Vec<u8>,
+}
+
+/// A zlib (RFC 1950) inflater with a 32 KiB window, the largest a zlib header may ask for.
+fn new_inflater() -> Inflate {
+    Inflate::new(true, 15)
 }
 
 thread_local! {
@@ -220,6 +226,9 @@ impl Framer {
     }
 
     /// The inflate loop of [`Framer::inflate`], with the thread's zlib state.
+    ///
+    /// The inflater is reset, not rebuilt, for each stream; zlib-rs decodes fixed-Huffman blocks
+    /// (what a small body deflates to) from built-in tables, so a stream costs only its own bytes.
     fn inflate_with(
         &mut self,
         zlib: &mut Zlib,
@@ -227,27 +236,31 @@ impl Framer {
         cap: usize,
         limit: usize,
     ) -> Result<(), WireError> {
-        let inflater = zlib.inflater.get_or_insert_with(Box::default);
-        inflater.init();
-        let flags = inflate_flags::TINFL_FLAG_PARSE_ZLIB_HEADER
-            | inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF
-            | inflate_flags::TINFL_FLAG_COMPUTE_ADLER32;
+        let inflater = zlib.inflater.get_or_insert_with(new_inflater);
+        inflater.reset(true);
         let mut input = body;
         let mut pos = 2;
         loop {
             let window = self.out.len().min(cap);
-            let out = self.out.get_mut(..window).unwrap_or_default();
-            let (status, read, written) = decompress(inflater, input, out, pos, flags);
+            let out = self.out.get_mut(pos..window).unwrap_or_default();
+            let room = out.len();
+            let (before_in, before_out) = (inflater.total_in(), inflater.total_out());
+            let status = inflater
+                .decompress(input, out, InflateFlush::Finish)
+                .map_err(|_| WireError::InflateFailed)?;
+            let read = usize::try_from(inflater.total_in() - before_in).unwrap_or(usize::MAX);
+            let written = usize::try_from(inflater.total_out() - before_out).unwrap_or(usize::MAX);
             input = input.get(read..).unwrap_or_default();
             pos += written;
             match status {
-                TINFLStatus::Done => break,
-                TINFLStatus::HasMoreOutput if window < cap => {
+                Status::StreamEnd => break,
+                // Stopped with room left: the input ended inside the stream.
+                _ if written < room => return Err(WireError::InflateFailed),
+                _ if window < cap => {
                     let grown = window.saturating_mul(2).min(cap);
                     self.out.resize(grown, 0);
                 }
-                TINFLStatus::HasMoreOutput => return Err(WireError::InflateTooLarge { limit }),
-                _ => return Err(WireError::InflateFailed),
+                _ => return Err(WireError::InflateTooLarge { limit }),
             }
         }
         if pos - 2 > limit {
