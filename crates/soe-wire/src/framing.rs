@@ -100,6 +100,23 @@ thread_local! {
     static ZLIB: std::cell::RefCell<Zlib> = std::cell::RefCell::default();
 }
 
+/// Runs `f` with this thread's zlib state, or with a fresh one when that state cannot be
+/// reached: during the thread's teardown (a thread-local destructor or an `atexit` handler
+/// calling in through a binding, once the slot is gone) or, never in practice, while it is
+/// borrowed. The fresh state costs an allocation; nothing panics. `None` only if `f` could be
+/// run neither way, which cannot happen (it is taken only with a successful borrow).
+fn with_zlib<R>(f: impl FnOnce(&mut Zlib) -> R) -> Option<R> {
+    let mut slot = Some(f);
+    let ran = ZLIB.try_with(|cell| {
+        let mut zlib = cell.try_borrow_mut().ok()?;
+        slot.take().map(|f| f(&mut zlib))
+    });
+    match ran {
+        Ok(Some(r)) => Some(r),
+        _ => slot.take().map(|f| f(&mut Zlib::default())),
+    }
+}
+
 impl Framer {
     /// A framer for `config`.
     pub fn new(config: FrameConfig) -> Self {
@@ -222,7 +239,8 @@ impl Framer {
         self.out_len = 0;
         self.append_out(&opcode);
 
-        ZLIB.with_borrow_mut(|zlib| self.inflate_with(zlib, body, cap, limit))
+        with_zlib(|zlib| self.inflate_with(zlib, body, cap, limit))
+            .unwrap_or(Err(WireError::InflateFailed))
     }
 
     /// The inflate loop of [`Framer::inflate`], with the thread's zlib state.
@@ -349,7 +367,7 @@ impl Framer {
         // Output must be smaller than the body, so a buffer of body_len - 1 bytes suffices;
         // a stream that does not finish within it is not worth sending.
         let room = body_len - 1;
-        ZLIB.with_borrow_mut(|zlib| {
+        with_zlib(|zlib| {
             if zlib.deflated.len() < room {
                 zlib.deflated.resize(room, 0);
             }
@@ -366,6 +384,7 @@ impl Framer {
             buf.extend_from_slice(zlib.deflated.get(..written).unwrap_or_default());
             true
         })
+        .unwrap_or(false)
     }
 }
 
@@ -416,6 +435,44 @@ mod tests {
         let crc = f.crc().checksum(&d[..5]) & 0xFFFF;
         assert_eq!(&d[5..], &(crc as u16).to_be_bytes());
         assert_eq!(f.open(&d), Ok(&[0, 0x15, 0, 7][..]));
+    }
+
+    #[test]
+    fn compression_works_while_the_thread_is_torn_down() {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        // 0: the destructor did not run; 1: it sealed and opened; 2: it got something wrong.
+        static OUTCOME: AtomicU8 = AtomicU8::new(0);
+        struct AtTeardown;
+        impl Drop for AtTeardown {
+            fn drop(&mut self) {
+                // By now this thread's zlib state is gone (it was made after this value, and
+                // thread-locals are destroyed in the reverse order), as for a binding called
+                // from a thread-local destructor or an `atexit` handler.
+                let mut f = framer(2, true);
+                let mut long = vec![0, 9];
+                long.extend([7; 200]);
+                let d = sealed(&mut f, &long);
+                let ok = d[2] == FLAG_COMPRESSED && f.open(&d) == Ok(&long[..]);
+                OUTCOME.store(if ok { 1 } else { 2 }, Ordering::SeqCst);
+            }
+        }
+        thread_local!(static GUARD: AtTeardown = const { AtTeardown });
+        std::thread::spawn(|| {
+            GUARD.with(|_| ());
+            // The zlib state comes to life after the guard.
+            let mut f = framer(0, true);
+            let d = sealed(
+                &mut f,
+                &[
+                    0, 9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                    1, 1,
+                ],
+            );
+            assert_eq!(d[2], FLAG_COMPRESSED);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(OUTCOME.load(Ordering::SeqCst), 1);
     }
 
     #[test]
