@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod echo;
+pub mod fixed;
 pub mod inmem;
 pub mod limits;
 pub mod report;
@@ -65,14 +66,36 @@ fn mbps(per_sec: f64, size: usize) -> f64 {
 /// Runs every workload and returns the rows, printing progress to stderr. `alloc` must be the
 /// process's global allocator (the memory rows count its bytes).
 ///
+/// The fixed-load section ([`fixed`]) runs servers in processes of their own and is run apart,
+/// by [`fixed::run`].
+///
 /// # Panics
 ///
 /// If a workload of ours fails (a message lost or corrupted, a socket that cannot be bound).
 pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
     let mut rows = Vec::new();
-    let say = |what: &str| eprintln!("soe-bench: {what}");
+    // The limits first: they are the yardsticks.
+    let yardsticks = primitive_rows(&mut rows, sizes);
+    let ceiling_small = ceiling_rows(&mut rows, sizes);
+    in_memory_rows(&mut rows, sizes, yardsticks.rc4);
+    echo_rows(&mut rows, sizes, alloc, ceiling_small);
+    scale_rows(&mut rows, sizes, alloc);
+    rows
+}
 
-    // ----- limits first: they are the yardsticks -----
+/// Progress on stderr.
+fn say(what: &str) {
+    eprintln!("soe-bench: {what}");
+}
+
+/// The primitives' own speeds, kept for the rows that compare with them.
+struct Yardsticks {
+    /// RC4 keystream, bytes per second.
+    rc4: f64,
+}
+
+/// CRC-32, RC4 and our compressed seal against a one-shot deflate.
+fn primitive_rows(rows: &mut Vec<Row>, sizes: Sizes) -> Yardsticks {
     say("primitives");
     let t = sizes.primitive_time;
     let crc = limits::crc32(t);
@@ -110,6 +133,12 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         ),
     );
 
+    Yardsticks { rc4 }
+}
+
+/// The loopback datagram flood ceilings; returns the 512 B one, datagrams per second.
+fn ceiling_rows(rows: &mut Vec<Row>, sizes: Sizes) -> f64 {
+    let t = sizes.primitive_time;
     say("datagram ceiling");
     let ceiling_4k = limits::datagram_ceiling(4096, t * 4);
     let ceiling_small = limits::datagram_ceiling(512, t * 4);
@@ -129,7 +158,11 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         Better::Higher,
     ));
 
-    // ----- in memory -----
+    ceiling_small
+}
+
+/// An in-memory session pair, ours and the peer's, per size and mode.
+fn in_memory_rows(rows: &mut Vec<Row>, sizes: Sizes, rc4: f64) {
     const M: &str = "In-memory session pair (one way)";
     for size in [32usize, 400, 4000] {
         for mode in inmem::Mode::ALL {
@@ -190,37 +223,69 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         }
     }
 
-    // ----- loopback echo -----
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    const E: &str = "Loopback UDP echo";
-    let w = |sessions, outstanding, size, compression| echo::Workload {
+}
+
+/// An echo workload of the loopback rows.
+fn echo_workload(
+    sizes: Sizes,
+    sessions: usize,
+    outstanding: usize,
+    size: usize,
+    compression: bool,
+) -> echo::Workload {
+    echo::Workload {
         sessions,
         outstanding,
         size,
         duration: sizes.echo_time,
         compression,
         alloc: None,
-    };
-    let collapsed = |o: &echo::EchoOutcome, sessions: usize| {
-        if o.connected < sessions || o.failed > 0 || o.echoes == 0 {
-            Some(format!(
-                "peer: {} of {sessions} sessions connected, {} failed during the run",
-                o.connected, o.failed
-            ))
-        } else {
-            None
-        }
-    };
-    let ok =
-        |o: &echo::EchoOutcome, sessions| collapsed(o, sessions).is_none().then_some(o.clone());
+    }
+}
 
+/// Why a peer's run does not count (sessions that did not connect or failed), if it does not.
+fn collapsed(o: &echo::EchoOutcome, sessions: usize) -> Option<String> {
+    if o.connected < sessions || o.failed > 0 || o.echoes == 0 {
+        Some(format!(
+            "peer: {} of {sessions} sessions connected, {} failed during the run",
+            o.connected, o.failed
+        ))
+    } else {
+        None
+    }
+}
+
+/// The outcome, when the run counts.
+fn sound(o: &echo::EchoOutcome, sessions: usize) -> Option<echo::EchoOutcome> {
+    collapsed(o, sessions).is_none().then_some(o.clone())
+}
+
+/// Loopback UDP echoes at saturation: ours, the peer's and bare UDP, in one runtime.
+fn echo_rows(
+    rows: &mut Vec<Row>,
+    sizes: Sizes,
+    alloc: &'static StatsAlloc<System>,
+    ceiling_small: f64,
+) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    echo_latency_rows(rows, sizes, &rt);
+    echo_saturation_rows(rows, sizes, &rt);
+    echo_allocation_rows(rows, sizes, alloc, &rt);
+    echo_bulk_rows(rows, sizes, ceiling_small, &rt);
+}
+
+/// Section of the loopback echo rows.
+const E: &str = "Loopback UDP echo";
+
+/// One message in flight: the round trip, against the peer and bare tokio UDP.
+fn echo_latency_rows(rows: &mut Vec<Row>, sizes: Sizes, rt: &tokio::runtime::Runtime) {
     say("echo 1x1 64 B");
     let (o, p, r) = rt.block_on(async {
-        let w = w(1, 1, 64, false);
+        let w = echo_workload(sizes, 1, 1, 64, false);
         (echo::ours(w).await, echo::peer(w).await, echo::raw(w).await)
     });
     rows.push(
@@ -231,7 +296,7 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
             "µs",
             Better::Lower,
         )
-        .vs_peer(ok(&p, 1).map(|p| p.p50_us)),
+        .vs_peer(sound(&p, 1).map(|p| p.p50_us)),
     );
     rows.push(
         Row::new(
@@ -246,14 +311,18 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         .with_note("single message in flight: no batching to gain from"),
     );
 
+}
+
+/// 64 sessions × 16 in flight: echoes per second, latency, drops, compression.
+fn echo_saturation_rows(rows: &mut Vec<Row>, sizes: Sizes, rt: &tokio::runtime::Runtime) {
     say("echo 64x16 64 B");
     let (o, p, r, oz) = rt.block_on(async {
-        let w0 = w(64, 16, 64, false);
+        let w0 = echo_workload(sizes, 64, 16, 64, false);
         (
             echo::ours(w0).await,
             echo::peer(w0).await,
             echo::raw(w0).await,
-            echo::ours(w(64, 16, 64, true)).await,
+            echo::ours(echo_workload(sizes, 64, 16, 64, true)).await,
         )
     });
     let pnote = collapsed(&p, 64).unwrap_or_default();
@@ -320,11 +389,20 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         .with_note("limit: our own uncompressed figure"),
     );
 
+}
+
+/// Allocations per message, end to end, against bare UDP with the same client.
+fn echo_allocation_rows(
+    rows: &mut Vec<Row>,
+    sizes: Sizes,
+    alloc: &'static StatsAlloc<System>,
+    rt: &tokio::runtime::Runtime,
+) {
     say("allocations per message, 64x16 echo");
     let (o, r) = rt.block_on(async {
         let w = echo::Workload {
             alloc: Some(alloc),
-            ..w(64, 16, 64, false)
+            ..echo_workload(sizes, 64, 16, 64, false)
         };
         (echo::ours(w).await, echo::raw(w).await)
     });
@@ -348,9 +426,18 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         ),
     );
 
+}
+
+/// One session × 64 messages of 4 KiB: bulk throughput against the datagram ceiling.
+fn echo_bulk_rows(
+    rows: &mut Vec<Row>,
+    sizes: Sizes,
+    ceiling_small: f64,
+    rt: &tokio::runtime::Runtime,
+) {
     say("echo 4 KiB x 64");
     let (o, p) = rt.block_on(async {
-        let w = w(1, 64, 4096, false);
+        let w = echo_workload(sizes, 1, 64, 4096, false);
         (echo::ours(w).await, echo::peer(w).await)
     });
     // 4 KiB messages travel as 9 datagrams of at most 512 bytes each way.
@@ -364,7 +451,7 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
             "MB/s",
             Better::Higher,
         )
-        .vs_peer(ok(&p, 1).map(|p| p.bytes_per_sec(4096) / 1e6))
+        .vs_peer(sound(&p, 1).map(|p| p.bytes_per_sec(4096) / 1e6))
         .with_note(pnote),
     );
     rows.push(
@@ -379,9 +466,10 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         .with_target(Target::RatioAtLeast(0.85))
         .with_note("both directions, 9 data datagrams per message, acks not counted"),
     );
-    drop(rt);
+}
 
-    // ----- scale -----
+/// Idle session memory and accept rates at scale.
+fn scale_rows(rows: &mut Vec<Row>, sizes: Sizes, alloc: &'static StatsAlloc<System>) {
     let n = sizes.scale_sessions;
     say(&format!("scale {n} sessions"));
     let o = scale::ours(alloc, n, scale::socket_addr);
@@ -424,7 +512,6 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
         .vs_peer(Some(p.accepts_per_sec))
         .with_target(Target::AtLeast(500_000.0)),
     );
-    rows
 }
 
 /// A one-paragraph description of this machine: CPU model, cores, kernel.

@@ -3,8 +3,14 @@
 //!
 //! ```text
 //! cargo run -p soe-bench --release --bin compare -- [--quick] [--out docs/performance.md]
-//!     [--extra-section FILE]...
+//!     [--soe-bin target/release/soe] [--node-script crates/soe-node/bench/echo-server.mjs]
+//!     [--only fixed] [--no-fixed] [--extra-section FILE]...
 //! ```
+//!
+//! The fixed-load section runs each server in a process of its own: `soe serve` (`--soe-bin`),
+//! the Node addon and its h1z1 facade (`--node-script`, run with `node`), and soe-protocol's
+//! server and the bare UDP echoes (`bench-server`, found beside this binary). A server whose
+//! program is not given or not found is left out of the section with a word saying so.
 //!
 //! `--extra-section FILE` appends FILE's markdown verbatim after our sections (repeatable): the
 //! hook for other reports such as the network emulator grid.
@@ -15,7 +21,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use soe_bench::{
-    PageInfo, Sizes, machine_description, markdown_page, run_all, svg_chart, text_table,
+    PageInfo, fixed, Sizes, machine_description, markdown_page, run_all, svg_chart, text_table,
 };
 use soe_netem::{GridOptions, run_grid};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
@@ -42,6 +48,18 @@ struct Args {
     /// section of the report.
     #[arg(long)]
     no_loss_grid: bool,
+    /// The `soe` tool, for `soe serve` in the fixed-load section.
+    #[arg(long, value_name = "PATH")]
+    soe_bin: Option<PathBuf>,
+    /// The Node addon's echo server script, for the fixed-load section.
+    #[arg(long, value_name = "PATH")]
+    node_script: Option<PathBuf>,
+    /// Leave out the fixed-load section.
+    #[arg(long)]
+    no_fixed: bool,
+    /// Run only the fixed-load section (no other workload, no loss grid).
+    #[arg(long, value_name = "SECTION", value_parser = ["fixed"])]
+    only: Option<String>,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -62,9 +80,29 @@ fn main() -> ExitCode {
         }
     }
     let sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
-    let rows = run_all(sizes, GLOBAL);
+    let fixed_only = args.only.is_some();
+    let mut rows = if fixed_only {
+        Vec::new()
+    } else {
+        run_all(sizes, GLOBAL)
+    };
+    let mut fixed_section = None;
+    if !args.no_fixed {
+        let servers = fixed::Servers {
+            soe: args.soe_bin.clone(),
+            bench_server: std::env::current_exe()
+                .ok()
+                .map(|exe| exe.with_file_name(format!("bench-server{}", std::env::consts::EXE_SUFFIX)))
+                .filter(|p| p.exists()),
+            node_script: args.node_script.clone(),
+        };
+        let (fixed_rows, section) = fixed::run(&servers, quick);
+        rows.extend(fixed_rows);
+        println!("{section}");
+        fixed_section = Some(section);
+    }
     println!("{}", text_table(&rows));
-    if !args.no_loss_grid {
+    if !args.no_loss_grid && !fixed_only {
         let options = if quick {
             GridOptions::quick()
         } else {
@@ -80,6 +118,9 @@ fn main() -> ExitCode {
         {
             println!("loss-recovery grid: {line}");
         }
+        extra.insert(0, section);
+    }
+    if let Some(section) = fixed_section {
         extra.insert(0, section);
     }
     if let Some(md) = out {

@@ -1,0 +1,1144 @@
+//! Fixed offered load: what a server's process spends per message at the loads game servers run,
+//! not at saturation.
+//!
+//! Every server under test runs in a process of its own (`soe serve`, the Node addon, the
+//! soe-protocol server, bare UDP echo servers). One load generator, the same for all, runs in
+//! this process on its own threads: `sessions` clients, each from its own UDP port, each sending
+//! on a fixed schedule whatever the server does (an open loop), every echo checked byte for byte.
+//! After a warm-up the server's CPU time (every thread, user and system, from `/proc`) is read
+//! at the start and the end of the measured window; the messages echoed in that window divide it.
+//!
+//! Every message carries its kind, its session, its number and its send time, so the echo
+//! itself tells its round trip and whether it is the one expected.
+
+use std::collections::BinaryHeap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use soe_tokio::{Connection, DisconnectReason, Endpoint, EndpointConfig, SessionConfig};
+
+/// One offered load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    /// Client sessions, each from its own UDP port.
+    pub sessions: usize,
+    /// What each session sends.
+    pub mix: Mix,
+}
+
+/// What each session sends, on a fixed schedule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mix {
+    /// `rate` reliable messages a second of `size` bytes, each echoed.
+    Echo {
+        /// Messages per second per session.
+        rate: f64,
+        /// Message size in bytes.
+        size: usize,
+    },
+    /// A game tick: 10 unreliable position updates of 40 bytes a second and one reliable event
+    /// of 200 bytes a second; the server sends each back the way it came, so each client also
+    /// receives 10 unreliable updates and one reliable event a second.
+    Tick,
+}
+
+impl Load {
+    /// A short name for tables: `500 × 20 msg/s` or `500 × game tick`.
+    pub fn label(&self) -> String {
+        match self.mix {
+            Mix::Echo { rate, size } => {
+                format!("{} × {rate} msg/s, {size} B", self.sessions)
+            }
+            Mix::Tick => format!(
+                "{} × game tick (10 Hz 40 B unreliable + 1 Hz 200 B reliable)",
+                self.sessions
+            ),
+        }
+    }
+
+    /// The messages each session sends: (period, size, reliable), one entry per stream.
+    fn streams(&self) -> Vec<(Duration, usize, bool)> {
+        match self.mix {
+            Mix::Echo { rate, size } => {
+                vec![(Duration::from_secs_f64(1.0 / rate.max(1e-3)), size, true)]
+            }
+            Mix::Tick => vec![
+                (Duration::from_millis(100), 40, false),
+                (Duration::from_secs(1), 200, true),
+            ],
+        }
+    }
+
+    /// Messages per second offered, all sessions together.
+    pub fn offered_per_sec(&self) -> f64 {
+        let per_session: f64 = self
+            .streams()
+            .iter()
+            .map(|(period, _, _)| 1.0 / period.as_secs_f64())
+            .sum();
+        per_session * self.sessions as f64
+    }
+}
+
+/// How a server under test speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// SOE sessions (the generator's clients are soe-tokio endpoints).
+    Soe,
+    /// Bare datagrams, echoed as they are.
+    Udp,
+}
+
+/// A server under test: how to start it, and how to talk to it.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// The name in tables.
+    pub label: String,
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its working directory, if it matters.
+    pub dir: Option<PathBuf>,
+    /// SOE or bare UDP.
+    pub wire: Wire,
+    /// The application protocol name its sessions expect (SOE only).
+    pub protocol: String,
+}
+
+/// What one server did under one load.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Sessions that connected.
+    pub connected: usize,
+    /// Messages echoed back (and checked) within the measured window.
+    pub messages: u64,
+    /// The measured window.
+    pub window: Duration,
+    /// The server process's CPU time in the window (every thread, user and system).
+    pub cpu: Duration,
+    /// Round trips of the messages echoed in the window, µs: median.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Reliable messages sent and never echoed by the end of the run (must be 0).
+    pub reliable_lost: u64,
+    /// Unreliable messages sent and never echoed (UDP may lose them).
+    pub unreliable_lost: u64,
+    /// Echoes that were not what was sent (wrong content, duplicated, out of order): must be 0.
+    pub bad: u64,
+    /// Sessions that ended during the run.
+    pub failed: usize,
+    /// The load generator's own CPU time in the window (this process): near the window's
+    /// length, the generator could not keep its schedule and the figures are suspect.
+    pub generator_cpu: Duration,
+    /// The clients' own view, summed over their sessions (SOE only): resends, and smoothed
+    /// round trips (median and largest), for telling where time goes.
+    pub client_view: String,
+}
+
+impl Outcome {
+    /// Server CPU per echoed message, µs.
+    pub fn cpu_us_per_message(&self) -> f64 {
+        self.cpu.as_secs_f64() * 1e6 / self.messages.max(1) as f64
+    }
+
+    /// Server CPU per session per second of play, µs (the cost of one player).
+    pub fn cpu_us_per_session_second(&self) -> f64 {
+        self.cpu.as_secs_f64() * 1e6
+            / self.window.as_secs_f64().max(1e-9)
+            / self.connected.max(1) as f64
+    }
+
+    /// The share of one core the server took, in percent.
+    pub fn core_percent(&self) -> f64 {
+        self.cpu.as_secs_f64() / self.window.as_secs_f64().max(1e-9) * 100.0
+    }
+
+    /// Whether the run is sound: every session connected and stayed, every reliable message
+    /// came back once, in order, intact.
+    pub fn sound(&self, load: &Load) -> bool {
+        self.connected == load.sessions && self.failed == 0 && self.reliable_lost == 0 && self.bad == 0
+    }
+
+    /// Why the run is not sound, in a few words (empty when it is).
+    pub fn problems(&self, load: &Load) -> String {
+        let mut out = Vec::new();
+        if self.connected < load.sessions {
+            out.push(format!("{} of {} sessions connected", self.connected, load.sessions));
+        }
+        if self.failed > 0 {
+            out.push(format!("{} sessions ended during the run", self.failed));
+        }
+        if self.reliable_lost > 0 {
+            out.push(format!("{} reliable messages never echoed", self.reliable_lost));
+        }
+        if self.bad > 0 {
+            out.push(format!("{} echoes wrong, duplicated or out of order", self.bad));
+        }
+        out.join(", ")
+    }
+}
+
+/// Warm-up before the window, and the window itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// After every session connected and started sending, before measuring.
+    pub warm_up: Duration,
+    /// The measured window.
+    pub window: Duration,
+}
+
+/// A server process under test. Dropping it ends the process.
+#[derive(Debug)]
+struct Process {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Process {
+    /// Starts `server` and waits (up to 30 s) for the line that says where it listens: a word
+    /// `IP:PORT`, or a bare port after the word `listening`.
+    fn start(server: &Server) -> Result<Self, String> {
+        let mut command = Command::new(&server.program);
+        command
+            .args(&server.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(dir) = &server.dir {
+            command.current_dir(dir);
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", server.program.display()))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if !sent {
+                    if let Some(addr) = listening_address(&line) {
+                        let _ = tx.send(addr);
+                        sent = true;
+                    }
+                }
+                // Keep reading so the server never blocks on a full pipe.
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addr) => Ok(Self { child, addr }),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(format!(
+                    "{} did not say where it listens within 30 s",
+                    server.label
+                ))
+            }
+        }
+    }
+
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address in a server's "listening" line: `IP:PORT` anywhere in it, or a port after the word
+/// `listening` (then on 127.0.0.1).
+fn listening_address(line: &str) -> Option<SocketAddr> {
+    if !line.contains("listening") {
+        return None;
+    }
+    let words = line.split_whitespace().map(|w| {
+        w.trim_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ':' || c == '[' || c == ']'))
+    });
+    let mut port_only = None;
+    for word in words {
+        if let Ok(addr) = word.parse::<SocketAddr>() {
+            return Some(addr);
+        }
+        if let Ok(port) = word.parse::<u16>() {
+            port_only.get_or_insert(port);
+        }
+    }
+    port_only.map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+}
+
+/// The CPU time of every thread of process `pid`, user and system: the scheduler's run time
+/// (`/proc/PID/task/*/schedstat`, nanoseconds), or `utime + stime` from `/proc/PID/stat` (clock
+/// ticks) where schedstat is missing.
+pub fn process_cpu(pid: u32) -> Duration {
+    let mut total = 0u64;
+    let mut any = false;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let path = task.path().join("schedstat");
+            if let Some(ns) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+            {
+                total += ns;
+                any = true;
+            }
+        }
+    }
+    if any {
+        return Duration::from_nanos(total);
+    }
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|t| {
+            // Fields after the command name (which may hold spaces) start after its ')'.
+            let rest = t.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some(utime + stime)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+// ----- messages -----
+
+/// First byte of a reliable message (never 0: an unreliable SOE payload may not start with it).
+const RELIABLE: u8 = 0xA5;
+/// First byte of an unreliable message.
+const UNRELIABLE: u8 = 0xB6;
+/// kind, session, number, send time.
+const HEADER: usize = 1 + 4 + 4 + 8;
+
+/// The message `seq` of `session`, sent `sent_us` after the run's start.
+fn message(kind: u8, session: u32, seq: u32, sent_us: u64, size: usize) -> Bytes {
+    let size = size.max(HEADER);
+    let mut m = Vec::with_capacity(size);
+    m.push(kind);
+    m.extend_from_slice(&session.to_le_bytes());
+    m.extend_from_slice(&seq.to_le_bytes());
+    m.extend_from_slice(&sent_us.to_le_bytes());
+    m.extend((0..size - HEADER).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8));
+    Bytes::from(m)
+}
+
+/// An echo's header: (kind, session, number, send time).
+fn header(data: &[u8]) -> Option<(u8, u32, u32, u64)> {
+    let kind = *data.first()?;
+    let session = u32::from_le_bytes(data.get(1..5)?.try_into().ok()?);
+    let seq = u32::from_le_bytes(data.get(5..9)?.try_into().ok()?);
+    let sent = u64::from_le_bytes(data.get(9..17)?.try_into().ok()?);
+    Some((kind, session, seq, sent))
+}
+
+// ----- the generator -----
+
+/// What the receivers record.
+#[derive(Debug, Default)]
+struct Record {
+    /// Round trips (µs) of echoes received inside the window.
+    rtts: Vec<u32>,
+    /// Echoes received inside the window.
+    in_window: u64,
+    bad: u64,
+}
+
+/// Shared by the sender and the receivers.
+#[derive(Debug)]
+struct Run {
+    start: Instant,
+    /// The window, as µs since `start`: [from, to); `u64::MAX` until set.
+    window_from: AtomicU64,
+    window_to: AtomicU64,
+    record: Mutex<Record>,
+    reliable_received: AtomicU64,
+    unreliable_received: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Run {
+    fn since_start_us(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Checks one echo of session `session` and records it. `next_reliable` is the reliable
+    /// number expected next from this session, where the wire keeps order (`None`: bare UDP).
+    fn on_echo(
+        &self,
+        session: u32,
+        data: &[u8],
+        next_reliable: Option<&mut u32>,
+        size_of: impl Fn(u8) -> usize,
+    ) {
+        let now = self.since_start_us();
+        let Some((kind, from, seq, sent)) = header(data) else {
+            self.lock().bad += 1;
+            return;
+        };
+        let expected = message(kind, session, seq, sent, size_of(kind));
+        let mut ok = from == session && data == expected.as_ref();
+        match kind {
+            RELIABLE => {
+                if let Some(next) = next_reliable {
+                    ok &= seq == *next;
+                    *next = seq.wrapping_add(1);
+                }
+                self.reliable_received.fetch_add(1, Ordering::Relaxed);
+            }
+            UNRELIABLE => {
+                self.unreliable_received.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => ok = false,
+        }
+        let (from_us, to_us) = (
+            self.window_from.load(Ordering::Relaxed),
+            self.window_to.load(Ordering::Relaxed),
+        );
+        let mut record = self.lock();
+        if !ok {
+            record.bad += 1;
+        }
+        if (from_us..to_us).contains(&now) {
+            record.in_window += 1;
+            record
+                .rtts
+                .push(u32::try_from(now.saturating_sub(sent)).unwrap_or(u32::MAX));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A client session of either wire.
+#[derive(Debug, Clone)]
+enum Client {
+    Soe(Connection),
+    Udp(Arc<tokio::net::UdpSocket>),
+}
+
+/// What became of one send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Queued (SOE) or handed to the kernel (UDP).
+    Yes,
+    /// The session's queue was full: skipped, as a game client would drop an update.
+    Full,
+    /// The session is gone.
+    Closed,
+}
+
+impl Client {
+    /// Sends without waiting.
+    fn send(&self, reliable: bool, data: Bytes) -> Sent {
+        match self {
+            Self::Soe(c) => {
+                let sent = if reliable {
+                    c.try_send(data)
+                } else {
+                    c.send_unreliable(data)
+                };
+                match sent {
+                    Ok(()) => Sent::Yes,
+                    Err(soe_tokio::TrySendError::Full(_)) => Sent::Full,
+                    Err(_) => Sent::Closed,
+                }
+            }
+            Self::Udp(s) => match s.try_send(&data) {
+                Ok(_) => Sent::Yes,
+                Err(_) => Sent::Full,
+            },
+        }
+    }
+}
+
+/// One scheduled send: (when, session, stream).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Due(std::cmp::Reverse<Instant>, usize, usize);
+
+/// Runs `load` against `server` and measures it; `Err` when the server could not be started or
+/// no session connected.
+pub fn measure(server: &Server, load: &Load, timing: Timing) -> Result<Outcome, String> {
+    let process = Process::start(server)?;
+    let target = Target {
+        addr: process.addr,
+        pid: Some(process.child.id()),
+        wire: server.wire,
+        protocol: server.protocol.clone(),
+        label: server.label.clone(),
+    };
+    let outcome = measure_at(&target, load, timing);
+    drop(process);
+    outcome
+}
+
+/// A server already running: where it listens, and its process (for its CPU time).
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its process, whose CPU time is read; `None`: CPU is not measured (reads as zero).
+    pub pid: Option<u32>,
+    /// SOE or bare UDP.
+    pub wire: Wire,
+    /// The application protocol name (SOE).
+    pub protocol: String,
+    /// Its name in messages.
+    pub label: String,
+}
+
+/// Runs `load` against a server already running.
+pub fn measure_at(target: &Target, load: &Load, timing: Timing) -> Result<Outcome, String> {
+    // One thread for the whole generator: no hand-offs between threads of its own.
+    let runtime = if std::env::var_os("FIXED_MT").is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    }
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot build the generator's runtime: {e}"))?;
+    let outcome = runtime.block_on(generate(target, load, timing));
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    outcome
+}
+
+async fn generate(target: &Target, load: &Load, timing: Timing) -> Result<Outcome, String> {
+    let cpu_of = |pid: Option<u32>| pid.map_or(Duration::ZERO, process_cpu);
+    let (clients, endpoints) = connect_all(target, load.sessions).await;
+    if clients.is_empty() {
+        return Err(format!("no session connected to {}", target.label));
+    }
+    let run = Arc::new(Run {
+        start: Instant::now(),
+        window_from: AtomicU64::new(u64::MAX),
+        window_to: AtomicU64::new(u64::MAX),
+        record: Mutex::new(Record::default()),
+        reliable_received: AtomicU64::new(0),
+        unreliable_received: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
+    let streams = load.streams();
+    let size_of = {
+        let streams = streams.clone();
+        move |kind: u8| {
+            let reliable = kind == RELIABLE;
+            streams
+                .iter()
+                .find(|s| s.2 == reliable)
+                .map_or(0, |s| s.1)
+        }
+    };
+    let mut receivers = Vec::new();
+    for (i, client) in clients.iter().enumerate() {
+        let (run, client, size_of) = (run.clone(), client.clone(), size_of.clone());
+        receivers.push(tokio::spawn(receive(run, client, i as u32, size_of)));
+    }
+    let sender = tokio::spawn(send_schedule(run.clone(), clients.clone(), streams));
+
+    tokio::time::sleep(timing.warm_up).await;
+    let cpu0 = cpu_of(target.pid);
+    let own0 = process_cpu(std::process::id());
+    let t0 = Instant::now();
+    run.window_from.store(run.since_start_us(), Ordering::Relaxed);
+    run.window_to.store(u64::MAX - 1, Ordering::Relaxed);
+    tokio::time::sleep(timing.window).await;
+    run.window_to.store(run.since_start_us(), Ordering::Relaxed);
+    let cpu = cpu_of(target.pid).saturating_sub(cpu0);
+    let generator_cpu = process_cpu(std::process::id()).saturating_sub(own0);
+    let window = t0.elapsed();
+
+    run.stop.store(true, Ordering::Relaxed);
+    let (sent_reliable, sent_unreliable) = sender.await.unwrap_or((0, 0));
+    // The last echoes: up to 2 s for the reliable ones.
+    let drain_until = Instant::now() + Duration::from_secs(2);
+    while run.reliable_received.load(Ordering::Relaxed) < sent_reliable
+        && Instant::now() < drain_until
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut failed = 0;
+    for r in &receivers {
+        failed += usize::from(r.is_finished());
+    }
+    for r in receivers {
+        r.abort();
+    }
+    let client_view = client_view(&clients);
+    for endpoint in &endpoints {
+        endpoint.close(DisconnectReason::Application);
+    }
+    let record = std::mem::take(&mut *run.lock());
+    let mut rtts = record.rtts;
+    rtts.sort_unstable();
+    let pct = |p: f64| {
+        rtts.get(((rtts.len() as f64 * p) as usize).min(rtts.len().saturating_sub(1)))
+            .map_or(f64::NAN, |v| f64::from(*v))
+    };
+    Ok(Outcome {
+        connected: clients.len(),
+        messages: record.in_window,
+        window,
+        cpu,
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+        reliable_lost: sent_reliable.saturating_sub(run.reliable_received.load(Ordering::Relaxed)),
+        unreliable_lost: sent_unreliable
+            .saturating_sub(run.unreliable_received.load(Ordering::Relaxed)),
+        bad: record.bad,
+        failed,
+        generator_cpu,
+        client_view,
+    })
+}
+
+/// The clients' sessions' counters in a few words.
+fn client_view(clients: &[Client]) -> String {
+    let stats: Vec<soe_tokio::SessionStats> = clients
+        .iter()
+        .filter_map(|c| match c {
+            Client::Soe(c) => c.stats(),
+            Client::Udp(_) => None,
+        })
+        .collect();
+    if stats.is_empty() {
+        return String::new();
+    }
+    let mut rtts: Vec<Duration> = stats.iter().filter_map(|s| s.rtt).collect();
+    rtts.sort_unstable();
+    let sum = |f: fn(&soe_tokio::SessionStats) -> u64| stats.iter().map(f).sum::<u64>();
+    format!(
+        "clients: {} resends, {} datagrams sent, {} received, smoothed RTT median {:?} max {:?}",
+        sum(|s| s.resends),
+        sum(|s| s.datagrams_sent),
+        sum(|s| s.datagrams_received),
+        rtts.get(rtts.len() / 2).copied().unwrap_or_default(),
+        rtts.last().copied().unwrap_or_default(),
+    )
+}
+
+/// Opens `sessions` clients to `addr`, 64 handshakes at a time; returns those that connected
+/// and every endpoint made.
+async fn connect_all(target: &Target, sessions: usize) -> (Vec<Client>, Vec<Endpoint>) {
+    let addr = target.addr;
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut clients = Vec::with_capacity(sessions);
+    let mut endpoints = Vec::new();
+    if target.wire == Wire::Udp {
+        for _ in 0..sessions {
+            let Ok(socket) = tokio::net::UdpSocket::bind(loopback).await else {
+                continue;
+            };
+            if socket.connect(addr).await.is_ok() {
+                clients.push(Client::Udp(Arc::new(socket)));
+            }
+        }
+        return (clients, endpoints);
+    }
+    let config = Arc::new(
+        SessionConfig::new(&target.protocol)
+            .with_udp_length(512)
+            .with_connect_timeout(Duration::from_secs(10)),
+    );
+    let mut started = 0;
+    while started < sessions {
+        let batch = (sessions - started).min(64);
+        let mut pending = Vec::with_capacity(batch);
+        for _ in 0..batch {
+            let Ok(endpoint) = Endpoint::bind(loopback, EndpointConfig::client(config.clone()))
+            else {
+                continue;
+            };
+            let connecting = endpoint.clone();
+            pending.push(tokio::spawn(async move { connecting.connect(addr).await }));
+            endpoints.push(endpoint);
+        }
+        for p in pending {
+            if let Ok(Ok(connection)) = p.await {
+                clients.push(Client::Soe(connection));
+            }
+        }
+        started += batch;
+    }
+    (clients, endpoints)
+}
+
+/// Receives and checks one session's echoes until it ends.
+async fn receive(run: Arc<Run>, client: Client, session: u32, size_of: impl Fn(u8) -> usize) {
+    match client {
+        Client::Soe(c) => {
+            let mut next_reliable = 0u32;
+            while let Some(data) = c.recv().await {
+                run.on_echo(session, &data, Some(&mut next_reliable), &size_of);
+            }
+        }
+        Client::Udp(s) => {
+            let mut buf = vec![0u8; 2048];
+            while let Ok(n) = s.recv(&mut buf).await {
+                // Bare UDP keeps no order: each echo is checked against itself only.
+                run.on_echo(session, buf.get(..n).unwrap_or_default(), None, &size_of);
+            }
+        }
+    }
+}
+
+/// Sends every session's streams on schedule (each with its own phase, so the load is spread
+/// evenly) until told to stop; returns (reliable, unreliable) messages sent.
+async fn send_schedule(
+    run: Arc<Run>,
+    clients: Vec<Client>,
+    streams: Vec<(Duration, usize, bool)>,
+) -> (u64, u64) {
+    let begin = Instant::now() + Duration::from_millis(20);
+    let mut heap = BinaryHeap::new();
+    let mut seqs = vec![[0u32; 2]; clients.len()];
+    let n = clients.len().max(1);
+    for i in 0..clients.len() {
+        for (s, (period, _, _)) in streams.iter().enumerate() {
+            // Evenly spread phases, so that sessions do not send in step.
+            let phase = period.mul_f64(((i * 7919 + s * 104_729) % n) as f64 / n as f64);
+            heap.push(Due(std::cmp::Reverse(begin + phase), i, s));
+        }
+    }
+    let (mut reliable, mut unreliable) = (0u64, 0u64);
+    let mut live = vec![true; clients.len()];
+    while !run.stop.load(Ordering::Relaxed) {
+        let Some(Due(std::cmp::Reverse(when), _, _)) = heap.peek() else {
+            break;
+        };
+        let when = *when;
+        if when > Instant::now() {
+            tokio::time::sleep_until(when.into()).await;
+            continue;
+        }
+        let Some(Due(_, i, s)) = heap.pop() else {
+            break;
+        };
+        let (period, size, is_reliable) = streams[s];
+        if live[i] {
+            let seq = &mut seqs[i][usize::from(is_reliable)];
+            let kind = if is_reliable { RELIABLE } else { UNRELIABLE };
+            let data = message(kind, i as u32, *seq, run.since_start_us(), size);
+            match clients[i].send(is_reliable, data) {
+                Sent::Yes => {
+                    *seq = seq.wrapping_add(1);
+                    if is_reliable {
+                        reliable += 1;
+                    } else {
+                        unreliable += 1;
+                    }
+                }
+                Sent::Full => {}
+                Sent::Closed => live[i] = false,
+            }
+        }
+        heap.push(Due(std::cmp::Reverse(when + period), i, s));
+    }
+    (reliable, unreliable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_lines_of_every_server_are_read() {
+        assert_eq!(
+            listening_address(
+                "soe serve: listening on 127.0.0.1:4321 (protocol \"SoeEcho\", Echo mode, CRC 2 bytes)"
+            ),
+            Some("127.0.0.1:4321".parse().unwrap())
+        );
+        assert_eq!(
+            listening_address("listening 127.0.0.1:99"),
+            Some("127.0.0.1:99".parse().unwrap())
+        );
+        assert_eq!(
+            listening_address("listening 5555"),
+            Some("127.0.0.1:5555".parse().unwrap())
+        );
+        assert_eq!(listening_address("open #1 127.0.0.1:5"), None);
+    }
+
+    #[test]
+    fn an_echo_is_checked_against_what_was_sent() {
+        let run = Run {
+            start: Instant::now(),
+            window_from: AtomicU64::new(0),
+            window_to: AtomicU64::new(u64::MAX),
+            record: Mutex::new(Record::default()),
+            reliable_received: AtomicU64::new(0),
+            unreliable_received: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        };
+        let size_of = |_| 100;
+        let mut next = 0;
+        let good = message(RELIABLE, 3, 0, 0, 100);
+        run.on_echo(3, &good, Some(&mut next), size_of);
+        assert_eq!((run.lock().bad, run.lock().in_window), (0, 1));
+        // Another session's message, a changed byte, a repeat: each counted bad.
+        run.on_echo(4, &message(RELIABLE, 3, 1, 0, 100), Some(&mut next), size_of);
+        let mut changed = message(RELIABLE, 3, 2, 0, 100).to_vec();
+        changed[50] ^= 1;
+        run.on_echo(3, &changed, Some(&mut next), size_of);
+        run.on_echo(3, &good, Some(&mut next), size_of);
+        assert_eq!(run.lock().bad, 3);
+    }
+
+    #[test]
+    fn offered_load_counts_every_stream() {
+        let tick = Load {
+            sessions: 500,
+            mix: Mix::Tick,
+        };
+        assert!((tick.offered_per_sec() - 5500.0).abs() < 1e-6);
+        let echo = Load {
+            sessions: 2000,
+            mix: Mix::Echo {
+                rate: 10.0,
+                size: 100,
+            },
+        };
+        assert!((echo.offered_per_sec() - 20_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn this_process_cpu_time_is_read() {
+        let before = process_cpu(std::process::id());
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(process_cpu(std::process::id()) > before);
+    }
+}
+
+// ----- the report section -----
+
+/// Where the servers under test are. Any left `None` is left out of the section, with a word.
+#[derive(Debug, Clone, Default)]
+pub struct Servers {
+    /// The `soe` tool (`soe serve`).
+    pub soe: Option<PathBuf>,
+    /// This crate's `bench-server` (soe-protocol's server and the bare UDP echoes).
+    pub bench_server: Option<PathBuf>,
+    /// The Node addon's echo server script (`crates/soe-node/bench/echo-server.mjs`), run with
+    /// `node`.
+    pub node_script: Option<PathBuf>,
+}
+
+/// The application protocol every SOE server of the section is started with.
+const PROTOCOL: &str = "SoeBench";
+
+/// The labels of the servers, as the rows and the table name them.
+pub mod label {
+    /// `soe serve`.
+    pub const SOE_SERVE: &str = "soe serve";
+    /// The Node addon's own API, echoing in JavaScript.
+    pub const NODE: &str = "Node addon";
+    /// The h1z1-server facade of the Node addon.
+    pub const FACADE: &str = "Node h1z1 facade";
+    /// soe-protocol 2.3.0's server.
+    pub const PEER: &str = "soe-protocol 2.3.0";
+    /// Bare tokio UDP echo.
+    pub const UDP_TOKIO: &str = "bare UDP echo (tokio)";
+    /// Bare blocking std UDP echo.
+    pub const UDP_STD: &str = "bare UDP echo (std loop)";
+}
+
+impl Servers {
+    /// The servers to run, and a word for each one left out.
+    pub fn list(&self) -> (Vec<Server>, Vec<String>) {
+        let mut servers = Vec::new();
+        let mut missing = Vec::new();
+        let soe_server = |label: &str, program: &PathBuf, args: &[&str], wire| Server {
+            label: label.to_owned(),
+            program: program.clone(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            dir: None,
+            wire,
+            protocol: PROTOCOL.to_owned(),
+        };
+        match &self.soe {
+            Some(soe) => servers.push(soe_server(
+                label::SOE_SERVE,
+                soe,
+                &[
+                    "serve",
+                    "--bind",
+                    "127.0.0.1:0",
+                    "--mode",
+                    "echo",
+                    "--protocol",
+                    PROTOCOL,
+                    "--max-sessions",
+                    "100000",
+                ],
+                Wire::Soe,
+            )),
+            None => missing.push(format!("{}: the soe binary was not given", label::SOE_SERVE)),
+        }
+        match &self.node_script {
+            Some(script) if node_runs() => {
+                for (label, api) in [(label::NODE, "addon"), (label::FACADE, "h1z1")] {
+                    servers.push(Server {
+                        label: label.to_owned(),
+                        program: PathBuf::from("node"),
+                        args: vec![
+                            script.display().to_string(),
+                            "--port".into(),
+                            "0".into(),
+                            "--api".into(),
+                            api.into(),
+                            "--protocol".into(),
+                            PROTOCOL.into(),
+                        ],
+                        dir: script.parent().map(PathBuf::from),
+                        wire: Wire::Soe,
+                        protocol: PROTOCOL.to_owned(),
+                    });
+                }
+            }
+            Some(_) => missing.push("Node addon and facade: node is not installed".to_owned()),
+            None => missing.push("Node addon and facade: the server script was not given".to_owned()),
+        }
+        match &self.bench_server {
+            Some(bench) => {
+                servers.push(soe_server(label::PEER, bench, &["peer"], Wire::Soe));
+                servers.push(soe_server(label::UDP_TOKIO, bench, &["udp-tokio"], Wire::Udp));
+                servers.push(soe_server(label::UDP_STD, bench, &["udp-std"], Wire::Udp));
+            }
+            None => missing.push(
+                "soe-protocol and bare UDP: the bench-server binary was not found".to_owned(),
+            ),
+        }
+        (servers, missing)
+    }
+}
+
+/// Whether `node` runs here.
+fn node_runs() -> bool {
+    Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The loads of the section: full, or small for `--quick`.
+pub fn loads(quick: bool) -> Vec<Load> {
+    let echo = |sessions, rate| Load {
+        sessions,
+        mix: Mix::Echo { rate, size: 100 },
+    };
+    let tick = |sessions| Load {
+        sessions,
+        mix: Mix::Tick,
+    };
+    if quick {
+        vec![echo(50, 20.0), tick(50)]
+    } else {
+        vec![echo(500, 20.0), echo(2000, 10.0), tick(500)]
+    }
+}
+
+/// Every server under every load: the rows (with the targets) and the section's table.
+pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String) {
+    let timing = if quick {
+        Timing {
+            warm_up: Duration::from_millis(300),
+            window: Duration::from_millis(700),
+        }
+    } else {
+        Timing {
+            warm_up: Duration::from_secs(2),
+            window: Duration::from_secs(5),
+        }
+    };
+    let (list, missing) = servers.list();
+    let mut results = Vec::new();
+    for load in loads(quick) {
+        for server in &list {
+            eprintln!("soe-bench: fixed load {}: {}", load.label(), server.label);
+            let outcome = measure(server, &load, timing);
+            if let Err(e) = &outcome {
+                eprintln!("soe-bench: {}: {e}", server.label);
+            }
+            results.push((load, server.label.clone(), outcome));
+        }
+    }
+    (rows(&results), section(&results, &missing, timing))
+}
+
+/// One measurement: the load, the server's label, and what it did.
+type Result3 = (Load, String, Result<Outcome, String>);
+
+/// The figure of `label` under `load`, when its run was sound.
+fn figure(results: &[Result3], load: &Load, label: &str) -> Option<Outcome> {
+    results
+        .iter()
+        .find(|(l, s, _)| l == load && s == label)
+        .and_then(|(_, _, o)| o.as_ref().ok())
+        .filter(|o| o.sound(load) && o.messages > 0)
+        .cloned()
+}
+
+/// The rows: per load, `soe serve` against the peer and against the bare UDP echo (the cheaper
+/// of the two), the Node addon against `soe serve`, the facade against the addon. The targets
+/// are set at 500 × 20 msg/s, the load the issue measured.
+fn rows(results: &[Result3]) -> Vec<crate::Row> {
+    use crate::{Better, Row, Target};
+    const F: &str = "Fixed load: server CPU per message";
+    let mut rows = Vec::new();
+    let mut loads: Vec<Load> = Vec::new();
+    for (load, _, _) in results {
+        if !loads.contains(load) {
+            loads.push(*load);
+        }
+    }
+    for load in &loads {
+        let name = load.label();
+        let at_target = matches!(load.mix, Mix::Echo { rate, .. } if rate == 20.0);
+        let per = |label| figure(results, load, label).map(|o| o.cpu_us_per_message());
+        let ours = per(label::SOE_SERVE);
+        let bare = [per(label::UDP_TOKIO), per(label::UDP_STD)]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
+        if let Some(ours) = ours {
+            let mut row = Row::new(F, &format!("{name}: soe serve vs soe-protocol"), ours, "µs", Better::Lower)
+                .vs_peer(per(label::PEER));
+            if per(label::PEER).is_none() {
+                row = row.with_note("peer: not measured or its run was not sound");
+            }
+            rows.push(row);
+            if let Some(bare) = bare {
+                let mut row = Row::new(
+                    F,
+                    &format!("{name}: soe serve vs bare UDP echo"),
+                    ours,
+                    "µs",
+                    Better::Lower,
+                )
+                .vs_limit(bare)
+                .with_note("limit: the cheaper of the bare tokio and std UDP echo servers, same load, same run");
+                if at_target {
+                    row = row.with_target(Target::RatioAtMost(1.5));
+                }
+                rows.push(row);
+            }
+            if at_target {
+                rows.push(
+                    Row::new(F, &format!("{name}: soe serve per echo"), ours, "µs", Better::Lower)
+                        .with_target(Target::AtMost(5.0)),
+                );
+            }
+        }
+        if let Some(node) = per(label::NODE) {
+            let mut row = Row::new(F, &format!("{name}: Node addon vs soe serve"), node, "µs", Better::Lower)
+                .with_note("limit: soe serve, same load, same run");
+            if let Some(ours) = ours {
+                row = row.vs_limit(ours);
+            }
+            if at_target {
+                row = row.with_target(Target::RatioAtMost(1.5));
+            }
+            rows.push(row);
+            if let Some(facade) = per(label::FACADE) {
+                let mut row = Row::new(
+                    F,
+                    &format!("{name}: h1z1 facade vs Node addon"),
+                    facade,
+                    "µs",
+                    Better::Lower,
+                )
+                .vs_limit(node)
+                .with_note("limit: the addon's own API, same load, same run");
+                if at_target {
+                    row = row.with_target(Target::RatioAtMost(1.1));
+                }
+                rows.push(row);
+            }
+        }
+    }
+    rows
+}
+
+/// The section: one table of every server under every load.
+fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
+    use std::fmt::Write as _;
+    let fmt = crate::report::fmt_num;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## Fixed load: what a server spends per player\n\n\
+         Each server runs in a process of its own; one load generator (this process, one thread) opens every session from its own UDP port and sends on a fixed schedule \
+         whatever the server does, phases spread evenly, every echo checked byte for byte. The \
+         server's CPU time (every thread, user and system, from `/proc/PID/task/*/schedstat`) is \
+         read over a {} window after {} of warm-up; it is divided by the messages echoed in the \
+         window (CPU per message) and by sessions × seconds (CPU per player-second). The bare UDP \
+         servers do one `recv` and one `send` per datagram: the limit. In the game-tick mix the \
+         server sends each message back the way it came, so each client also receives 10 \
+         unreliable updates and one reliable event a second.\n",
+        fmt_duration(timing.window),
+        fmt_duration(timing.warm_up),
+    );
+    for word in missing {
+        let _ = writeln!(out, "- not measured: {word}");
+    }
+    if !missing.is_empty() {
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "| load | server | echoes/s | CPU per message | CPU per player-second | share of a core | p50 / p99 round trip | lost (unreliable) | generator's share of a core | problems |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for (load, label, outcome) in results {
+        match outcome {
+            Ok(o) => {
+                let _ = writeln!(
+                    out,
+                    "| {} | {label} | {} | {} µs | {} µs | {} % | {} / {} ms | {} | {} % | {} |",
+                    load.label(),
+                    fmt(o.messages as f64 / o.window.as_secs_f64().max(1e-9)),
+                    fmt(o.cpu_us_per_message()),
+                    fmt(o.cpu_us_per_session_second()),
+                    fmt(o.core_percent()),
+                    fmt(o.p50_us / 1000.0),
+                    fmt(o.p99_us / 1000.0),
+                    o.unreliable_lost,
+                    fmt(o.generator_cpu.as_secs_f64() / o.window.as_secs_f64().max(1e-9) * 100.0),
+                    o.problems(load),
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(out, "| {} | {label} | – | – | – | – | – | – | – | {e} |", load.label());
+            }
+        }
+    }
+    out
+}
+
+/// `2 s`, `300 ms`.
+fn fmt_duration(d: Duration) -> String {
+    if d.as_millis() % 1000 == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
