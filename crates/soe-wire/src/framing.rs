@@ -94,6 +94,17 @@ thread_local! {
     static ZLIB: std::cell::RefCell<Zlib> = std::cell::RefCell::default();
 }
 
+/// Runs `f` (once) with this thread's zlib state. While the thread's thread-locals are being
+/// destroyed (a host calling in from a thread-local destructor, a pthread-key destructor or an
+/// `atexit` handler, as a C program may through soe-ffi), the shared state may be gone: `f`
+/// then gets a fresh one for this call alone. Slower, but never a panic.
+fn with_zlib<R>(mut f: impl FnMut(&mut Zlib) -> R) -> R {
+    match ZLIB.try_with(|cell| cell.try_borrow_mut().ok().map(|mut zlib| f(&mut zlib))) {
+        Ok(Some(done)) => done,
+        _ => f(&mut Zlib::default()),
+    }
+}
+
 impl Framer {
     /// A framer for `config`.
     pub fn new(config: FrameConfig) -> Self {
@@ -216,7 +227,7 @@ impl Framer {
         self.out_len = 0;
         self.append_out(&opcode);
 
-        ZLIB.with_borrow_mut(|zlib| self.inflate_with(zlib, body, cap, limit))
+        with_zlib(|zlib| self.inflate_with(zlib, body, cap, limit))
     }
 
     /// The inflate loop of [`Framer::inflate`], with the thread's zlib state.
@@ -336,7 +347,7 @@ impl Framer {
         // Output must be smaller than the body, so a buffer of body_len - 1 bytes suffices;
         // a stream that does not finish within it is not worth sending.
         let room = body_len - 1;
-        ZLIB.with_borrow_mut(|zlib| {
+        with_zlib(|zlib| {
             if zlib.deflated.len() < room {
                 zlib.deflated.resize(room, 0);
             }
@@ -570,5 +581,40 @@ mod tests {
         }
         assert_eq!((f.out.as_ptr(), f.out.capacity()), (out_ptr, out_cap));
         assert_eq!(ZLIB.with_borrow(|z| z.deflated.as_ptr()), deflated_ptr);
+    }
+
+    #[test]
+    fn framing_works_while_the_threads_thread_locals_are_destroyed() {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        /// 0: the destructor did not run; 1: it compressed and decompressed; 2: it failed.
+        static OUTCOME: AtomicU8 = AtomicU8::new(0);
+        struct LateUser;
+        impl Drop for LateUser {
+            fn drop(&mut self) {
+                let ok = std::panic::catch_unwind(|| {
+                    let mut f = framer(2, true);
+                    let mut body = vec![0, 9];
+                    body.extend((0..400).map(|i| (i % 7) as u8));
+                    let d = sealed(&mut f, &body);
+                    d.len() < body.len() && f.open(&d) == Ok(&body[..])
+                });
+                OUTCOME.store(if matches!(ok, Ok(true)) { 1 } else { 2 }, Ordering::SeqCst);
+            }
+        }
+        thread_local! {
+            static LATE: std::cell::Cell<Option<LateUser>> = const { std::cell::Cell::new(None) };
+        }
+        std::thread::spawn(|| {
+            // Registered before the zlib state exists, so destroyed after it (last in, first
+            // out), as a C host's thread-exit or atexit code runs after Rust's.
+            LATE.set(Some(LateUser));
+            let mut f = framer(2, true);
+            let body: Vec<u8> = [0, 9].into_iter().chain([7; 300]).collect();
+            let d = sealed(&mut f, &body);
+            assert_eq!(f.open(&d), Ok(&body[..]));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(OUTCOME.load(Ordering::SeqCst), 1);
     }
 }
