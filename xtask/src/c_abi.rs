@@ -11,6 +11,9 @@
 //! * the C echo client against `soe serve` (RC4, 20 KB fragments, every echo verified by the
 //!   client, a clean close, and the stale handle afterwards);
 //! * the error paths: every misuse returns its documented status;
+//! * the ABI during teardown: a whole session from a pthread-key destructor and from an
+//!   `atexit` handler, after the thread's Rust thread-locals are gone; the handler registered
+//!   before it must still run (its line is checked);
 //! * the C++ header check.
 //!
 //! Without valgrind the programs run bare, with a loud warning; under `CI=true` that fails.
@@ -74,6 +77,7 @@ pub(crate) fn run() -> Result<()> {
             "error_paths",
             root.join("crates/soe-ffi/tests/c/error_paths.c"),
         ),
+        ("teardown", root.join("crates/soe-ffi/tests/c/teardown.c")),
     ];
     for (name, source) in &programs {
         compile(
@@ -114,8 +118,9 @@ pub(crate) fn run() -> Result<()> {
     let soe = target.join("soe");
     let key64 = base64(KEY.as_bytes());
 
-    // The error paths and the C++ header check.
+    // The error paths, the ABI during teardown, and the C++ header check.
     expect_success(checked("error_paths"), "error_paths")?;
+    expect_lines(checked("teardown"), "teardown", &TEARDOWN_LINES)?;
     expect_success(Command::new(out.join("header_check")), "header_check")?;
 
     // The C server against the Rust tools.
@@ -200,6 +205,40 @@ fn compile(
         .arg(output);
     println!("==> c-abi: {}", cmd::describe(&c));
     cmd::run_timed(&mut c).map(|_| ())
+}
+
+/// What `tests/c/teardown.c` prints when every call it makes during teardown (from a pthread-key
+/// destructor, and from an `atexit` handler after the main thread's thread-locals are gone)
+/// worked, and the handler registered before them still ran, in this order.
+const TEARDOWN_LINES: [&str; 5] = [
+    "teardown: thread: ok",
+    "teardown: thread-key destructor: ok",
+    "teardown: main: ok",
+    "teardown: atexit handler: ok",
+    "teardown: the atexit handler registered first ran",
+];
+
+/// Runs `c`, which must exit successfully and print exactly `lines` on stdout.
+fn expect_lines(mut c: Command, what: &str, lines: &[&str]) -> Result<()> {
+    println!("==> c-abi: {what}: {}", cmd::describe(&c));
+    let out = c
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| Error::new(format!("{what}: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in stdout.lines() {
+        println!("    {what}: {line}");
+    }
+    if !out.status.success() {
+        return Err(Error::new(format!("{what} failed: {}", out.status)));
+    }
+    let got: Vec<&str> = stdout.lines().collect();
+    if got != lines {
+        return Err(Error::new(format!(
+            "{what} printed {got:?}, expected {lines:?}"
+        )));
+    }
+    Ok(())
 }
 
 fn expect_success(mut c: Command, what: &str) -> Result<()> {
