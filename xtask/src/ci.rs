@@ -36,9 +36,11 @@ pub(crate) enum Step {
     Clippy,
     /// `cargo test --workspace`: unit, integration and doc tests.
     Test,
-    /// `cargo xtask c-abi`: the C ABI from C and C++ (examples against the `soe` tool, error
-    /// paths, header check), under valgrind memcheck. Skipped without a C compiler, and run
-    /// without memory checks without valgrind, except under `CI=true`, where either fails.
+    /// `cargo xtask c-abi`: the C library installed under a prefix and taken from there with
+    /// pkg-config and CMake, then checked from C and C++ (examples against the `soe` tool, error
+    /// paths, teardown, header check) under valgrind memcheck. Skipped without a C compiler,
+    /// and run without memory checks (or without the pkg-config or CMake build) where those
+    /// tools are missing, except under `CI=true`, where any of that fails.
     CAbi,
     /// `cargo xtask node`: the Node addon built and tested with `npm test`. Skipped where Node
     /// is absent, except under `CI=true`, where that fails.
@@ -198,7 +200,8 @@ impl Step {
             Self::CAbi if !crate::c_abi::compiler_present() => Some(if running_in_ci() {
                 Unavailable::Fail(
                     "no C compiler (`cc`, or $CC), and CI=true requires one \
-                     (`.ci/run` installs gcc, g++ and valgrind from the OS packages)",
+                     (`.ci/run` installs gcc, g++, valgrind, pkg-config and cmake from the OS \
+                     packages)",
                 )
             } else {
                 Unavailable::Skip(
