@@ -346,7 +346,7 @@ const TEARDOWN_LINES: [&str; 5] = [
 
 /// Runs `c`, which must exit successfully and print exactly `lines` on stdout.
 fn expect_lines(mut c: Command, what: &str, lines: &[&str]) -> Result<()> {
-    println!("==> c-abi: {what}: {}", cmd::describe(&c));
+    println!("==> {what}: {}", cmd::describe(&c));
     let out = c
         .stderr(Stdio::inherit())
         .output()
@@ -367,8 +367,8 @@ fn expect_lines(mut c: Command, what: &str, lines: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn expect_success(mut c: Command, what: &str) -> Result<()> {
-    println!("==> c-abi: {what}: {}", cmd::describe(&c));
+pub(crate) fn expect_success(mut c: Command, what: &str) -> Result<()> {
+    println!("==> {what}: {}", cmd::describe(&c));
     cmd::run_timed(&mut c)
         .map(|_| ())
         .map_err(|e| Error::new(format!("{what}: {e}")))
@@ -376,8 +376,8 @@ fn expect_success(mut c: Command, what: &str) -> Result<()> {
 
 /// Starts a server whose first line on stdout ends with `127.0.0.1:PORT`, and returns it with
 /// the port.
-fn spawn_listening(mut c: Command, what: &str) -> Result<(Child, u16)> {
-    println!("==> c-abi: {what}: {}", cmd::describe(&c));
+pub(crate) fn spawn_listening(mut c: Command, what: &str) -> Result<(Child, u16)> {
+    println!("==> {what}: {}", cmd::describe(&c));
     let mut child = c
         .stdout(Stdio::piped())
         .spawn()
@@ -409,7 +409,7 @@ fn spawn_listening(mut c: Command, what: &str) -> Result<(Child, u16)> {
     Ok((child, port))
 }
 
-fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> Result<()> {
+pub(crate) fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> Result<()> {
     let started = Instant::now();
     loop {
         match child.try_wait() {
@@ -430,7 +430,7 @@ fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> Result<()> {
 }
 
 /// Standard base64 with padding (the `soe` tool's key format).
-fn base64(data: &[u8]) -> String {
+pub(crate) fn base64(data: &[u8]) -> String {
     const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in data.chunks(3) {

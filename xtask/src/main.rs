@@ -19,6 +19,7 @@ mod bench;
 mod c_abi;
 mod ci;
 mod cmd;
+mod csharp;
 mod fuzz;
 mod install_c;
 mod msrv;
@@ -95,6 +96,9 @@ enum Command {
         #[arg(long)]
         no_strip: bool,
     },
+    /// Compile the C# binding (bindings/csharp) with mono's mcs and run its checks and its echo
+    /// server and client under mono against the `soe` tool (needs mono-mcs and mono-runtime).
+    Csharp,
     /// Build the Node addon (soe-node) and run its tests with Node's runner (`npm test`).
     Node,
     /// Run the whole-server simulation (soe-sim) over a range of seeds, release build.
@@ -136,6 +140,7 @@ impl Command {
                 profile,
                 no_strip,
             } => install_c::run(&prefix, &profile, !no_strip).map(|_| ()),
+            Self::Csharp => csharp::run(),
             Self::Node => node::run(),
             Self::Sim {
                 seeds,
