@@ -133,7 +133,10 @@ enum soe_status
   SOE_DONE = 1,
   // A required pointer was NULL.
   SOE_ERR_NULL = -1,
-  // An argument is out of range (a channel above 3, an address family other than 4 or 6).
+  // An argument is out of range: a channel above 3, an address family other than 4 or 6, a
+  // datagram longer than 65535 bytes, a close reason above 16, `on` above 1, encryption
+  // switched for a session without a key, or a data pointer and length that run past the
+  // end of the address space.
   SOE_ERR_INVALID_ARGUMENT = -2,
   // The configuration is invalid; the message names the field.
   SOE_ERR_INVALID_CONFIG = -3,
@@ -333,6 +336,8 @@ extern "C" {
 // Fills `config` with the defaults for `role` (`SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`).
 //
 // Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (an unknown role).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 soe_status soe_config_init(struct soe_config *config, uint32_t role);
 
 // Creates an endpoint from `config` and writes it to `*out`. `now_us` is the host's clock
@@ -340,6 +345,8 @@ soe_status soe_config_init(struct soe_config *config, uint32_t role);
 //
 // Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (the message names the
 // field); `*out` is then set to NULL.
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 soe_status soe_endpoint_new(const struct soe_config *config,
                             uint64_t now_us,
                             struct soe_endpoint **out);
@@ -351,9 +358,14 @@ soe_status soe_endpoint_new(const struct soe_config *config,
 void soe_endpoint_free(struct soe_endpoint *ep);
 
 // Hands the endpoint one datagram received from `from` at `now_us`. Malformed, forged and
-// unknown datagrams are answered or dropped inside; they are not errors.
+// unknown datagrams are answered or dropped inside; they are not errors. A `len` above
+// `SOE_MAX_DATAGRAM_LENGTH` (65535: no UDP datagram is longer, so it is a length that
+// underflowed) is `SOE_ERR_INVALID_ARGUMENT`, before a byte is read.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_endpoint_handle_datagram(struct soe_endpoint *ep,
                                         uint64_t now_us,
                                         const struct soe_addr *from,
@@ -366,6 +378,9 @@ soe_status soe_endpoint_handle_datagram(struct soe_endpoint *ep,
 // of the configured `udp_length` always fits.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_endpoint_poll_transmit(struct soe_endpoint *ep,
                                       uint64_t now_us,
                                       uint8_t *buf,
@@ -378,6 +393,9 @@ soe_status soe_endpoint_poll_transmit(struct soe_endpoint *ep,
 // `event->len` (the event is kept). After `SOE_EVENT_CLOSED` the session's handle is invalid.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_endpoint_poll_event(struct soe_endpoint *ep,
                                    struct soe_event *event,
                                    uint8_t *buf,
@@ -387,12 +405,16 @@ soe_status soe_endpoint_poll_event(struct soe_endpoint *ep,
 // `soe_endpoint_handle_timeout` then. Returns `SOE_DONE` when no timer runs.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_endpoint_next_timeout(struct soe_endpoint *ep, uint64_t *deadline_us);
 
 // Runs the timers due at `now_us` (resends, acks, heartbeats, timeouts). Calling it early is
 // harmless.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_endpoint_handle_timeout(struct soe_endpoint *ep, uint64_t now_us);
 
 // Starts a session with the server at `to` and writes its handle to `*session`;
@@ -400,33 +422,52 @@ soe_status soe_endpoint_handle_timeout(struct soe_endpoint *ep, uint64_t now_us)
 // Returns `SOE_ERR_CONNECT` when a session with that address exists or the endpoint is full.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_CONNECT`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_connect(struct soe_endpoint *ep,
                        uint64_t now_us,
                        const struct soe_addr *to,
                        soe_session *session);
 
 // Queues a reliable message of `len` bytes on `channel` (0 to 3). The bytes are copied.
-// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE`,
-// `SOE_ERR_CLOSED` or `SOE_ERR_STALE_SESSION`.
+// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE` (over
+// `max_message_size`, checked before a byte is read), `SOE_ERR_CLOSED` or
+// `SOE_ERR_STALE_SESSION`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_send(struct soe_endpoint *ep,
                     soe_session session,
                     uint8_t channel,
                     const uint8_t *data,
                     size_t len);
 
-// Queues an unreliable message (one datagram at most; not empty; first byte not 0).
+// Queues an unreliable message (one datagram at most; not empty; first byte not 0). The bytes
+// are copied. `SOE_ERR_QUEUE_FULL` when the session holds its limit of unsent unreliable
+// messages.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_send_unreliable(struct soe_endpoint *ep,
                                soe_session session,
                                const uint8_t *data,
                                size_t len);
 
-// Queues an ordered message: unreliable, but never delivered after a newer one.
+// Queues an ordered message: unreliable, but never delivered after a newer one. The same
+// rules as `soe_send_unreliable`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_send_ordered(struct soe_endpoint *ep,
                             soe_session session,
                             const uint8_t *data,
@@ -435,6 +476,9 @@ soe_status soe_send_ordered(struct soe_endpoint *ep,
 // Writes how many more messages `soe_send` takes on `channel` now to `*capacity`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_send_capacity(struct soe_endpoint *ep,
                              soe_session session,
                              uint8_t channel,
@@ -448,6 +492,9 @@ soe_status soe_send_capacity(struct soe_endpoint *ep,
 // a program built against it must be rebuilt).
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_close(struct soe_endpoint *ep,
                      uint64_t now_us,
                      soe_session session,
@@ -460,16 +507,24 @@ soe_status soe_close(struct soe_endpoint *ep,
 // application protocol. Returns `SOE_ERR_INVALID_ARGUMENT` when the endpoint has no RC4 key.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_set_encryption(struct soe_endpoint *ep, soe_session session, uint8_t on);
 
 // Writes a session's counters to `*stats`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_session_stats(struct soe_endpoint *ep, soe_session session, struct soe_stats *stats);
 
 // Writes the number of sessions the endpoint holds (half-open ones included) to `*count`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_endpoint_session_count(struct soe_endpoint *ep, size_t *count);
 
 // The explanation of the calling thread's latest error, NUL-terminated; empty after a

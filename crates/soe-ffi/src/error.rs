@@ -1,6 +1,6 @@
 //! Status codes, the thread's last error message, and the panic boundary.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -16,7 +16,10 @@ pub enum soe_status {
     SOE_DONE = 1,
     /// A required pointer was NULL.
     SOE_ERR_NULL = -1,
-    /// An argument is out of range (a channel above 3, an address family other than 4 or 6).
+    /// An argument is out of range: a channel above 3, an address family other than 4 or 6, a
+    /// datagram longer than 65535 bytes, a close reason above 16, `on` above 1, encryption
+    /// switched for a session without a key, or a data pointer and length that run past the
+    /// end of the address space.
     SOE_ERR_INVALID_ARGUMENT = -2,
     /// The configuration is invalid; the message names the field.
     SOE_ERR_INVALID_CONFIG = -3,
@@ -67,7 +70,8 @@ impl soe_status {
     }
 }
 
-/// An error: its status and its explanation.
+/// An error: its status and its explanation. The constructors are cold and out of line, so
+/// the checks on the hot path compile to a compare and a branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Error {
     pub(crate) status: soe_status,
@@ -75,6 +79,8 @@ pub(crate) struct Error {
 }
 
 impl Error {
+    #[cold]
+    #[inline(never)]
     pub(crate) fn new(status: soe_status, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -82,10 +88,14 @@ impl Error {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     pub(crate) fn null(what: &str) -> Self {
         Self::new(soe_status::SOE_ERR_NULL, format!("`{what}` is NULL"))
     }
 
+    #[cold]
+    #[inline(never)]
     pub(crate) fn too_small(what: &str, needed: usize) -> Self {
         Self::new(
             soe_status::SOE_ERR_BUFFER_TOO_SMALL,
@@ -93,10 +103,14 @@ impl Error {
         )
     }
 
+    #[cold]
+    #[inline(never)]
     pub(crate) fn invalid(what: impl std::fmt::Display) -> Self {
         Self::new(soe_status::SOE_ERR_INVALID_ARGUMENT, what.to_string())
     }
 
+    #[cold]
+    #[inline(never)]
     pub(crate) fn config(what: impl std::fmt::Display) -> Self {
         Self::new(soe_status::SOE_ERR_INVALID_CONFIG, what.to_string())
     }
@@ -112,9 +126,10 @@ thread_local! {
     /// the thread tears down, and a host may call in from an `atexit` handler, a thread-local
     /// destructor or a pthread-key destructor (all of which run after Rust's thread-locals with
     /// destructors are gone). Every access still goes through `try_with`, so a platform that
-    /// does destroy it cannot make an access panic. A `const` initialiser: no lazy-init check.
-    static LAST_ERROR: RefCell<[u8; LAST_ERROR_CAPACITY]> =
-        const { RefCell::new([0; LAST_ERROR_CAPACITY]) };
+    /// does destroy it cannot make an access panic. A `const` initialiser (no lazy-init check)
+    /// and `Cell`s (no borrow flag): clearing it after a success is one byte written.
+    static LAST_ERROR: [Cell<u8>; LAST_ERROR_CAPACITY] =
+        const { [const { Cell::new(0) }; LAST_ERROR_CAPACITY] };
 }
 
 /// What `soe_last_error` returns when this thread's slot cannot be reached (a platform that
@@ -125,37 +140,31 @@ const NO_SLOT: &CStr = c"(no message: this thread's last-error slot is gone, as 
 /// nothing when the slot cannot be reached.
 fn set_last_error(message: &str) {
     let _ = LAST_ERROR.try_with(|slot| {
-        let Ok(mut slot) = slot.try_borrow_mut() else {
-            return;
-        };
         let mut end = message.len().min(LAST_ERROR_CAPACITY - 1);
         while !message.is_char_boundary(end) {
             end -= 1;
         }
         let text = message.as_bytes().get(..end).unwrap_or_default();
-        for (to, &from) in slot.iter_mut().zip(text) {
-            *to = if from == 0 { b' ' } else { from };
+        for (to, &from) in slot.iter().zip(text) {
+            to.set(if from == 0 { b' ' } else { from });
         }
-        if let Some(nul) = slot.get_mut(text.len()) {
-            *nul = 0;
+        if let Some(nul) = slot.get(text.len()) {
+            nul.set(0);
         }
     });
 }
 
 /// Empties this thread's last error message: one byte written (the hot path).
+#[inline]
 fn clear_last_error() {
-    let _ = LAST_ERROR.try_with(|slot| {
-        if let Ok(mut slot) = slot.try_borrow_mut() {
-            slot[0] = 0;
-        }
-    });
+    let _ = LAST_ERROR.try_with(|slot| slot[0].set(0));
 }
 
 /// A pointer to this thread's last error message (empty after a success), valid until the
 /// thread's next call into the library; a static explanation when the slot cannot be reached.
 pub(crate) fn last_error_ptr() -> *const c_char {
     LAST_ERROR
-        .try_with(|slot| slot.as_ptr().cast::<c_char>().cast_const())
+        .try_with(|slot| Cell::as_ptr(&slot[0]).cast::<c_char>().cast_const())
         .unwrap_or(NO_SLOT.as_ptr())
 }
 
@@ -167,6 +176,7 @@ pub(crate) fn last_error_ptr() -> *const c_char {
 /// Nothing here can unwind past the caller: recording the outcome runs inside the same
 /// `catch_unwind` as `body`, and what runs after a caught panic (the hook, the message, dropping
 /// the panic's payload, whose `Drop` could itself panic) runs under `catch_unwind` again.
+#[inline]
 pub(crate) fn boundary(
     body: impl FnOnce() -> Result<soe_status, Error>,
     on_panic: impl FnOnce(),
@@ -216,8 +226,8 @@ mod tests {
 
     fn last() -> String {
         LAST_ERROR.with(|e| {
-            let e = e.borrow();
-            let text = CStr::from_bytes_until_nul(&e[..]).expect("NUL-terminated");
+            let bytes: Vec<u8> = e.iter().map(Cell::get).collect();
+            let text = CStr::from_bytes_until_nul(&bytes).expect("NUL-terminated");
             text.to_string_lossy().into_owned()
         })
     }

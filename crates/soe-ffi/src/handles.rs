@@ -23,13 +23,21 @@ pub(crate) struct Handles {
 
 impl Handles {
     /// The number of the session behind `h`, issued on first sight.
+    #[inline]
     pub(crate) fn number(&mut self, h: SessionHandle) -> u64 {
-        let key = h.index();
-        if let Some(Some((known, number))) = self.by_key.get(key) {
+        if let Some(Some((known, number))) = self.by_key.get(h.index()) {
             if *known == h {
                 return *number;
             }
         }
+        self.issue(h)
+    }
+
+    /// A new number for `h` (once per session).
+    #[cold]
+    #[inline(never)]
+    fn issue(&mut self, h: SessionHandle) -> u64 {
+        let key = h.index();
         self.last += 1;
         let number = self.last;
         if self.by_key.len() <= key {
@@ -44,6 +52,7 @@ impl Handles {
     }
 
     /// The session a number names, if it is live.
+    #[inline]
     pub(crate) fn session(&self, number: u64) -> Option<SessionHandle> {
         self.by_number.get(&number).copied()
     }

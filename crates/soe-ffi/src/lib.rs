@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::soe_session::{
-    Channel, ConnectError, CrcLength, Delivery, DisconnectReason, Endpoint, EndpointConfig, Event,
+    Channel, CrcLength, Delivery, DisconnectReason, Endpoint, EndpointConfig, Event,
     MAX_UDP_LENGTH, MIN_UDP_LENGTH, ReliableConfig, SendError, SessionConfig, SessionHandle,
 };
 use bytes::Bytes;
@@ -88,6 +88,7 @@ pub struct soe_addr {
 }
 
 impl soe_addr {
+    #[inline]
     fn to_socket_addr(self) -> Result<SocketAddr, Error> {
         match self.family {
             SOE_AF_INET => {
@@ -112,6 +113,7 @@ impl soe_addr {
 
 impl From<SocketAddr> for soe_addr {
     /// The C form of a Rust socket address.
+    #[inline]
     fn from(addr: SocketAddr) -> Self {
         let mut ip = [0u8; 16];
         let (family, scope_id) = match addr {
@@ -319,6 +321,7 @@ impl Clock {
         }
     }
 
+    #[inline]
     fn instant(&mut self, us: u64) -> Instant {
         if us != self.last_us {
             let since = Duration::from_micros(us.saturating_sub(self.origin_us));
@@ -337,6 +340,7 @@ impl Clock {
 }
 
 impl soe_endpoint {
+    #[inline]
     fn handle(&self, session: soe_session) -> Result<SessionHandle, Error> {
         self.handles.session(session).ok_or_else(|| {
             Error::new(
@@ -508,6 +512,8 @@ fn endpoint_config(c: &soe_config) -> Result<EndpointConfig, Error> {
 /// Fills `config` with the defaults for `role` (`SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`).
 ///
 /// Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (an unknown role).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_config_init(config: *mut soe_config, role: u32) -> soe_status {
@@ -554,6 +560,8 @@ pub extern "C" fn soe_config_init(config: *mut soe_config, role: u32) -> soe_sta
 ///
 /// Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (the message names the
 /// field); `*out` is then set to NULL.
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_new(
@@ -604,9 +612,14 @@ pub extern "C" fn soe_endpoint_free(ep: *mut soe_endpoint) {
 }
 
 /// Hands the endpoint one datagram received from `from` at `now_us`. Malformed, forged and
-/// unknown datagrams are answered or dropped inside; they are not errors.
+/// unknown datagrams are answered or dropped inside; they are not errors. A `len` above
+/// `SOE_MAX_DATAGRAM_LENGTH` (65535: no UDP datagram is longer, so it is a length that
+/// underflowed) is `SOE_ERR_INVALID_ARGUMENT`, before a byte is read.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_handle_datagram(
@@ -637,6 +650,9 @@ pub extern "C" fn soe_endpoint_handle_datagram(
 /// of the configured `udp_length` always fits.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_poll_transmit(
@@ -664,13 +680,20 @@ pub extern "C" fn soe_endpoint_poll_transmit(
                 }
             }
         };
-        // Until the bytes are out, the datagram stays ours: a short or NULL buffer keeps it.
-        e.pending_transmit = Some((destination, size));
         ptr::write(len, size, "len")?;
+        // A short or NULL buffer keeps the datagram for the next call.
+        if size > cap || buf.is_null() {
+            e.pending_transmit = Some((destination, size));
+            return Err(if size > cap {
+                Error::too_small("buf", size)
+            } else {
+                Error::null("buf")
+            });
+        }
+        e.pending_transmit = None;
         let datagram = e.transmit.get(..size).unwrap_or_default();
         ptr::copy_to(buf, cap, datagram, "buf")?;
         ptr::write(to, soe_addr::from(destination), "to")?;
-        e.pending_transmit = None;
         Ok(soe_status::SOE_OK)
     })
 }
@@ -680,6 +703,9 @@ pub extern "C" fn soe_endpoint_poll_transmit(
 /// `event->len` (the event is kept). After `SOE_EVENT_CLOSED` the session's handle is invalid.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_poll_event(
@@ -762,6 +788,8 @@ fn describe(e: &mut soe_endpoint, h: SessionHandle, ev: &Event) -> Option<soe_ev
 /// `soe_endpoint_handle_timeout` then. Returns `SOE_DONE` when no timer runs.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_next_timeout(
@@ -786,6 +814,8 @@ pub extern "C" fn soe_endpoint_next_timeout(
 /// harmless.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_handle_timeout(ep: *mut soe_endpoint, now_us: u64) -> soe_status {
@@ -801,6 +831,9 @@ pub extern "C" fn soe_endpoint_handle_timeout(ep: *mut soe_endpoint, now_us: u64
 /// Returns `SOE_ERR_CONNECT` when a session with that address exists or the endpoint is full.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_CONNECT`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_connect(
@@ -815,10 +848,12 @@ pub extern "C" fn soe_connect(
         }
         let to = ptr::reference(to, "to")?.to_socket_addr()?;
         let now = e.clock.instant(now_us);
-        let h = e.endpoint.connect(now, to).map_err(|err| match err {
-            ConnectError::InvalidConfig(c) => Error::config(c),
-            other => Error::new(soe_status::SOE_ERR_CONNECT, other.to_string()),
-        })?;
+        // The endpoint's config was checked by soe_endpoint_new: every refusal here is the
+        // address in use or the endpoint full.
+        let h = e
+            .endpoint
+            .connect(now, to)
+            .map_err(|err| Error::new(soe_status::SOE_ERR_CONNECT, err.to_string()))?;
         let id = e.handles.number(h);
         ptr::write(session, id, "session")?;
         Ok(soe_status::SOE_OK)
@@ -865,10 +900,15 @@ fn channel_of(channel: u8) -> Result<Channel, Error> {
 }
 
 /// Queues a reliable message of `len` bytes on `channel` (0 to 3). The bytes are copied.
-/// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE`,
-/// `SOE_ERR_CLOSED` or `SOE_ERR_STALE_SESSION`.
+/// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE` (over
+/// `max_message_size`, checked before a byte is read), `SOE_ERR_CLOSED` or
+/// `SOE_ERR_STALE_SESSION`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send(
@@ -884,9 +924,15 @@ pub extern "C" fn soe_send(
     })
 }
 
-/// Queues an unreliable message (one datagram at most; not empty; first byte not 0).
+/// Queues an unreliable message (one datagram at most; not empty; first byte not 0). The bytes
+/// are copied. `SOE_ERR_QUEUE_FULL` when the session holds its limit of unsent unreliable
+/// messages.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_unreliable(
@@ -905,9 +951,14 @@ pub extern "C" fn soe_send_unreliable(
     )
 }
 
-/// Queues an ordered message: unreliable, but never delivered after a newer one.
+/// Queues an ordered message: unreliable, but never delivered after a newer one. The same
+/// rules as `soe_send_unreliable`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_ordered(
@@ -929,6 +980,9 @@ pub extern "C" fn soe_send_ordered(
 /// Writes how many more messages `soe_send` takes on `channel` now to `*capacity`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_capacity(
@@ -953,6 +1007,9 @@ pub extern "C" fn soe_send_capacity(
 /// a program built against it must be rebuilt).
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_close(
@@ -984,6 +1041,9 @@ pub extern "C" fn soe_close(
 /// application protocol. Returns `SOE_ERR_INVALID_ARGUMENT` when the endpoint has no RC4 key.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_set_encryption(
@@ -1008,6 +1068,9 @@ pub extern "C" fn soe_set_encryption(
 /// Writes a session's counters to `*stats`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_session_stats(
@@ -1047,6 +1110,8 @@ pub extern "C" fn soe_session_stats(
 /// Writes the number of sessions the endpoint holds (half-open ones included) to `*count`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_session_count(

@@ -12,6 +12,7 @@ use crate::error::Error;
 /// The `len` bytes at `ptr`, read-only for the call. Callers check `len` against its own limit
 /// first (a message's, a datagram's, a key's); this is the last guard, for what a slice can
 /// never be: longer than `isize::MAX`, or running past the end of the address space.
+#[inline]
 pub(crate) fn bytes<'a>(ptr: *const u8, len: usize, what: &'static str) -> Result<&'a [u8], Error> {
     if len == 0 {
         return Ok(&[]);
@@ -32,6 +33,7 @@ pub(crate) fn bytes<'a>(ptr: *const u8, len: usize, what: &'static str) -> Resul
 
 /// Copies `data` into the caller's buffer of `cap` bytes at `ptr` (the caller checked that it
 /// fits; a shorter buffer is an error here too, never an overflow).
+#[inline]
 pub(crate) fn copy_to(
     ptr: *mut u8,
     cap: usize,
@@ -56,6 +58,7 @@ pub(crate) fn copy_to(
 }
 
 /// The `T` at `ptr`, read-only for the call.
+#[inline]
 pub(crate) fn reference<'a, T>(ptr: *const T, what: &'static str) -> Result<&'a T, Error> {
     if ptr.is_null() {
         return Err(Error::null(what));
@@ -66,6 +69,7 @@ pub(crate) fn reference<'a, T>(ptr: *const T, what: &'static str) -> Result<&'a 
 }
 
 /// Writes `value` to the out-parameter at `ptr`.
+#[inline]
 pub(crate) fn write<T>(ptr: *mut T, value: T, what: &'static str) -> Result<(), Error> {
     if ptr.is_null() {
         return Err(Error::null(what));
@@ -106,6 +110,7 @@ pub(crate) fn into_handle<T>(value: Box<T>) -> *mut T {
 }
 
 /// The endpoint behind a handle from [`into_handle`], for the call.
+#[inline]
 pub(crate) fn handle<'a, T>(ptr: *mut T) -> Result<&'a mut T, Error> {
     if ptr.is_null() {
         return Err(Error::null("endpoint"));
