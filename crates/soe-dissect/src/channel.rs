@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use soe_crypto::Rc4;
-use soe_wire::WireError;
-use soe_wire::reliable::{ReliablePayload, split_first_fragment, unescape};
+use soe_wire::PayloadMessages;
+use soe_wire::payload::is_ack_elicitor;
+use soe_wire::reliable::split_first_fragment;
 
 use crate::config::{ASCII_PREVIEW, Limits};
 use crate::records::{DirectionStats, Encryption, MessageRecord};
@@ -65,36 +66,6 @@ pub(crate) struct ChannelRx {
 pub(crate) fn expand(reference: u64, wire: u16) -> Option<u64> {
     let delta = wire.wrapping_sub(reference as u16) as i16;
     reference.checked_add_signed(i64::from(delta))
-}
-
-/// Whether a reassembled payload is an ack elicitor.
-pub(crate) fn is_elicitor(payload: &[u8]) -> bool {
-    matches!(payload, [0x00, 0x19] | [0x00, 0x19, 0x01])
-}
-
-/// The messages of a reassembled payload, as `soe-reliable`'s receiver finds them: a Group's
-/// items unescaped, or the payload unescaped; on a channel without encryption a payload that
-/// starts `00 19` but is no well-formed, non-empty Group is one message.
-fn payload_messages(payload: &[u8], plaintext: bool) -> Result<Vec<&[u8]>, WireError> {
-    if is_elicitor(payload) {
-        return Ok(Vec::new());
-    }
-    match ReliablePayload::decode(payload)? {
-        ReliablePayload::Message(message) => Ok(vec![message]),
-        ReliablePayload::Group(group) => {
-            let mut items = Vec::new();
-            let walked = group.iter().try_for_each(|item| {
-                items.push(unescape(item?)?);
-                Ok::<(), WireError>(())
-            });
-            match walked {
-                Ok(()) if !items.is_empty() => Ok(items),
-                _ if plaintext => Ok(vec![payload]),
-                Ok(()) => Ok(items),
-                Err(e) => Err(e),
-            }
-        }
-    }
 }
 
 /// Printable ASCII of the first bytes, `.` for the rest.
@@ -334,7 +305,7 @@ fn skip_over_budget(
 /// untouched, as in `soe-reliable`.
 pub(crate) fn deliver(rx: &mut ChannelRx, sequence: u16, payload: &[u8], sink: &mut Sink<'_>) {
     let ch = rx.channel;
-    if is_elicitor(payload) {
+    if is_ack_elicitor(payload) {
         sink.notes.push(format!(
             "channel {ch} sequence {sequence}: an ack elicitor ({}), no message",
             hex::encode(payload)
@@ -345,7 +316,7 @@ pub(crate) fn deliver(rx: &mut ChannelRx, sequence: u16, payload: &[u8], sink: &
         rx.cipher = None;
     }
     let plaintext = rx.cipher.is_none();
-    match payload_messages(payload, plaintext) {
+    match PayloadMessages::decode(payload, plaintext) {
         Ok(list) => {
             for message in list {
                 let mut bytes = message.to_vec();

@@ -6,11 +6,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use soe_crypto::CrcLength;
+use soe_wire::payload::is_ack_elicitor;
 use soe_wire::{Channel, DisconnectReason, FrameConfig, Framer, OpCode, Packet, WireError};
 
-use crate::channel::{
-    ChannelRx, Sink, Stored, ascii_preview, expand, is_elicitor, process, report_message,
-};
+use crate::channel::{ChannelRx, Sink, Stored, ascii_preview, expand, process, report_message};
 use crate::config::DEFAULT_CRC_LENGTH;
 use crate::config::{DissectConfig, Limits};
 use crate::framing::{Framing, Unframed, is_contextless, raw_opcode, unframe};
@@ -627,7 +626,7 @@ impl Work<'_> {
             }
             Packet::ReliableData(d) => {
                 if let Some(body) = d.data.strip_prefix(&[0x00, 0x19][..]) {
-                    if !is_elicitor(d.data) {
+                    if !is_ack_elicitor(d.data) {
                         let items = soe_wire::Group::new(body).iter().count();
                         node.fields.num("group_items", items as u64);
                     }
@@ -798,7 +797,7 @@ impl Work<'_> {
             data_len: data.len(),
             resend: false,
             status: "not_fed",
-            ack_elicitor: !fragment && is_elicitor(data),
+            ack_elicitor: !fragment && is_ack_elicitor(data),
         };
         if !self.feed {
             return info;
