@@ -101,7 +101,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
     let result = match &args.pcap {
         Some(path) => {
             let read = read_streaming(path, args.port, &mut dissector, &mut out)?;
-            out.summaries(&dissector)?;
+            out.end(&mut dissector)?;
             let skipped = read.skipped();
             if !args.json {
                 out.line(&format!(
@@ -148,7 +148,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
                 let record = dissector.dissect(Duration::ZERO, nowhere, nowhere, d);
                 out.datagram(&record)?;
             }
-            out.summaries(&dissector)?;
+            out.end(&mut dissector)?;
             Ok(())
         }
     };
@@ -210,8 +210,17 @@ impl<W: Write> Output<W> {
         }
     }
 
-    /// Writes every session summary.
-    fn summaries(&mut self, dissector: &Dissector) -> Result<()> {
+    /// Ends the input: writes what the end of the capture released (the packets that waited
+    /// behind gaps the capture lost), then every session summary.
+    fn end(&mut self, dissector: &mut Dissector) -> Result<()> {
+        for flush in dissector.flush() {
+            if self.json {
+                let text = serde_json::to_string(&flush).context("cannot encode a record")?;
+                self.line(&text)?;
+            } else {
+                self.line(&flush.render())?;
+            }
+        }
         for summary in dissector.summaries() {
             if self.json {
                 let text = serde_json::to_string(&summary).context("cannot encode a summary")?;

@@ -482,6 +482,13 @@ impl Proxy {
             writer.flush()?;
         }
         let mut out = std::io::stdout().lock();
+        for flush in self.dissector.flush() {
+            if self.args.json {
+                writeln!(out, "{}", serde_json::to_value(&flush)?)?;
+            } else {
+                writeln!(out, "{}", flush.render().trim_end())?;
+            }
+        }
         for summary in self.dissector.summaries() {
             if self.args.json {
                 let mut value = serde_json::to_value(&summary)?;
