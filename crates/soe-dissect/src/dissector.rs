@@ -256,12 +256,12 @@ impl Dissector {
     }
 
     /// Bytes held for reassembly and out-of-order packets, across all sessions (at most
-    /// [`Limits::max_buffered`]).
+    /// [`Limits::max_buffered`](crate::Limits::max_buffered)).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered
     }
 
-    /// Sessions followed so far, live and ended (at most [`Limits::max_sessions`]).
+    /// Sessions followed so far, live and ended (at most [`Limits::max_sessions`](crate::Limits::max_sessions)).
     pub fn session_count(&self) -> usize {
         self.sessions.len()
     }
