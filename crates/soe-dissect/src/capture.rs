@@ -49,14 +49,15 @@ const SUPPORTED_LINKS: &str =
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CaptureError {
-    /// The file could not be opened, read, created or written.
-    #[error("{context}: {source}")]
+    /// The file could not be opened, read, created or written. The message names the
+    /// system's error itself, so the error has no separate source (a chain printed with its
+    /// causes would say it twice).
+    #[error("{context}: {cause}")]
     Io {
         /// What was being done (`cannot open FILE`...).
         context: String,
         /// The system's error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     /// The input is no pcap or pcapng capture, or its header is invalid.
     #[error("{0}")]
@@ -88,7 +89,7 @@ pub type Result<T, E = CaptureError> = std::result::Result<T, E>;
 
 /// An I/O error with what was being done.
 fn io_error(context: String) -> impl FnOnce(io::Error) -> CaptureError {
-    move |source| CaptureError::Io { context, source }
+    move |cause| CaptureError::Io { context, cause }
 }
 
 /// A parse error of the pcap library, in this module's words: what is wrong with the header,
@@ -1051,6 +1052,22 @@ mod tests {
 
     /// Every error of a cut or corrupted capture is in this crate's words: none of the pcap
     /// library's own ("Need more bytes", "Incomplete buffer"...), and each names the input.
+    #[test]
+    fn an_io_error_says_its_cause_once() {
+        // reading a directory fails with the system's EISDIR
+        let dir = File::open("/").unwrap();
+        let e = read_from(dir, "/".into(), None).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("cannot read /"), "{text}");
+        assert_eq!(text.matches("os error").count(), 1, "{text}");
+        assert!(std::error::Error::source(&e).is_none(), "{text}");
+        let Err(w) = PcapWriter::create(Path::new("/no/such/dir/x.pcap")) else {
+            panic!("created a file in a missing directory");
+        };
+        assert!(std::error::Error::source(&w).is_none());
+        assert_eq!(w.to_string().matches("os error").count(), 1, "{w}");
+    }
+
     #[test]
     fn errors_speak_our_words() {
         let check = |e: &CaptureError| {
