@@ -91,6 +91,12 @@ fn hex_datagrams(args: &[String]) -> Result<Vec<Vec<u8>>> {
 
 /// Runs the command.
 pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
+    if let (Some(port), None) = (args.port, &args.pcap) {
+        bail!(
+            "--port {port} picks a capture's datagrams by port, and hex input has no ports: \
+             give --pcap FILE, or leave --port out"
+        );
+    }
     let mut dissector = Dissector::new(args.dissect.config()?);
     let stdout = io::stdout();
     let mut out = Output {

@@ -71,7 +71,9 @@ impl Run {
 
 /// Runs `soe decode` with `args` (and `stdin`), asserting it did not panic.
 fn soe(args: &[&str], stdin: Option<&[u8]>) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_soe"))
+    let bin =
+        std::env::var("SOE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_soe").to_owned());
+    let mut child = Command::new(bin)
         .arg("decode")
         .args(args)
         .stdin(if stdin.is_some() {
@@ -1163,4 +1165,40 @@ fn a_capture_that_lost_packets_goes_on_past_the_gap() {
         run.stdout
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A key applied to fewer than 256 bytes cannot be judged: the message is not called
+/// decrypted, and the summary says the verdict could not be reached.
+#[test]
+fn a_key_on_too_few_bytes_is_not_called_decrypted() {
+    // "hello there", encrypted with another key than the one given.
+    let other = base64::engine::general_purpose::STANDARD.encode(b"another key");
+    let mut cipher = soe_crypto::Rc4::new(b"some key").unwrap();
+    let mut data = b"hello there".to_vec();
+    cipher.apply(&mut data);
+    let datagram = format!("00090000{}", hex::encode(&data));
+    let run = soe(&["--crc-length", "0", "--rc4-key", &other, &datagram], None);
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(!run.stdout.contains("(decrypted)"), "{}", run.stdout);
+    assert!(run.stdout.contains("too few bytes yet"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("whether it fits could not be told"),
+        "{}",
+        run.stdout
+    );
+    let run = soe(
+        &[
+            "--json",
+            "--crc-length",
+            "0",
+            "--rc4-key",
+            &other,
+            &datagram,
+        ],
+        None,
+    );
+    let record = &run.of_type("datagram")[0];
+    assert_eq!(record["messages"][0]["verdict"], "key_not_judged");
+    let session = &run.of_type("session")[0];
+    assert_eq!(session["directions"][0]["encryption"], "key_not_judged");
 }
