@@ -158,8 +158,10 @@ pub struct ReliableInfo {
     pub sequence: u16,
     /// Whether the packet is a ReliableDataFragment.
     pub fragment: bool,
-    /// `whole`, `first` (a first fragment, with `total_len`), `continuation`, or `unknown` (a
-    /// fragment not processed in order here: stored, resent, or not fed).
+    /// `whole`, `first` (a first fragment, with `total_len`), `continuation`, `unplaced` (a
+    /// fragment after a gap lost to the capture, before any whole packet: whether it starts a
+    /// message is unknown), or `unknown` (a fragment not processed in order here: stored,
+    /// resent, or not fed).
     pub position: &'static str,
     /// A first fragment's total message length.
     pub total_len: Option<u32>,
