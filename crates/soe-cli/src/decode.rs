@@ -30,7 +30,9 @@ pub(crate) struct DecodeArgs {
     /// How to read sessions whose handshake is not in the input, and their keys.
     #[command(flatten)]
     dissect: DissectFlags,
-    /// One JSON object per line (`"type":"datagram"`, then `"type":"session"`) instead of trees.
+    /// One JSON object per line instead of trees: `"type":"datagram"`, then `"type":"flush"`
+    /// for what the end of the input released (packets that waited behind a gap the capture
+    /// lost), then `"type":"session"`.
     #[arg(long)]
     json: bool,
 }
