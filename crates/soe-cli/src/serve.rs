@@ -288,7 +288,9 @@ struct Peer {
 /// Reliable echoes that wait for room, sent in order by a task of their own.
 struct Backlog {
     tx: mpsc::UnboundedSender<(Channel, Bytes)>,
-    /// Bytes waiting.
+    /// Messages waiting (while any does, later ones queue behind it, to keep the order).
+    messages: Arc<AtomicUsize>,
+    /// Their bytes.
     bytes: Arc<AtomicUsize>,
 }
 
@@ -478,7 +480,7 @@ fn send_reliable(peer: &mut Peer, totals: &Totals, out: Outgoing, limit: usize) 
     let waiting = peer
         .backlog
         .as_ref()
-        .is_some_and(|b| b.bytes.load(Ordering::Acquire) > 0);
+        .is_some_and(|b| b.messages.load(Ordering::Acquire) > 0);
     let data = if waiting {
         data
     } else {
@@ -501,6 +503,7 @@ fn send_reliable(peer: &mut Peer, totals: &Totals, out: Outgoing, limit: usize) 
         peer.conn.close(DisconnectReason::ReliableOverflow);
         return;
     }
+    backlog.messages.fetch_add(1, Ordering::AcqRel);
     if backlog.tx.send((channel, data)).is_ok() {
         count(peer);
     }
@@ -517,18 +520,24 @@ struct Outgoing {
 /// The task that sends a session's waiting echoes as its queue makes room.
 fn start_backlog(conn: Connection) -> Backlog {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Channel, Bytes)>();
+    let messages = Arc::new(AtomicUsize::new(0));
     let bytes = Arc::new(AtomicUsize::new(0));
-    let left = bytes.clone();
+    let (messages_left, bytes_left) = (messages.clone(), bytes.clone());
     tokio::spawn(async move {
         while let Some((channel, data)) = rx.recv().await {
             let len = data.len();
             if conn.send_on(channel, data).await.is_err() {
                 return;
             }
-            left.fetch_sub(len, Ordering::AcqRel);
+            bytes_left.fetch_sub(len, Ordering::AcqRel);
+            messages_left.fetch_sub(1, Ordering::AcqRel);
         }
     });
-    Backlog { tx, bytes }
+    Backlog {
+        tx,
+        messages,
+        bytes,
+    }
 }
 
 /// Logs and counts what the key probe showed.

@@ -14,9 +14,11 @@ pub const RANDOMNESS_MAX_BYTES: usize = 4096;
 /// A count of byte values over the first [`RANDOMNESS_MAX_BYTES`] bytes added, which tells
 /// whether they look uniformly random (encrypted or compressed) or structured (plaintext).
 ///
-/// No allocation: 1 KiB of counters, filled by [`add`](Self::add). The test is a chi-square
-/// against the uniform distribution (255 degrees of freedom) at six standard deviations
-/// (about 390): text and game structures score in the thousands, RC4 output about 255.
+/// No allocation: 1 KiB of counters, filled by [`add`](Self::add). The test is a two-sided
+/// chi-square against the uniform distribution (255 degrees of freedom), within six standard
+/// deviations of 255 (about 120 to 390): RC4 output scores about 255, text and game
+/// structures in the thousands, and a pattern cycling through every byte value (a counter)
+/// near 0, too even to be random.
 ///
 /// ```
 /// use soe_dissect::Randomness;
@@ -104,7 +106,8 @@ impl Randomness {
                 d * d / expected
             })
             .sum();
-        chi2 < 255.0 + 6.0 * (2.0f64 * 255.0).sqrt()
+        let sigma = (2.0f64 * 255.0).sqrt();
+        (chi2 - 255.0).abs() < 6.0 * sigma
     }
 }
 
@@ -209,6 +212,10 @@ mod tests {
         stream.add(&[0; 10_000]);
         assert_eq!(stream.len(), RANDOMNESS_MAX_BYTES);
         assert!(stream.is_full());
+        // a pattern through every byte value, evenly: too even for random bytes
+        let mut cycle = Randomness::new();
+        cycle.add(&(0..2048u32).map(|j| (j * 7) as u8).collect::<Vec<_>>());
+        assert_eq!(cycle.looks_random(), Some(false));
         let mut few = Randomness::new();
         few.add(&bytes[..RANDOMNESS_MIN_BYTES - 1]);
         assert_eq!(few.looks_random(), None);
