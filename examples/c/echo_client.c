@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
             check(soe_session_stats(ep, session, &stats), "stats");
             printf("echo_client: %ld echoes verified; rtt %llu us, %llu resends\n", received,
                    (unsigned long long)stats.rtt_us, (unsigned long long)stats.resends);
-            check(soe_close(ep, now, session), "close");
+            check(soe_close(ep, now, session, SOE_REASON_APPLICATION), "close");
             closing = 1;
         }
 

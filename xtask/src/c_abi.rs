@@ -1,30 +1,44 @@
-//! `cargo xtask c-abi`: the C ABI (soe-ffi) from C and C++, with the system compilers.
+//! `cargo xtask c-abi`: the C ABI (soe-ffi) from C and C++, as a C user takes it: installed
+//! under a prefix (`cargo xtask install-c`), then built from there with the system compilers.
 //!
-//! Builds soe-ffi's static library and the `soe` tool, compiles `examples/c/echo_server.c`,
-//! `examples/c/echo_client.c` and the error-path program with `cc -Wall -Wextra -Werror`, and
-//! the header check with `c++ -Wall -Wextra -Werror`, then runs, each C program under valgrind
-//! memcheck (no leak, no invalid access) when valgrind is installed:
+//! Installs the library into `target/c-abi/prefix`, builds `examples/c` from that prefix twice,
+//! with `pkg-config --cflags --libs soe` (linked to `libsoe.so.0`) and with CMake's
+//! `find_package(soe)` (`examples/c/CMakeLists.txt`, linked to `libsoe.a` through
+//! `soe::soe_static`), compiles the error-path and teardown programs (`cc -Wall -Wextra
+//! -Werror`) and the header check (`c++ -Wall -Wextra -Werror`), then runs, each C program
+//! under valgrind memcheck (no leak, no invalid access) when valgrind is installed:
 //!
-//! * the C echo server against `soe ping` (20 KB messages, fragments) and `soe load` (four
-//!   sessions, 1 byte to 20 KB), RC4 on, every echo verified by the tools; the server exits once
-//!   the five sessions have closed;
-//! * the C echo client against `soe serve` (RC4, 20 KB fragments, every echo verified by the
-//!   client, a clean close, and the stale handle afterwards);
+//! * the C echo server (pkg-config build) against `soe ping` (20 KB messages, fragments) and
+//!   `soe load` (four sessions, 1 byte to 20 KB), RC4 on, every echo verified by the tools; the
+//!   server exits once the five sessions have closed;
+//! * the C echo client (CMake build) against `soe serve` (RC4, 20 KB fragments, every echo
+//!   verified by the client, a clean close, and the stale handle afterwards);
 //! * the error paths: every misuse returns its documented status;
+//! * the ABI during teardown, linked both ways: a whole session from a pthread-key destructor
+//!   and from an `atexit` handler, after the thread's Rust thread-locals are gone; the handler
+//!   registered before it must still run (its line is checked);
 //! * the C++ header check.
 //!
-//! Without valgrind the programs run bare, with a loud warning; under `CI=true` that fails.
+//! Without valgrind the programs run bare, with a loud warning; without pkg-config or CMake
+//! that build is replaced by plain compiler flags, with a loud warning. Under `CI=true` each of
+//! these fails instead (`.ci/run` installs them).
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cmd;
+use crate::install_c::{self, Installed};
 use crate::{Error, Result};
 
 /// The RC4 key of the runs: plain text for the C programs, base64 for the `soe` tool.
 const KEY: &str = "soe-ffi c-abi key";
+
+/// The profile the step installs the library with: the one users get (link-time optimised).
+/// It costs a release build of soe-ffi and its dependencies, and repays most of it under
+/// valgrind, where the optimised library runs several times faster than a debug one.
+const PROFILE: &str = install_c::DEFAULT_PROFILE;
 
 /// The C compiler: `$CC`, else `cc`.
 pub(crate) fn c_compiler() -> String {
@@ -41,61 +55,103 @@ pub(crate) fn compiler_present() -> bool {
     cmd::program_runs(&c_compiler())
 }
 
+/// Whether this run is CI's (`CI=true`), where a missing tool fails the step.
+pub(crate) fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// A tool the step wants: present, or absent with a loud word (an error under `CI=true`).
+fn wanted(program: &str, what: &str) -> Result<bool> {
+    if cmd::program_runs(program) {
+        return Ok(true);
+    }
+    if in_ci() {
+        return Err(Error::new(format!(
+            "{program} is not installed, and CI=true requires it for {what} (.ci/run installs \
+             it from the OS packages)"
+        )));
+    }
+    println!(
+        "==> c-abi: {program} is not installed: {what} is NOT checked (under CI=true this fails)"
+    );
+    Ok(false)
+}
+
 /// Runs the whole check.
 pub(crate) fn run() -> Result<()> {
     let root = cmd::workspace_root();
     let started = Instant::now();
-    let valgrind = cmd::program_runs("valgrind");
-    if !valgrind {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            return Err(Error::new(
-                "valgrind is not installed, and CI=true requires it (.ci/run installs it from \
-                 the OS packages)",
-            ));
-        }
-        println!(
-            "==> c-abi: valgrind is not installed: the C programs run WITHOUT memory checks \
-             (install valgrind; under CI=true this fails)"
-        );
-    }
+    let valgrind = wanted("valgrind", "memory checking of the C programs")?;
+    let pkg_config = wanted("pkg-config", "the pkg-config build")?;
+    let cmake = wanted("cmake", "the CMake find_package build")?;
     let mut build = cmd::cargo();
-    build.args(["build", "--quiet", "-p", "soe-ffi", "-p", "soe-cli"]);
+    build.args(["build", "--quiet", "-p", "soe-cli"]);
     println!("==> c-abi: {}", cmd::describe(&build));
     cmd::run_timed(&mut build)?;
-    let target = root.join("target/debug");
-    let out = root.join("target/c-abi");
+    let target = install_c::target_dir();
+    let out = target.join("c-abi");
+    let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| Error::new(format!("{}: {e}", out.display())))?;
-    let lib = target.join("libsoe_ffi.a");
-    let include = root.join("crates/soe-ffi/include");
-    let programs = [
-        ("echo_server", root.join("examples/c/echo_server.c")),
-        ("echo_client", root.join("examples/c/echo_client.c")),
-        (
-            "error_paths",
-            root.join("crates/soe-ffi/tests/c/error_paths.c"),
-        ),
+    let installed = install_c::run(&out.join("prefix"), PROFILE, true)?;
+
+    // The shared build, with pkg-config's flags (or the same flags by hand without it).
+    let mut shared = if pkg_config {
+        pkg_config_flags(&installed, false)?
+    } else {
+        vec![
+            format!("-I{}", installed.prefix.join("include").display()),
+            format!("-L{}", installed.libdir().display()),
+            "-lsoe".into(),
+        ]
+    };
+    shared.push(format!("-Wl,-rpath,{}", installed.libdir().display()));
+    // The static build: the archive itself, and what `pkg-config --static` adds for it.
+    let mut fully_static = vec![
+        format!("-I{}", installed.prefix.join("include").display()),
+        installed.static_lib.display().to_string(),
     ];
-    for (name, source) in &programs {
-        compile(
-            &c_compiler(),
-            &["-std=c11"],
-            source,
-            &include,
-            &lib,
-            &out.join(name),
-        )?;
+    if pkg_config {
+        fully_static.extend(
+            pkg_config_flags(&installed, true)?
+                .into_iter()
+                .filter(|f| f.starts_with("-l") && f != "-lsoe"),
+        );
+    } else {
+        fully_static.extend(["-lpthread", "-ldl", "-lm"].map(String::from));
     }
+    let tests = root.join("crates/soe-ffi/tests/c");
+    let c = |source: &Path, name: &str, flags: &[String]| {
+        compile(&c_compiler(), "-std=c11", source, flags, &out.join(name))
+    };
+    c(
+        &root.join("examples/c/echo_server.c"),
+        "echo_server",
+        &shared,
+    )?;
+    c(&tests.join("error_paths.c"), "error_paths", &shared)?;
+    c(&tests.join("teardown.c"), "teardown", &shared)?;
+    c(&tests.join("teardown.c"), "teardown_static", &fully_static)?;
     compile(
         &cxx_compiler(),
-        &["-std=c++17"],
-        &root.join("crates/soe-ffi/tests/c/header_check.cpp"),
-        &include,
-        &lib,
+        "-std=c++17",
+        &tests.join("header_check.cpp"),
+        &fully_static,
         &out.join("header_check"),
     )?;
+    needs_soname(&out.join("echo_server"), &installed.version.soname())?;
+    // The CMake build of the examples, linked statically.
+    let echo_client = if cmake {
+        cmake_build(&installed, &root.join("examples/c"), &out.join("cmake"))?
+    } else {
+        c(
+            &root.join("examples/c/echo_client.c"),
+            "echo_client",
+            &fully_static,
+        )?;
+        out.join("echo_client")
+    };
 
-    let checked = |program: &str| -> Command {
-        let path = out.join(program);
+    let checked = |path: PathBuf| -> Command {
         if valgrind {
             let mut c = Command::new("valgrind");
             c.args([
@@ -111,15 +167,21 @@ pub(crate) fn run() -> Result<()> {
             Command::new(path)
         }
     };
-    let soe = target.join("soe");
+    let soe = target.join("debug/soe");
     let key64 = base64(KEY.as_bytes());
 
-    // The error paths and the C++ header check.
-    expect_success(checked("error_paths"), "error_paths")?;
+    // The error paths, the ABI during teardown (shared and static), and the C++ header check.
+    expect_success(checked(out.join("error_paths")), "error_paths")?;
+    expect_lines(checked(out.join("teardown")), "teardown", &TEARDOWN_LINES)?;
+    expect_lines(
+        checked(out.join("teardown_static")),
+        "teardown (static)",
+        &TEARDOWN_LINES,
+    )?;
     expect_success(Command::new(out.join("header_check")), "header_check")?;
 
     // The C server against the Rust tools.
-    let mut server = checked("echo_server");
+    let mut server = checked(out.join("echo_server"));
     server.args(["--port", "0", "--key", KEY, "--sessions", "5"]);
     let (mut child, port) = spawn_listening(server, "echo_server")?;
     let addr = format!("127.0.0.1:{port}");
@@ -160,7 +222,7 @@ pub(crate) fn run() -> Result<()> {
         .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
         .args(["--rc4-key", &key64]);
     let (mut server, port) = spawn_listening(serve, "soe serve")?;
-    let mut client = checked("echo_client");
+    let mut client = checked(echo_client);
     client
         .args(["127.0.0.1", &port.to_string(), "--key", KEY])
         .args(["--count", "60", "--size", "20000"]);
@@ -169,8 +231,18 @@ pub(crate) fn run() -> Result<()> {
     let _ = server.wait();
     result?;
     println!(
-        "==> c-abi: C server and client verified against the Rust tools, error paths and C++ \
-         header checked{} in {}",
+        "==> c-abi: built from the installed prefix ({}, {}); C server and client verified \
+         against the Rust tools, error paths, teardown and C++ header checked{} in {}",
+        if pkg_config {
+            "pkg-config"
+        } else {
+            "NO pkg-config"
+        },
+        if cmake {
+            "CMake find_package"
+        } else {
+            "NO CMake"
+        },
         if valgrind {
             ", all under valgrind memcheck"
         } else {
@@ -181,29 +253,122 @@ pub(crate) fn run() -> Result<()> {
     Ok(())
 }
 
+/// `pkg-config --cflags --libs soe` (with `--static`: the static library's needs too) for the
+/// installed prefix, as words.
+fn pkg_config_flags(installed: &Installed, static_libs: bool) -> Result<Vec<String>> {
+    let mut c = Command::new("pkg-config");
+    c.env("PKG_CONFIG_PATH", installed.pkgconfig_dir());
+    if static_libs {
+        c.arg("--static");
+    }
+    c.args(["--cflags", "--libs", "soe"]);
+    println!("==> c-abi: {}", cmd::describe(&c));
+    let flags = cmd::output(&mut c)?;
+    println!("    {}", flags.trim());
+    Ok(flags.split_whitespace().map(String::from).collect())
+}
+
+/// Configures and builds `examples/c` with CMake against the installed prefix, static; the
+/// path of the echo client built.
+fn cmake_build(installed: &Installed, source: &Path, build: &Path) -> Result<PathBuf> {
+    let mut configure = Command::new("cmake");
+    configure
+        .arg("-S")
+        .arg(source)
+        .arg("-B")
+        .arg(build)
+        .arg(format!(
+            "-DCMAKE_PREFIX_PATH={}",
+            installed.prefix.display()
+        ))
+        .args(["-DSOE_STATIC=ON", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"]);
+    if let Ok(cc) = std::env::var("CC") {
+        configure.arg(format!("-DCMAKE_C_COMPILER={cc}"));
+    }
+    println!("==> c-abi: {}", cmd::describe(&configure));
+    cmd::run_timed(&mut configure)?;
+    let mut make = Command::new("cmake");
+    make.arg("--build").arg(build);
+    println!("==> c-abi: {}", cmd::describe(&make));
+    cmd::run_timed(&mut make)?;
+    Ok(build.join("echo_client"))
+}
+
+/// Checks that `program` records `soname` as a needed library (the SONAME at work), when
+/// readelf is there to tell.
+fn needs_soname(program: &Path, soname: &str) -> Result<()> {
+    if !cmd::program_runs("readelf") {
+        println!("==> c-abi: readelf is not installed: the SONAME link is not checked");
+        return Ok(());
+    }
+    let mut c = Command::new("readelf");
+    c.arg("-d").arg(program);
+    let dynamic = cmd::output(&mut c)?;
+    if dynamic.contains(&format!("Shared library: [{soname}]")) {
+        println!("==> c-abi: {} needs {soname}", program.display());
+        Ok(())
+    } else {
+        Err(Error::new(format!(
+            "{} does not record {soname} as needed: the shared library's SONAME is wrong",
+            program.display()
+        )))
+    }
+}
+
 fn compile(
     compiler: &str,
-    std: &[&str],
+    std: &str,
     source: &Path,
-    include: &Path,
-    lib: &Path,
+    flags: &[String],
     output: &Path,
 ) -> Result<()> {
     let mut c = Command::new(compiler);
-    c.args(std)
+    c.arg(std)
         .args(["-Wall", "-Wextra", "-Werror", "-O1", "-g"])
-        .arg("-I")
-        .arg(include)
         .arg(source)
-        .arg(lib)
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(output);
     println!("==> c-abi: {}", cmd::describe(&c));
     cmd::run_timed(&mut c).map(|_| ())
 }
 
-fn expect_success(mut c: Command, what: &str) -> Result<()> {
-    println!("==> c-abi: {what}: {}", cmd::describe(&c));
+/// What `tests/c/teardown.c` prints when every call it makes during teardown (from a pthread-key
+/// destructor, and from an `atexit` handler after the main thread's thread-locals are gone)
+/// worked, and the handler registered before them still ran, in this order.
+const TEARDOWN_LINES: [&str; 5] = [
+    "teardown: thread: ok",
+    "teardown: thread-key destructor: ok",
+    "teardown: main: ok",
+    "teardown: atexit handler: ok",
+    "teardown: the atexit handler registered first ran",
+];
+
+/// Runs `c`, which must exit successfully and print exactly `lines` on stdout.
+fn expect_lines(mut c: Command, what: &str, lines: &[&str]) -> Result<()> {
+    println!("==> {what}: {}", cmd::describe(&c));
+    let out = c
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| Error::new(format!("{what}: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in stdout.lines() {
+        println!("    {what}: {line}");
+    }
+    if !out.status.success() {
+        return Err(Error::new(format!("{what} failed: {}", out.status)));
+    }
+    let got: Vec<&str> = stdout.lines().collect();
+    if got != lines {
+        return Err(Error::new(format!(
+            "{what} printed {got:?}, expected {lines:?}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn expect_success(mut c: Command, what: &str) -> Result<()> {
+    println!("==> {what}: {}", cmd::describe(&c));
     cmd::run_timed(&mut c)
         .map(|_| ())
         .map_err(|e| Error::new(format!("{what}: {e}")))
@@ -211,8 +376,8 @@ fn expect_success(mut c: Command, what: &str) -> Result<()> {
 
 /// Starts a server whose first line on stdout ends with `127.0.0.1:PORT`, and returns it with
 /// the port.
-fn spawn_listening(mut c: Command, what: &str) -> Result<(Child, u16)> {
-    println!("==> c-abi: {what}: {}", cmd::describe(&c));
+pub(crate) fn spawn_listening(mut c: Command, what: &str) -> Result<(Child, u16)> {
+    println!("==> {what}: {}", cmd::describe(&c));
     let mut child = c
         .stdout(Stdio::piped())
         .spawn()
@@ -244,7 +409,7 @@ fn spawn_listening(mut c: Command, what: &str) -> Result<(Child, u16)> {
     Ok((child, port))
 }
 
-fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> Result<()> {
+pub(crate) fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> Result<()> {
     let started = Instant::now();
     loop {
         match child.try_wait() {
@@ -265,7 +430,7 @@ fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> Result<()> {
 }
 
 /// Standard base64 with padding (the `soe` tool's key format).
-fn base64(data: &[u8]) -> String {
+pub(crate) fn base64(data: &[u8]) -> String {
     const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in data.chunks(3) {

@@ -36,10 +36,16 @@ pub(crate) enum Step {
     Clippy,
     /// `cargo test --workspace`: unit, integration and doc tests.
     Test,
-    /// `cargo xtask c-abi`: the C ABI from C and C++ (examples against the `soe` tool, error
-    /// paths, header check), under valgrind memcheck. Skipped without a C compiler, and run
-    /// without memory checks without valgrind, except under `CI=true`, where either fails.
+    /// `cargo xtask c-abi`: the C library installed under a prefix and taken from there with
+    /// pkg-config and CMake, then checked from C and C++ (examples against the `soe` tool, error
+    /// paths, teardown, header check) under valgrind memcheck. Skipped without a C compiler,
+    /// and run without memory checks (or without the pkg-config or CMake build) where those
+    /// tools are missing, except under `CI=true`, where any of that fails.
     CAbi,
+    /// `cargo xtask csharp`: the C# binding compiled with mono's mcs and run under mono (struct
+    /// layouts against the C compiler's, errors, the echo server and client against the `soe`
+    /// tool). Skipped where mcs or mono is absent, except under `CI=true`, where that fails.
+    Csharp,
     /// `cargo xtask node`: the Node addon built and tested with `npm test`. Skipped where Node
     /// is absent, except under `CI=true`, where that fails.
     Node,
@@ -62,11 +68,12 @@ pub(crate) enum Step {
 
 impl Step {
     /// Every step, in running order.
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 12] = [
         Self::Fmt,
         Self::Clippy,
         Self::Test,
         Self::CAbi,
+        Self::Csharp,
         Self::Node,
         Self::Demo,
         Self::Report,
@@ -83,6 +90,7 @@ impl Step {
             Self::Clippy => "clippy",
             Self::Test => "test",
             Self::CAbi => "c-abi",
+            Self::Csharp => "csharp",
             Self::Node => "node",
             Self::Demo => "demo",
             Self::Report => "report",
@@ -124,6 +132,9 @@ impl Step {
             }
             Self::CAbi => {
                 cmd.args(["xtask", "c-abi"]);
+            }
+            Self::Csharp => {
+                cmd.args(["xtask", "csharp"]);
             }
             Self::Node => {
                 cmd.args(["xtask", "node"]);
@@ -198,11 +209,23 @@ impl Step {
             Self::CAbi if !crate::c_abi::compiler_present() => Some(if running_in_ci() {
                 Unavailable::Fail(
                     "no C compiler (`cc`, or $CC), and CI=true requires one \
-                     (`.ci/run` installs gcc, g++ and valgrind from the OS packages)",
+                     (`.ci/run` installs gcc, g++, valgrind, pkg-config and cmake from the OS \
+                     packages)",
                 )
             } else {
                 Unavailable::Skip(
                     "no C compiler (`cc`, or $CC): the C ABI is NOT checked from C; \
+                     under CI=true this fails",
+                )
+            }),
+            Self::Csharp if !crate::csharp::present() => Some(if running_in_ci() {
+                Unavailable::Fail(
+                    "mcs and mono are not installed, and CI=true requires them \
+                     (`.ci/run` installs mono-mcs and mono-runtime from the OS packages)",
+                )
+            } else {
+                Unavailable::Skip(
+                    "mcs and mono are not installed: the C# binding is NOT checked; \
                      under CI=true this fails",
                 )
             }),
@@ -394,6 +417,7 @@ mod tests {
                 "cargo clippy --workspace --all-targets -- -D warnings",
                 "cargo test --workspace",
                 "cargo xtask c-abi",
+                "cargo xtask csharp",
                 "cargo xtask node",
                 "cargo run --quiet --example demo",
                 "cargo run --profile test -p soe-bench --bin compare -- --quick --out \

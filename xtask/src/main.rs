@@ -7,6 +7,8 @@
 //! * `test`: the test suite alone.
 //! * `bench`: the criterion benchmarks, summarised in `target/bench-report.md`.
 //! * `fuzz`: each `cargo fuzz` target for a bounded time, when nightly and cargo-fuzz exist.
+//! * `c-abi`, `install-c`, `csharp`: the C library checked from C and C++, installed under a
+//!   prefix (header, libraries, pkg-config, CMake), and checked from C# under mono.
 //! * `sim`: a sweep of the whole-server simulation over a range of seeds.
 //!
 //! [xtask]: https://github.com/matklad/cargo-xtask
@@ -17,12 +19,15 @@ mod bench;
 mod c_abi;
 mod ci;
 mod cmd;
+mod csharp;
 mod fuzz;
+mod install_c;
 mod msrv;
 mod node;
 mod sim;
 
 use std::fmt;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -77,6 +82,23 @@ enum Command {
     /// against the `soe` tool, the error paths, the C++ header check; under valgrind when
     /// installed.
     CAbi,
+    /// Install the C library under a prefix, as C libraries are taken: include/soe.h,
+    /// lib/libsoe.a, lib/libsoe.so.X.Y.Z with its SONAME symlinks, lib/pkgconfig/soe.pc and
+    /// lib/cmake/soe/soeConfig.cmake (imported targets soe::soe and soe::soe_static).
+    InstallC {
+        /// Where to install (created if missing).
+        #[arg(long, value_name = "DIR")]
+        prefix: PathBuf,
+        /// The cargo profile the libraries are built with.
+        #[arg(long, value_name = "NAME", default_value = install_c::DEFAULT_PROFILE)]
+        profile: String,
+        /// Keep the libraries' debug information (no `strip --strip-debug`).
+        #[arg(long)]
+        no_strip: bool,
+    },
+    /// Compile the C# binding (bindings/csharp) with mono's mcs and run its checks and its echo
+    /// server and client under mono against the `soe` tool (needs mono-mcs and mono-runtime).
+    Csharp,
     /// Build the Node addon (soe-node) and run its tests with Node's runner (`npm test`).
     Node,
     /// Run the whole-server simulation (soe-sim) over a range of seeds, release build.
@@ -113,6 +135,12 @@ impl Command {
             Self::Bench { quick, compare } => bench::run(quick, compare),
             Self::Fuzz { seconds } => fuzz::run(seconds),
             Self::CAbi => c_abi::run(),
+            Self::InstallC {
+                prefix,
+                profile,
+                no_strip,
+            } => install_c::run(&prefix, &profile, !no_strip).map(|_| ()),
+            Self::Csharp => csharp::run(),
             Self::Node => node::run(),
             Self::Sim {
                 seeds,
@@ -298,6 +326,27 @@ mod tests {
             })
         ));
         assert!(parse(&["sim", "--seeds", "x"]).is_err());
+    }
+
+    #[test]
+    fn install_c_takes_a_prefix_and_a_profile() {
+        assert_eq!(
+            parse(&["install-c", "--prefix", "/opt/soe"]).unwrap(),
+            Some(Command::InstallC {
+                prefix: "/opt/soe".into(),
+                profile: "c-release".into(),
+                no_strip: false,
+            })
+        );
+        assert_eq!(
+            parse(&["install-c", "--prefix=p", "--profile", "dev", "--no-strip"]).unwrap(),
+            Some(Command::InstallC {
+                prefix: "p".into(),
+                profile: "dev".into(),
+                no_strip: true,
+            })
+        );
+        assert!(parse(&["install-c"]).is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use soe_tokio::{
     Config, ConnectError, Connection, Endpoint, EndpointConfig, SessionConfig, TokioRuntime,
 };
 
+use crate::keycheck::{HELLO, HELLO_ACK, HELLO_EVERY, HELLO_WAIT, KeyCheck, is_noise, probe};
 use crate::net::{CONNECTED_SOCKETS, PortWatch, Probe};
 
 /// Why a session could not be opened.
@@ -93,6 +94,124 @@ pub(crate) async fn connect(
     }
 }
 
+/// A session opened by a client command, its key checked.
+pub(crate) struct Opened {
+    /// The endpoint (closed with the session).
+    pub(crate) endpoint: Endpoint,
+    /// The session.
+    pub(crate) conn: Connection,
+    /// How a closed port is heard of.
+    pub(crate) watch: PortWatch,
+    /// What the key check found.
+    pub(crate) key: KeyCheck,
+    /// `--rc4-after-first-message` and no probe went first: RC4 is to be switched on right
+    /// after the workload's first message, whose echo must come back before more is sent.
+    pub(crate) switch_after_first: bool,
+}
+
+/// How a client command opens its session: the session flags it needs beyond the config.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opening {
+    /// Whether a probe may ask after a closed port (see [`connect`]).
+    pub(crate) port_probe: bool,
+    /// `--rc4-after-first-message`.
+    pub(crate) rc4_after_first: bool,
+    /// Whether this side has an RC4 key.
+    pub(crate) key: bool,
+    /// How long the key check may wait for each answer.
+    pub(crate) timeout: Duration,
+    /// The probe's random bytes.
+    pub(crate) random: u64,
+}
+
+/// Connects to `server` and checks the RC4 key ([`crate::keycheck`]).
+pub(crate) async fn open(
+    server: SocketAddr,
+    session: Arc<SessionConfig>,
+    how: Opening,
+) -> Result<Opened, ConnectFailure> {
+    let (endpoint, conn, watch) = connect(server, session, how.port_probe).await?;
+    let (key, probe_sent) = check_key(&conn, how).await;
+    Ok(Opened {
+        endpoint,
+        conn,
+        watch,
+        key,
+        switch_after_first: how.rc4_after_first && !probe_sent,
+    })
+}
+
+/// What became of the key-check hello.
+enum Hello {
+    /// A `soe serve` answered: it takes the next reliable message as the probe.
+    Answered,
+    /// Not answered as a key check: why.
+    NotChecked(String),
+}
+
+/// The client's side of the key check; also says whether the probe was sent (it is then the
+/// session's first reliable message, after which `--rc4-after-first-message` switched).
+async fn check_key(conn: &Connection, how: Opening) -> (KeyCheck, bool) {
+    let hello_wait = how.timeout.min(HELLO_WAIT);
+    let hello_deadline = tokio::time::Instant::now() + hello_wait;
+    if let Hello::NotChecked(why) = hello(conn, hello_deadline, hello_wait).await {
+        return (KeyCheck::Unchecked(why), false);
+    }
+    let deadline = tokio::time::Instant::now() + how.timeout;
+    let sent = probe(how.random);
+    if conn.send(Bytes::copy_from_slice(&sent)).await.is_err() {
+        return (KeyCheck::Unchecked("the session ended".into()), true);
+    }
+    if how.rc4_after_first {
+        conn.set_encryption(true);
+    }
+    loop {
+        match tokio::time::timeout_at(deadline, conn.recv()).await {
+            Err(_) => {
+                let why = format!(
+                    "no answer to the key probe within {:.1} s",
+                    how.timeout.as_secs_f64()
+                );
+                return (KeyCheck::Unchecked(why), true);
+            }
+            Ok(None) => return (KeyCheck::Unchecked("the session ended".into()), true),
+            Ok(Some(m)) if is_noise(&m) => {}
+            Ok(Some(m)) => return (KeyCheck::of_answer(&sent, &m, how.key), true),
+        }
+    }
+}
+
+/// Sends the hello until it is answered, echoed, or `deadline` passes.
+async fn hello(conn: &Connection, deadline: tokio::time::Instant, timeout: Duration) -> Hello {
+    loop {
+        if conn.send_unreliable(Bytes::from_static(HELLO)).is_err() {
+            return Hello::NotChecked("the session ended".into());
+        }
+        let again = (tokio::time::Instant::now() + HELLO_EVERY).min(deadline);
+        loop {
+            match tokio::time::timeout_at(again, conn.recv()).await {
+                Err(_) if again >= deadline => {
+                    return Hello::NotChecked(format!(
+                        "no answer to the key-check hello within {:.1} s",
+                        timeout.as_secs_f64()
+                    ));
+                }
+                Err(_) => break,
+                Ok(None) => return Hello::NotChecked("the session ended".into()),
+                Ok(Some(m)) if m == HELLO_ACK => return Hello::Answered,
+                Ok(Some(m)) if m == HELLO => {
+                    return Hello::NotChecked(
+                        "the server sends back the key-check hello as it came: a plain echo \
+                         server, not `soe serve`"
+                            .into(),
+                    );
+                }
+                Ok(Some(_)) => {}
+            }
+        }
+    }
+}
+
 /// A client endpoint on an ephemeral port, its socket connected to `server` where
 /// [`CONNECTED_SOCKETS`] says the system allows it.
 fn client_endpoint(server: SocketAddr, config: Config) -> std::io::Result<Endpoint> {
@@ -107,6 +226,14 @@ fn client_endpoint(server: SocketAddr, config: Config) -> std::io::Result<Endpoi
     let socket = config.socket.bind(local)?;
     socket.connect(server)?;
     Endpoint::with_socket(socket, config, TokioRuntime::default())
+}
+
+/// 64 random bits (from the standard library's per-process random hash keys).
+pub(crate) fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(0x5eed);
+    hasher.finish()
 }
 
 /// The message number `seq` of `size` bytes: the sequence number (big-endian, as many of its 8

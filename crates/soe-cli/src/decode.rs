@@ -30,7 +30,9 @@ pub(crate) struct DecodeArgs {
     /// How to read sessions whose handshake is not in the input, and their keys.
     #[command(flatten)]
     dissect: DissectFlags,
-    /// One JSON object per line (`"type":"datagram"`, then `"type":"session"`) instead of trees.
+    /// One JSON object per line instead of trees: `"type":"datagram"`, then `"type":"flush"`
+    /// for what the end of the input released (packets that waited behind a gap the capture
+    /// lost), then `"type":"session"`.
     #[arg(long)]
     json: bool,
 }
@@ -91,6 +93,12 @@ fn hex_datagrams(args: &[String]) -> Result<Vec<Vec<u8>>> {
 
 /// Runs the command.
 pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
+    if let (Some(port), None) = (args.port, &args.pcap) {
+        bail!(
+            "--port {port} picks a capture's datagrams by port, and hex input has no ports: \
+             give --pcap FILE, or leave --port out"
+        );
+    }
     let mut dissector = Dissector::new(args.dissect.config()?);
     let stdout = io::stdout();
     let mut out = Output {
@@ -101,7 +109,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
     let result = match &args.pcap {
         Some(path) => {
             let read = read_streaming(path, args.port, &mut dissector, &mut out)?;
-            out.summaries(&dissector)?;
+            out.end(&mut dissector)?;
             let skipped = read.skipped();
             if !args.json {
                 out.line(&format!(
@@ -148,7 +156,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
                 let record = dissector.dissect(Duration::ZERO, nowhere, nowhere, d);
                 out.datagram(&record)?;
             }
-            out.summaries(&dissector)?;
+            out.end(&mut dissector)?;
             Ok(())
         }
     };
@@ -210,8 +218,17 @@ impl<W: Write> Output<W> {
         }
     }
 
-    /// Writes every session summary.
-    fn summaries(&mut self, dissector: &Dissector) -> Result<()> {
+    /// Ends the input: writes what the end of the capture released (the packets that waited
+    /// behind gaps the capture lost), then every session summary.
+    fn end(&mut self, dissector: &mut Dissector) -> Result<()> {
+        for flush in dissector.flush() {
+            if self.json {
+                let text = serde_json::to_string(&flush).context("cannot encode a record")?;
+                self.line(&text)?;
+            } else {
+                self.line(&flush.render())?;
+            }
+        }
         for summary in dissector.summaries() {
             if self.json {
                 let text = serde_json::to_string(&summary).context("cannot encode a summary")?;

@@ -13,21 +13,20 @@ use soe_tokio::SessionConfig;
 use soe_tokio::bytes::Bytes;
 use soe_wire::CrcLength;
 
-/// How a session is configured; the same flags on every command.
+/// How a session is configured; the same flags on every command that opens sessions.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SessionFlags {
     /// The application protocol name sent in SessionRequest (both sides must agree).
     #[arg(long, value_name = "NAME", default_value = "SoeEcho")]
     pub(crate) protocol: String,
-    /// The CRC trailer length a server announces: 0, 2 or 4 (clients adopt the server's).
-    #[arg(long, value_name = "N", default_value_t = 2, value_parser = parse_crc_length)]
-    pub(crate) crc_length: u8,
-    /// Announce compression (a server; clients adopt what the server announces).
-    #[arg(long)]
-    pub(crate) compress: bool,
     /// The RC4 key for reliable application data, base64 (both sides must agree).
     #[arg(long, value_name = "BASE64")]
     pub(crate) rc4_key: Option<String>,
+    /// Start in plaintext and turn RC4 on right after the first reliable message, as the H1Z1
+    /// gateway does after its login request: a client after sending it, a server after
+    /// receiving it and before replying (both sides must agree). Needs --rc4-key.
+    #[arg(long, requires = "rc4_key")]
+    pub(crate) rc4_after_first_message: bool,
     /// The largest datagram this side accepts (announced in the handshake): 64 to 65507.
     #[arg(long, value_name = "N", default_value_t = 512, value_parser = parse_udp_length)]
     pub(crate) udp_length: u32,
@@ -35,6 +34,42 @@ pub(crate) struct SessionFlags {
     /// packet), in seconds.
     #[arg(long, value_name = "S", default_value = "5", value_parser = crate::serve::parse_seconds)]
     pub(crate) connect_timeout: Duration,
+}
+
+/// What only a server announces in its SessionResponse: the CRC length and compression.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServerFlags {
+    /// The CRC trailer length this server announces: 0, 2 or 4 (clients adopt it).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = parse_crc_length)]
+    pub(crate) crc_length: u8,
+    /// Announce compression (clients adopt it).
+    #[arg(long)]
+    pub(crate) compress: bool,
+}
+
+/// The server's flags given to a client command, where they would mean nothing (a client
+/// adopts what the server announces): hidden from the help, and refused with a word on why.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct NotForClients {
+    #[arg(long, hide = true, value_name = "N")]
+    crc_length: Option<String>,
+    #[arg(long, hide = true)]
+    compress: bool,
+}
+
+impl NotForClients {
+    /// Refuses the server's flags on a client command.
+    pub(crate) fn refuse(&self, command: &str) -> Result<()> {
+        let flag = match (&self.crc_length, self.compress) {
+            (Some(_), _) => "--crc-length",
+            (None, true) => "--compress",
+            (None, false) => return Ok(()),
+        };
+        bail!(
+            "{flag} is what a server announces (soe serve {flag}): a client adopts the \
+             server's, so `soe {command}` does not take it"
+        )
+    }
 }
 
 /// Parses a udp_length: refused outside what a session accepts, never clamped.
@@ -52,16 +87,30 @@ fn parse_udp_length(s: &str) -> Result<u32, String> {
     }
 }
 
-/// Refuses a message size the session would refuse, before anything is sent.
-pub(crate) fn check_size(size: usize, session: &SessionConfig) -> Result<()> {
-    let largest = session.reliable().max_message_size;
-    if size > largest {
-        bail!(
-            "--size {size} is over the largest message a session sends ({largest} bytes, {} MiB)",
-            largest >> 20
-        );
+/// The largest message a session sends: the default `max_message_size` (4 MiB).
+pub(crate) fn max_message_size() -> usize {
+    soe_session::ReliableConfig::default().max_message_size
+}
+
+/// Parses a message size: 1 byte to the largest message a session sends (4 MiB), so that a
+/// size a session would refuse is refused before anything is sent.
+pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
+    let largest = max_message_size();
+    let range = || format!("a message is 1 to {largest} bytes ({} MiB)", largest >> 20);
+    let size: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size in bytes: {}", range()))?;
+    if size == 0 {
+        return Err(format!("0 bytes: {}", range()));
     }
-    Ok(())
+    if size > largest {
+        return Err(format!(
+            "{size} is over the largest message a session sends ({largest} bytes, {} MiB)",
+            largest >> 20
+        ));
+    }
+    Ok(size)
 }
 
 fn parse_crc_length(s: &str) -> Result<u8, String> {
@@ -87,29 +136,39 @@ pub(crate) fn decode_key(key: &str) -> Result<Vec<u8>> {
 }
 
 impl SessionFlags {
-    /// The CRC length as the wire type.
-    pub(crate) fn crc(&self) -> CrcLength {
-        CrcLength::new(self.crc_length).unwrap_or(CrcLength::TWO)
-    }
-
     /// The decoded RC4 key, if one was given.
     pub(crate) fn key(&self) -> Result<Option<Vec<u8>>> {
         self.rc4_key.as_deref().map(decode_key).transpose()
     }
 
-    /// The session configuration these flags describe.
-    pub(crate) fn session_config(&self) -> Result<Arc<SessionConfig>> {
+    /// The session configuration these flags describe (a client's, or with `server` a
+    /// server's, which announces the CRC length and compression).
+    pub(crate) fn session_config(
+        &self,
+        server: Option<&ServerFlags>,
+    ) -> Result<Arc<SessionConfig>> {
         let mut config = SessionConfig::new(&self.protocol)
             .with_udp_length(self.udp_length)
-            .with_crc_length(self.crc())
-            .with_compression(self.compress)
             .with_connect_timeout(self.connect_timeout);
+        if let Some(server) = server {
+            config = config
+                .with_crc_length(server.crc())
+                .with_compression(server.compress);
+        }
         if let Some(key) = self.key()? {
             config = config
                 .with_encryption_key(Bytes::from(key))
-                .context("the RC4 key was refused")?;
+                .context("the RC4 key was refused")?
+                .with_encryption_at_start(!self.rc4_after_first_message);
         }
         Ok(Arc::new(config))
+    }
+}
+
+impl ServerFlags {
+    /// The CRC length as the wire type.
+    pub(crate) fn crc(&self) -> CrcLength {
+        CrcLength::new(self.crc_length).unwrap_or(CrcLength::TWO)
     }
 }
 

@@ -1,5 +1,6 @@
-//! `soe load`: many sessions, each keeping messages outstanding, every echo verified byte for
-//! byte; a progress bar while it runs and a summary (or JSON) at the end.
+//! `soe load`: many sessions, each checking the RC4 key, then keeping messages outstanding,
+//! every echo verified byte for byte; a progress bar while it runs and a summary (or JSON) at
+//! the end.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -20,8 +21,9 @@ use soe_tokio::bytes::Bytes;
 use soe_tokio::{DisconnectReason, SessionConfig};
 use tokio::sync::watch;
 
-use crate::client::{ConnectFailure, connect, message};
-use crate::flags::{SessionFlags, check_size};
+use crate::client::{ConnectFailure, Opened, Opening, message, open, random_u64};
+use crate::flags::{NotForClients, SessionFlags, parse_size};
+use crate::keycheck::{KeyCheck, is_noise};
 use crate::net::{CONNECTED_SOCKETS, PROBE_PERIOD, Probe};
 use crate::serve::parse_seconds;
 
@@ -41,7 +43,8 @@ pub(crate) struct LoadArgs {
     /// Send for S seconds, then wait for the last echoes.
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     duration: Option<Duration>,
-    /// Message size in bytes: `B`, or `MIN-MAX` for sizes drawn uniformly (seeded).
+    /// Message size in bytes: `B`, or `MIN-MAX` for sizes drawn uniformly (seeded); 1 to the
+    /// session's largest message (4 MiB).
     #[arg(long, value_name = "B|MIN-MAX", default_value = "64")]
     size: SizeRange,
     /// Messages each session keeps outstanding (sent, echo not yet back).
@@ -50,7 +53,8 @@ pub(crate) struct LoadArgs {
     /// The most messages per second, all sessions together (default: as fast as echoes return).
     #[arg(long, value_name = "R")]
     rate: Option<f64>,
-    /// How long a session waits for an echo before it gives up, in seconds.
+    /// How long a session waits for an echo (and for each answer of the key check) before it
+    /// gives up, in seconds.
     #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
     timeout: Duration,
     /// The seed for message sizes.
@@ -61,6 +65,8 @@ pub(crate) struct LoadArgs {
     json: bool,
     #[command(flatten)]
     session: SessionFlags,
+    #[command(flatten)]
+    not_for_clients: NotForClients,
 }
 
 /// A message size or a range of sizes.
@@ -74,19 +80,12 @@ impl FromStr for SizeRange {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let parse = |v: &str| {
-            v.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("{v:?} is not a size in bytes"))
-        };
         let (min, max) = match s.split_once('-') {
-            Some((a, b)) => (parse(a)?, parse(b)?),
-            None => (parse(s)?, parse(s)?),
+            Some((a, b)) => (parse_size(a)?, parse_size(b)?),
+            None => (parse_size(s)?, parse_size(s)?),
         };
-        if min == 0 || min > max {
-            return Err(format!(
-                "{s:?}: sizes must be at least 1, and MIN no larger than MAX"
-            ));
+        if min > max {
+            return Err(format!("{s:?}: MIN is larger than MAX"));
         }
         Ok(Self { min, max })
     }
@@ -100,9 +99,14 @@ struct SessionReport {
     connect_failure: Option<ConnectFailure>,
     /// Whether it opened.
     connected: bool,
+    /// What its key check found.
+    key: Option<KeyCheck>,
     sent: u64,
     verified: u64,
     mismatched: u64,
+    /// Sent, and still waiting for their echo when Ctrl-C (or a closed port) stopped the run:
+    /// never given the chance to come back, so not lost.
+    in_flight: u64,
     bytes_sent: u64,
     bytes_received: u64,
     /// When the session had its last echo (or gave up), before its close.
@@ -117,6 +121,30 @@ struct SessionReport {
     datagrams_received: u64,
 }
 
+impl SessionReport {
+    fn new() -> Self {
+        Self {
+            error: None,
+            connect_failure: None,
+            connected: false,
+            key: None,
+            sent: 0,
+            verified: 0,
+            mismatched: 0,
+            in_flight: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+            finished: Instant::now(),
+            rtt: histogram(),
+            rtt_min: None,
+            rtt_max: None,
+            resends: 0,
+            datagrams_sent: 0,
+            datagrams_received: 0,
+        }
+    }
+}
+
 /// Round-trip percentiles, in microseconds; min and max are exact, and the percentiles never
 /// lie outside them.
 #[derive(Debug, Serialize)]
@@ -129,6 +157,19 @@ struct Percentiles {
     max: u64,
 }
 
+/// What the sessions' key checks found.
+#[derive(Debug, Default, Serialize)]
+struct KeyChecks {
+    /// The server read each probe and this side its answer: the keys agree.
+    checked: u64,
+    /// The server does not take part (a plain echo server) or did not answer.
+    unchecked: u64,
+    /// The keys differ: those sessions failed.
+    mismatch: u64,
+    /// Why the first unchecked session was not checked.
+    unchecked_why: Option<String>,
+}
+
 /// The summary `--json` prints.
 #[derive(Debug, Serialize)]
 struct Summary {
@@ -138,10 +179,13 @@ struct Summary {
     sessions: u32,
     sessions_failed: u32,
     failures: Vec<String>,
+    key_checks: KeyChecks,
     messages_sent: u64,
     messages_verified: u64,
     messages_mismatched: u64,
     messages_lost: u64,
+    /// Still in flight when the run was stopped (Ctrl-C): not lost, never given the chance.
+    messages_in_flight: u64,
     bytes_sent: u64,
     bytes_received: u64,
     elapsed_s: f64,
@@ -173,132 +217,38 @@ enum Bound {
     Until(Instant),
 }
 
+/// What stops every session: Ctrl-C or a closed port.
+struct Stops {
+    stop: watch::Receiver<bool>,
+    interrupted: Arc<AtomicBool>,
+    not_listening: Arc<AtomicBool>,
+    /// Sessions connected so far.
+    connected: Arc<AtomicU64>,
+}
+
 async fn load(args: LoadArgs) -> Result<ExitCode> {
-    let session = args.session.session_config()?;
-    check_size(args.size.max, &session)?;
+    args.not_for_clients.refuse("load")?;
+    let session = args.session.session_config(None)?;
     let started = Instant::now();
-    // Ctrl-C, or a closed port, stops every session; each reports what it measured.
-    let (stop_tx, stop) = watch::channel(false);
-    let stop_tx = Arc::new(stop_tx);
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let not_listening = Arc::new(AtomicBool::new(false));
-    let connected = Arc::new(AtomicU64::new(0));
-    {
-        let (stop_tx, interrupted) = (stop_tx.clone(), interrupted.clone());
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, Ordering::Relaxed);
-                let _ = stop_tx.send(true);
-            }
-        });
-    }
-    if !CONNECTED_SOCKETS {
-        // Where the sessions' sockets cannot hear of a closed port themselves: while no session
-        // has connected, a probe period of silence sets one probe off for all; a closed port
-        // stops the run. Once one session connects, the port is open.
-        let (stop_tx, not_listening) = (stop_tx.clone(), not_listening.clone());
-        let (server, connected, timeout) =
-            (args.addr, connected.clone(), session.connect_timeout());
-        tokio::spawn(async move {
-            let Some(probe) = Probe::new(server).await else {
-                return;
-            };
-            let give_up = tokio::time::Instant::now() + timeout;
-            tokio::time::sleep(PROBE_PERIOD).await;
-            while connected.load(Ordering::Relaxed) == 0 && tokio::time::Instant::now() < give_up {
-                if probe.refused(PROBE_PERIOD).await {
-                    not_listening.store(true, Ordering::Relaxed);
-                    let _ = stop_tx.send(true);
-                    return;
-                }
-            }
-        });
-    }
+    let stops = watch_stops(&args, &session);
     let bound = match (args.messages, args.duration) {
         (Some(m), _) => Bound::Messages(m),
         (None, Some(d)) => Bound::Until(started + d),
         (None, None) => anyhow::bail!("give --messages or --duration"),
     };
-    let progress = if args.json {
-        ProgressBar::hidden()
-    } else {
-        match bound {
-            Bound::Messages(m) => {
-                let bar = ProgressBar::with_draw_target(
-                    Some(m.saturating_mul(u64::from(args.sessions))),
-                    ProgressDrawTarget::stderr(),
-                );
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "{elapsed_precise} [{bar:40}] {human_pos}/{human_len} echoes ({per_sec}) {msg}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-                );
-                bar
-            }
-            Bound::Until(_) => {
-                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "{elapsed_precise} {spinner} {human_pos} echoes ({per_sec}) {msg}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
-                bar
-            }
-        }
-    };
-    progress.enable_steady_tick(Duration::from_millis(200));
-
-    // Each session gets an equal share of the rate.
-    let gap = args
-        .rate
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .map(|r| Duration::from_secs_f64((f64::from(args.sessions) / r).min(3600.0)));
-    let mut tasks = Vec::with_capacity(args.sessions as usize);
-    for index in 0..args.sessions {
-        let job = Job {
-            server: args.addr,
-            session: session.clone(),
-            index,
-            bound,
-            size: args.size,
-            depth: args.depth as usize,
-            gap,
-            timeout: args.timeout,
-            seed: args.seed,
-            progress: progress.clone(),
-            stop: stop.clone(),
-            connected: connected.clone(),
-        };
-        tasks.push(tokio::spawn(job.run()));
-    }
-    let mut reports = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        reports.push(task.await.context("a session task failed")?);
-    }
+    let progress = progress_bar(&args, bound);
+    let reports = run_sessions(&args, &session, bound, &progress, &stops).await?;
     let finished = reports.iter().map(|r| r.finished).max().unwrap_or(started);
     let elapsed = finished.saturating_duration_since(started);
     progress.finish_and_clear();
-    let interrupted = interrupted.load(Ordering::Relaxed);
-    if !reports.iter().any(|r| r.connected) && !interrupted {
-        // No session opened: a closed port is an error of its own, not a load figure. (A
-        // connect timeout shorter than a probe period left a probe no time to ask.)
-        let closed = not_listening.load(Ordering::Relaxed)
-            || reports
-                .iter()
-                .any(|r| matches!(r.connect_failure, Some(ConnectFailure::NotListening)))
-            || (!CONNECTED_SOCKETS
-                && match Probe::new(args.addr).await {
-                    Some(probe) => probe.refused(PROBE_PERIOD).await,
-                    None => false,
-                });
-        if closed {
-            anyhow::bail!(ConnectFailure::NotListening.describe(args.addr, None));
-        }
+    let interrupted = stops.interrupted.load(Ordering::Relaxed);
+    if !reports.iter().any(|r| r.connected)
+        && !interrupted
+        && nothing_listens(&args, &reports, &stops).await
+    {
+        // No session opened: a closed port is an error of its own, not a load figure.
+        anyhow::bail!(ConnectFailure::NotListening.describe(args.addr, None));
     }
-
     let summary = summarize(&args, &reports, elapsed, interrupted)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -318,6 +268,133 @@ async fn load(args: LoadArgs) -> Result<ExitCode> {
     })
 }
 
+/// Ctrl-C, or a closed port, stops every session; each reports what it measured.
+fn watch_stops(args: &LoadArgs, session: &SessionConfig) -> Stops {
+    let (stop_tx, stop) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let stops = Stops {
+        stop,
+        interrupted: Arc::new(AtomicBool::new(false)),
+        not_listening: Arc::new(AtomicBool::new(false)),
+        connected: Arc::new(AtomicU64::new(0)),
+    };
+    {
+        let (stop_tx, interrupted) = (stop_tx.clone(), stops.interrupted.clone());
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, Ordering::Relaxed);
+                let _ = stop_tx.send(true);
+            }
+        });
+    }
+    if !CONNECTED_SOCKETS {
+        // Where the sessions' sockets cannot hear of a closed port themselves: while no session
+        // has connected, a probe period of silence sets one probe off for all; a closed port
+        // stops the run. Once one session connects, the port is open.
+        let (not_listening, connected) = (stops.not_listening.clone(), stops.connected.clone());
+        let (server, timeout) = (args.addr, session.connect_timeout());
+        tokio::spawn(async move {
+            let Some(probe) = Probe::new(server).await else {
+                return;
+            };
+            let give_up = tokio::time::Instant::now() + timeout;
+            tokio::time::sleep(PROBE_PERIOD).await;
+            while connected.load(Ordering::Relaxed) == 0 && tokio::time::Instant::now() < give_up {
+                if probe.refused(PROBE_PERIOD).await {
+                    not_listening.store(true, Ordering::Relaxed);
+                    let _ = stop_tx.send(true);
+                    return;
+                }
+            }
+        });
+    }
+    stops
+}
+
+/// The progress bar on stderr (hidden with `--json`).
+fn progress_bar(args: &LoadArgs, bound: Bound) -> ProgressBar {
+    if args.json {
+        return ProgressBar::hidden();
+    }
+    let (length, template) = match bound {
+        Bound::Messages(m) => (
+            Some(m.saturating_mul(u64::from(args.sessions))),
+            "{elapsed_precise} [{bar:40}] {human_pos}/{human_len} echoes ({per_sec}) {msg}",
+        ),
+        Bound::Until(_) => (
+            None,
+            "{elapsed_precise} {spinner} {human_pos} echoes ({per_sec}) {msg}",
+        ),
+    };
+    let bar = ProgressBar::with_draw_target(length, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Runs every session's job and collects their reports.
+async fn run_sessions(
+    args: &LoadArgs,
+    session: &Arc<SessionConfig>,
+    bound: Bound,
+    progress: &ProgressBar,
+    stops: &Stops,
+) -> Result<Vec<SessionReport>> {
+    // Each session gets an equal share of the rate.
+    let gap = args
+        .rate
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map(|r| Duration::from_secs_f64((f64::from(args.sessions) / r).min(3600.0)));
+    let mut tasks = Vec::with_capacity(args.sessions as usize);
+    for index in 0..args.sessions {
+        let job = Job {
+            server: args.addr,
+            session: session.clone(),
+            opening: Opening {
+                port_probe: false,
+                rc4_after_first: args.session.rc4_after_first_message,
+                key: args.session.rc4_key.is_some(),
+                timeout: args.timeout,
+                random: random_u64(),
+            },
+            index,
+            bound,
+            size: args.size,
+            depth: args.depth as usize,
+            gap,
+            timeout: args.timeout,
+            seed: args.seed,
+            progress: progress.clone(),
+            stop: stops.stop.clone(),
+            connected: stops.connected.clone(),
+        };
+        tasks.push(tokio::spawn(job.run()));
+    }
+    let mut reports = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        reports.push(task.await.context("a session task failed")?);
+    }
+    Ok(reports)
+}
+
+/// Whether no session opened because nothing listens on the server's port. (A connect timeout
+/// shorter than a probe period left a probe no time to ask: it asks once more.)
+async fn nothing_listens(args: &LoadArgs, reports: &[SessionReport], stops: &Stops) -> bool {
+    stops.not_listening.load(Ordering::Relaxed)
+        || reports
+            .iter()
+            .any(|r| matches!(r.connect_failure, Some(ConnectFailure::NotListening)))
+        || (!CONNECTED_SOCKETS
+            && match Probe::new(args.addr).await {
+                Some(probe) => probe.refused(PROBE_PERIOD).await,
+                None => false,
+            })
+}
+
 fn summarize(
     args: &LoadArgs,
     reports: &[SessionReport],
@@ -330,9 +407,8 @@ fn summarize(
     }
     let sum = |f: fn(&SessionReport) -> u64| reports.iter().map(f).sum::<u64>();
     let secs = elapsed.as_secs_f64().max(1e-9);
-    let verified = sum(|r| r.verified);
-    let sent = sum(|r| r.sent);
-    let mismatched = sum(|r| r.mismatched);
+    let (verified, sent) = (sum(|r| r.verified), sum(|r| r.sent));
+    let (mismatched, in_flight) = (sum(|r| r.mismatched), sum(|r| r.in_flight));
     let connected = reports.iter().filter(|r| r.connected).count() as u64;
     let failures: Vec<String> = reports
         .iter()
@@ -351,35 +427,52 @@ fn summarize(
         sessions: args.sessions,
         sessions_failed: u32::try_from(failures.len()).unwrap_or(u32::MAX),
         failures: failures.into_iter().take(20).collect(),
+        key_checks: key_checks(reports),
         messages_sent: sent,
         messages_verified: verified,
         messages_mismatched: mismatched,
-        messages_lost: sent.saturating_sub(verified + mismatched),
+        messages_lost: sent.saturating_sub(verified + mismatched + in_flight),
+        messages_in_flight: in_flight,
         bytes_sent: sum(|r| r.bytes_sent),
         bytes_received: sum(|r| r.bytes_received),
         elapsed_s: elapsed.as_secs_f64(),
         messages_per_s: verified as f64 / secs,
         megabytes_per_s_each_way: sum(|r| r.bytes_received) as f64 / secs / 1e6,
-        rtt_us: match (
-            reports.iter().filter_map(|r| r.rtt_min).min(),
-            reports.iter().filter_map(|r| r.rtt_max).max(),
-        ) {
-            (Some(min), Some(max)) => {
-                let at = |q: f64| rtt.value_at_quantile(q).clamp(min, max);
-                Some(Percentiles {
-                    min,
-                    mean: rtt.mean().clamp(min as f64, max as f64),
-                    p50: at(0.5),
-                    p99: at(0.99),
-                    p999: at(0.999),
-                    max,
-                })
-            }
-            _ => None,
-        },
+        rtt_us: percentiles(reports, &rtt),
         resends: sum(|r| r.resends),
         datagrams_sent: sum(|r| r.datagrams_sent),
         datagrams_received: sum(|r| r.datagrams_received),
+    })
+}
+
+/// The sessions' key checks, counted.
+fn key_checks(reports: &[SessionReport]) -> KeyChecks {
+    let mut checks = KeyChecks::default();
+    for key in reports.iter().filter_map(|r| r.key.as_ref()) {
+        match key {
+            KeyCheck::Agreed => checks.checked += 1,
+            KeyCheck::Unchecked(why) => {
+                checks.unchecked += 1;
+                checks.unchecked_why.get_or_insert_with(|| why.clone());
+            }
+            KeyCheck::Differ(_) => checks.mismatch += 1,
+        }
+    }
+    checks
+}
+
+/// The round-trip figures of every session together.
+fn percentiles(reports: &[SessionReport], rtt: &Histogram<u64>) -> Option<Percentiles> {
+    let min = reports.iter().filter_map(|r| r.rtt_min).min()?;
+    let max = reports.iter().filter_map(|r| r.rtt_max).max()?;
+    let at = |q: f64| rtt.value_at_quantile(q).clamp(min, max);
+    Some(Percentiles {
+        min,
+        mean: rtt.mean().clamp(min as f64, max as f64),
+        p50: at(0.5),
+        p99: at(0.99),
+        p999: at(0.999),
+        max,
     })
 }
 
@@ -397,10 +490,23 @@ fn print_summary(s: &Summary) {
     for f in &s.failures {
         println!("  {f}");
     }
-    println!(
+    let k = &s.key_checks;
+    print!(
+        "RC4 keys:   {} checked, {} mismatched, {} not checked",
+        k.checked, k.mismatch, k.unchecked
+    );
+    match &k.unchecked_why {
+        Some(why) => println!(" ({why})"),
+        None => println!(),
+    }
+    print!(
         "messages:   {} sent, {} verified byte for byte, {} mismatched, {} lost",
         s.messages_sent, s.messages_verified, s.messages_mismatched, s.messages_lost
     );
+    if s.messages_in_flight > 0 {
+        print!(", {} in flight when stopped", s.messages_in_flight);
+    }
+    println!();
     println!(
         "throughput: {:.0} echoes/s, {:.2} MB/s each way, in {:.2} s",
         s.messages_per_s, s.megabytes_per_s_each_way, s.elapsed_s
@@ -427,6 +533,7 @@ fn print_summary(s: &Summary) {
 struct Job {
     server: SocketAddr,
     session: Arc<SessionConfig>,
+    opening: Opening,
     index: u32,
     bound: Bound,
     size: SizeRange,
@@ -441,157 +548,229 @@ struct Job {
     connected: Arc<AtomicU64>,
 }
 
+/// Whether a session's pumping goes on.
+enum Flow {
+    /// Go on.
+    More,
+    /// It ended: everything sent and echoed, an error (in the report), or a stop (Ctrl-C, a
+    /// closed port: what is outstanding is counted in flight, not lost).
+    Ended,
+}
+
+/// A session's pipeline: the messages outstanding, and when the next may go.
+struct Pipeline {
+    outstanding: VecDeque<(Instant, Bytes)>,
+    next_send: Instant,
+    seq: u64,
+    rng: SmallRng,
+    /// RC4 switches on after the first message, whose echo must come back before more go.
+    switch_after_first: bool,
+}
+
 impl Job {
+    /// Connects, checks the key, then keeps the pipeline full until the bound, and reports.
     async fn run(mut self) -> SessionReport {
-        let mut report = SessionReport {
-            error: None,
-            connect_failure: None,
-            connected: false,
-            sent: 0,
-            verified: 0,
-            mismatched: 0,
-            bytes_sent: 0,
-            bytes_received: 0,
-            finished: Instant::now(),
-            rtt: histogram(),
-            rtt_min: None,
-            rtt_max: None,
-            resends: 0,
-            datagrams_sent: 0,
-            datagrams_received: 0,
+        let mut report = SessionReport::new();
+        let Some(opened) = self.open(&mut report).await else {
+            report.finished = Instant::now();
+            return report;
         };
-        let connecting = connect(self.server, self.session.clone(), false);
-        let (endpoint, conn, watch) = tokio::select! {
-            result = connecting => match result {
-                Ok(pair) => pair,
-                Err(e) => {
-                    report.connect_failure = Some(e);
-                    report.finished = Instant::now();
-                    return report;
-                }
-            },
-            () = stopped(&mut self.stop) => {
-                report.error = Some("stopped before it connected".to_owned());
-                report.finished = Instant::now();
-                return report;
-            }
-        };
-        report.connected = true;
-        self.connected.fetch_add(1, Ordering::Relaxed);
-        let mut rng = SmallRng::seed_from_u64(
-            self.seed ^ u64::from(self.index).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        );
-        let mut outstanding: VecDeque<(Instant, Bytes)> = VecDeque::with_capacity(self.depth);
-        let mut next_send = Instant::now();
-        let mut seq = 0u64;
-        let id_base = u64::from(self.index) << 40;
-        loop {
-            if *self.stop.borrow() {
-                break;
-            }
-            let more = match self.bound {
-                Bound::Messages(m) => seq < m,
-                Bound::Until(end) => Instant::now() < end,
-            };
-            // Fill the pipeline.
-            if more && outstanding.len() < self.depth && Instant::now() >= next_send {
-                let size = rng.random_range(self.size.min..=self.size.max);
-                let msg = message(id_base | seq, size);
-                let now = Instant::now();
-                if let Err(e) = conn.send(msg.clone()).await {
-                    report.error = Some(e.to_string());
-                    break;
-                }
-                report.sent += 1;
-                report.bytes_sent += msg.len() as u64;
-                outstanding.push_back((now, msg));
-                seq += 1;
-                if let Some(gap) = self.gap {
-                    next_send = next_send.max(now.checked_sub(gap).unwrap_or(now)) + gap;
-                }
-                continue;
-            }
-            if outstanding.is_empty() {
-                if !more {
-                    break;
-                }
-                // Rate-limited with nothing in flight: wait for the next slot.
-                tokio::select! {
-                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(next_send)) => {}
-                    () = stopped(&mut self.stop) => break,
-                }
-                continue;
-            }
-            let wait_until = if more && outstanding.len() < self.depth {
-                // Waiting for the rate: wake for the next slot or an echo, whichever is first.
-                next_send
-            } else {
-                outstanding
-                    .front()
-                    .map_or_else(Instant::now, |(t, _)| *t + self.timeout)
-            };
-            let reply = tokio::select! {
-                reply = tokio::time::timeout_at(
-                    tokio::time::Instant::from_std(wait_until),
-                    conn.recv(),
-                ) => reply,
-                () = stopped(&mut self.stop) => break,
-                () = watch.closed() => {
-                    report.error = Some(format!(
-                        "{} stopped listening (ICMP port unreachable)",
-                        self.server
-                    ));
-                    break;
-                }
-            };
-            match reply {
-                Err(_) => {
-                    if let Some((sent_at, _)) = outstanding.front() {
-                        if sent_at.elapsed() >= self.timeout {
-                            report.error = Some(format!(
-                                "no echo within {:.1} s",
-                                self.timeout.as_secs_f64()
-                            ));
-                            break;
-                        }
-                    }
-                }
-                Ok(None) => {
-                    report.error = Some(format!(
-                        "the session ended: {}",
-                        conn.close_reason()
-                            .map_or_else(|| "closed".to_owned(), |r| r.to_string())
-                    ));
-                    break;
-                }
-                Ok(Some(echo)) => {
-                    let Some((sent_at, expected)) = outstanding.pop_front() else {
-                        report.mismatched += 1;
-                        continue;
-                    };
-                    report.bytes_received += echo.len() as u64;
-                    if echo == expected {
-                        report.verified += 1;
-                        let us = (sent_at.elapsed().as_micros() as u64).clamp(1, MAX_RTT_US);
-                        let _ = report.rtt.record(us);
-                        report.rtt_min = Some(report.rtt_min.map_or(us, |m| m.min(us)));
-                        report.rtt_max = Some(report.rtt_max.map_or(us, |m| m.max(us)));
-                    } else {
-                        report.mismatched += 1;
-                    }
-                    self.progress.inc(1);
-                }
-            }
+        if !matches!(report.key, Some(KeyCheck::Differ(_))) {
+            self.pump(&opened, &mut report).await;
         }
         report.finished = Instant::now();
-        if let Some(stats) = conn.stats() {
+        if let Some(stats) = opened.conn.stats() {
             report.resends = stats.resends;
             report.datagrams_sent = stats.datagrams_sent;
             report.datagrams_received = stats.datagrams_received;
         }
-        conn.close(DisconnectReason::Application);
-        let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+        opened.conn.close(DisconnectReason::Application);
+        let _ = tokio::time::timeout(Duration::from_secs(1), opened.endpoint.wait_idle()).await;
         report
+    }
+
+    /// Opens the session and checks its key; `None` when it never opened (or was stopped
+    /// first). A key mismatch is the session's error.
+    async fn open(&mut self, report: &mut SessionReport) -> Option<Opened> {
+        let connecting = open(self.server, self.session.clone(), self.opening);
+        let opened = tokio::select! {
+            result = connecting => match result {
+                Ok(opened) => opened,
+                Err(e) => {
+                    report.connect_failure = Some(e);
+                    return None;
+                }
+            },
+            () = stopped(&mut self.stop) => {
+                report.error = Some("stopped before it connected".to_owned());
+                return None;
+            }
+        };
+        report.connected = true;
+        self.connected.fetch_add(1, Ordering::Relaxed);
+        if let KeyCheck::Differ(why) = &opened.key {
+            report.error = Some(format!("RC4 key mismatch: {why}"));
+        }
+        report.key = Some(opened.key.clone());
+        Some(opened)
+    }
+
+    /// Keeps the pipeline full and takes the echoes, until the bound, an error, or a stop.
+    async fn pump(&mut self, opened: &Opened, report: &mut SessionReport) {
+        let mut p = Pipeline {
+            outstanding: VecDeque::with_capacity(self.depth),
+            next_send: Instant::now(),
+            seq: 0,
+            rng: SmallRng::seed_from_u64(
+                self.seed ^ u64::from(self.index).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ),
+            switch_after_first: opened.switch_after_first,
+        };
+        loop {
+            if *self.stop.borrow() {
+                report.in_flight = p.outstanding.len() as u64;
+                return;
+            }
+            let more = match self.bound {
+                Bound::Messages(m) => p.seq < m,
+                Bound::Until(end) => Instant::now() < end,
+            };
+            // The first message goes alone when RC4 switches after it.
+            let depth = if p.switch_after_first { 1 } else { self.depth };
+            if more && p.outstanding.len() < depth && Instant::now() >= p.next_send {
+                if let Err(e) = self.send_next(opened, &mut p, report).await {
+                    report.error = Some(e);
+                    return;
+                }
+                continue;
+            }
+            if p.outstanding.is_empty() {
+                if !more {
+                    return;
+                }
+                // Rate-limited with nothing in flight: wait for the next slot.
+                tokio::select! {
+                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(p.next_send)) => {}
+                    () = stopped(&mut self.stop) => {}
+                }
+                continue;
+            }
+            let wait_for_slot = more && p.outstanding.len() < depth;
+            if let Flow::Ended = self.take_reply(opened, &mut p, report, wait_for_slot).await {
+                return;
+            }
+        }
+    }
+
+    /// Sends the next message of the pipeline.
+    async fn send_next(
+        &self,
+        opened: &Opened,
+        p: &mut Pipeline,
+        report: &mut SessionReport,
+    ) -> Result<(), String> {
+        let size = p.rng.random_range(self.size.min..=self.size.max);
+        let msg = message((u64::from(self.index) << 40) | p.seq, size);
+        let now = Instant::now();
+        opened
+            .conn
+            .send(msg.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        if p.seq == 0 && p.switch_after_first {
+            opened.conn.set_encryption(true);
+        }
+        report.sent += 1;
+        report.bytes_sent += msg.len() as u64;
+        p.outstanding.push_back((now, msg));
+        p.seq += 1;
+        if let Some(gap) = self.gap {
+            p.next_send = p.next_send.max(now.checked_sub(gap).unwrap_or(now)) + gap;
+        }
+        Ok(())
+    }
+
+    /// Waits for an echo (or, `wait_for_slot`, the next send slot) and takes it.
+    async fn take_reply(
+        &mut self,
+        opened: &Opened,
+        p: &mut Pipeline,
+        report: &mut SessionReport,
+        wait_for_slot: bool,
+    ) -> Flow {
+        let wait_until = if wait_for_slot {
+            // Waiting for the rate: wake for the next slot or an echo, whichever is first.
+            p.next_send
+        } else {
+            p.outstanding
+                .front()
+                .map_or_else(Instant::now, |(t, _)| *t + self.timeout)
+        };
+        let reply = tokio::select! {
+            reply = tokio::time::timeout_at(
+                tokio::time::Instant::from_std(wait_until),
+                opened.conn.recv(),
+            ) => reply,
+            () = stopped(&mut self.stop) => {
+                report.in_flight = p.outstanding.len() as u64;
+                return Flow::Ended;
+            }
+            () = opened.watch.closed() => {
+                report.error = Some(format!(
+                    "{} stopped listening (ICMP port unreachable)",
+                    self.server
+                ));
+                return Flow::Ended;
+            }
+        };
+        let echo = match reply {
+            Err(_) => {
+                let timed_out = p
+                    .outstanding
+                    .front()
+                    .is_some_and(|(sent_at, _)| sent_at.elapsed() >= self.timeout);
+                if timed_out {
+                    let secs = self.timeout.as_secs_f64();
+                    report.error = Some(format!("no echo within {secs:.1} s"));
+                    return Flow::Ended;
+                }
+                return Flow::More;
+            }
+            Ok(None) => {
+                report.error = Some(format!(
+                    "the session ended: {}",
+                    opened
+                        .conn
+                        .close_reason()
+                        .map_or_else(|| "closed".to_owned(), |r| r.to_string())
+                ));
+                return Flow::Ended;
+            }
+            Ok(Some(echo)) if is_noise(&echo) => return Flow::More,
+            Ok(Some(echo)) => echo,
+        };
+        self.verify(p, report, &echo);
+        Flow::More
+    }
+
+    /// Checks an echo against the oldest message outstanding.
+    fn verify(&self, p: &mut Pipeline, report: &mut SessionReport, echo: &[u8]) {
+        p.switch_after_first = false;
+        let Some((sent_at, expected)) = p.outstanding.pop_front() else {
+            report.mismatched += 1;
+            return;
+        };
+        report.bytes_received += echo.len() as u64;
+        if echo == expected {
+            report.verified += 1;
+            let us = (sent_at.elapsed().as_micros() as u64).clamp(1, MAX_RTT_US);
+            let _ = report.rtt.record(us);
+            report.rtt_min = Some(report.rtt_min.map_or(us, |m| m.min(us)));
+            report.rtt_max = Some(report.rtt_max.map_or(us, |m| m.max(us)));
+        } else {
+            report.mismatched += 1;
+        }
+        self.progress.inc(1);
     }
 }
 

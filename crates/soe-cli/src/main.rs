@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 mod client;
 mod decode;
 mod flags;
+mod keycheck;
 mod load;
 mod metrics_http;
 mod net;
@@ -27,8 +28,8 @@ mod serve;
 #[command(name = "soe", version, about, long_about = None)]
 struct Cli {
     /// Log filter for diagnostics on stderr (`RUST_LOG` syntax, e.g. `debug` or
-    /// `soe_session=trace`). Default: `warn`.
-    #[arg(long, global = true, value_name = "FILTER")]
+    /// `soe_session=trace`; a filter that does not parse is refused). Default: `warn`.
+    #[arg(long, global = true, value_name = "FILTER", value_parser = parse_log_filter)]
     log: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -91,18 +92,28 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// clap's message on one line: its first line without the `error: ` prefix, and the usage line
-/// (which names the command) in brackets.
+/// clap's message on one line: its first line without the `error: ` prefix, the lines that
+/// detail it (the names of missing arguments) after it, and the usage line (which names the
+/// command) in brackets.
 fn one_line(rendered: &str) -> String {
-    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().unwrap_or("bad arguments");
+    let mut lines = rendered.lines().map(str::trim);
+    let first = lines.find(|l| !l.is_empty()).unwrap_or("bad arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
+    // What follows the first line, up to the blank line before the usage or a tip.
+    let details: Vec<&str> = lines
+        .take_while(|l| !l.is_empty() && !l.starts_with("Usage: ") && !l.starts_with("tip: "))
+        .collect();
+    let message = if details.is_empty() {
+        first.to_owned()
+    } else {
+        format!("{} {}", first, details.join(", "))
+    };
     match rendered
         .lines()
         .find_map(|l| l.trim().strip_prefix("Usage: "))
     {
-        Some(usage) => format!("{first} (usage: {usage}; see --help)"),
-        None => format!("{first} (see --help)"),
+        Some(usage) => format!("{message} (usage: {usage}; see --help)"),
+        None => format!("{message} (see --help)"),
     }
 }
 
@@ -121,6 +132,33 @@ fn block_on<F: Future>(multi_thread: bool, future: F) -> anyhow::Result<F::Outpu
     Ok(runtime.block_on(future))
 }
 
+/// The level names a filter directive may give.
+const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// Checks a `--log` filter: it must parse, and a bare word must be a level or look like a
+/// target (a crate or module path: `soe`, `soe_session`, `tokio::net`), so that a misspelt
+/// level (`debgu`, which the filter syntax would take as a target) is refused, not ignored.
+fn parse_log_filter(filter: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| format!("{filter:?} is not a log filter: {e}"))?;
+    for directive in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let bare = !directive.contains(['=', '[', '{']);
+        let level = LEVELS.iter().any(|l| directive.eq_ignore_ascii_case(l));
+        let target = directive.contains("::")
+            || directive.contains('_')
+            || directive.starts_with("soe")
+            || ["tokio", "mio", "metrics"].contains(&directive);
+        if bare && !level && !target {
+            return Err(format!(
+                "{directive:?} is neither a level ({}) nor a target such as soe_session or \
+                 soe_runtime=debug",
+                LEVELS.join(", ")
+            ));
+        }
+    }
+    Ok(filter.to_owned())
+}
+
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
@@ -135,6 +173,42 @@ fn init_logging(filter: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn missing_arguments_are_named() {
+        for (args, named) in [
+            (
+                &["soe", "load", "127.0.0.1:20042", "--sessions", "2"][..],
+                "--messages <M>|--duration <S>",
+            ),
+            (
+                &["soe", "proxy", "--listen", "127.0.0.1:1"],
+                "--upstream <ADDR>",
+            ),
+            (&["soe", "ping"], "<ADDR>"),
+        ] {
+            let error = Cli::try_parse_from(args).unwrap_err();
+            let line = one_line(&error.render().to_string());
+            let (message, _usage) = line.split_once(" (usage: ").unwrap();
+            assert!(message.contains(named), "{line}");
+        }
+    }
+
+    #[test]
+    fn bad_log_filters_are_refused() {
+        for good in [
+            "warn",
+            "debug",
+            "soe_session=trace",
+            "soe",
+            "tokio::net=info,warn",
+        ] {
+            assert!(parse_log_filter(good).is_ok(), "{good}");
+        }
+        for bad in ["soe=verbose", "debgu", "=="] {
+            assert!(parse_log_filter(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn clap_errors_fit_on_one_line() {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -15,8 +15,13 @@ const MAX_REQUEST: usize = 8 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Installs the recorder, describes the metrics, and serves them on `addr`; returns the bound
-/// address.
-pub(crate) async fn serve(addr: SocketAddr) -> Result<SocketAddr> {
+/// address. `publish` sets the metrics from the server's counters; it runs at every scrape,
+/// so what one scrape shows was read at one moment (no counter lags behind another).
+pub(crate) async fn serve(
+    addr: SocketAddr,
+    publish: impl Fn() + Send + Sync + 'static,
+) -> Result<SocketAddr> {
+    let publish = std::sync::Arc::new(publish);
     let handle = PrometheusBuilder::new()
         .install_recorder()
         .context("cannot install the metrics recorder")?;
@@ -30,9 +35,13 @@ pub(crate) async fn serve(addr: SocketAddr) -> Result<SocketAddr> {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let handle = handle.clone();
+            let (handle, publish) = (handle.clone(), publish.clone());
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &handle)).await;
+                let render = || {
+                    publish();
+                    handle.render()
+                };
+                let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, render)).await;
             });
         }
     });
@@ -68,6 +77,18 @@ fn describe() {
         "soe_crc_rejects_total",
         "Datagrams dropped for a bad CRC, all sessions."
     );
+    metrics::describe_counter!(
+        "soe_echoes_dropped_total",
+        "Unreliable and ordered echoes the session's queue had no room for."
+    );
+    metrics::describe_counter!(
+        "soe_key_checks_total",
+        "Key probes of soe ping and soe load, by result: agreed, or mismatch (the probe did not read)."
+    );
+    metrics::describe_counter!(
+        "soe_sessions_looking_encrypted_total",
+        "Sessions whose first KiB of reliable data looks encrypted after this server's decryption."
+    );
     // Every metric is there from the start, at zero, so a scrape before the first session
     // sees the whole set (the per-reason close counters appear with their first close).
     metrics::gauge!("soe_sessions").set(0.0);
@@ -78,13 +99,18 @@ fn describe() {
         "soe_bytes_received_total",
         "soe_resends_total",
         "soe_crc_rejects_total",
+        "soe_echoes_dropped_total",
+        "soe_sessions_looking_encrypted_total",
     ] {
         metrics::counter!(name).absolute(0);
+    }
+    for result in ["agreed", "mismatch"] {
+        metrics::counter!("soe_key_checks_total", "result" => result).absolute(0);
     }
 }
 
 /// Reads one request and answers it; the connection closes after.
-async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, render: impl Fn() -> String) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
@@ -104,7 +130,7 @@ async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Re
     let path = target.split('?').next().unwrap_or("");
     match (method, path) {
         ("GET" | "HEAD", "/metrics") => {
-            let body = handle.render();
+            let body = render();
             // HEAD: the headers of the GET, its Content-Length included, without the body.
             let mut out = head_of("200 OK", "text/plain; version=0.0.4; charset=utf-8", &body);
             if method == "GET" {

@@ -1,4 +1,5 @@
-//! `soe ping`: connect, send messages one at a time, print each round trip, then a summary.
+//! `soe ping`: connect, check the RC4 key, send messages one at a time, print each round trip,
+//! then a summary.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -8,10 +9,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 use soe_tokio::DisconnectReason;
+use tokio::sync::watch;
 
-use crate::client::{connect, message};
-use crate::flags::{SessionFlags, check_size};
-use crate::serve::parse_seconds;
+use crate::client::{Opened, Opening, message, open};
+use crate::flags::{NotForClients, SessionFlags, parse_size};
+use crate::keycheck::{KeyCheck, is_noise};
+use crate::serve::{interrupted, parse_seconds};
 
 /// Arguments of `soe ping`.
 #[derive(Debug, Args)]
@@ -24,16 +27,19 @@ pub(crate) struct PingArgs {
     count: u64,
     /// The size of each message in bytes: 1 to the session's largest message (4 MiB); large
     /// ones travel as fragments.
-    #[arg(long, value_name = "B", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
-    size: u32,
+    #[arg(long, value_name = "B", default_value = "64", value_parser = parse_size)]
+    size: usize,
     /// Milliseconds between the start of one round trip and the next.
     #[arg(long, value_name = "MS", default_value_t = 200)]
     interval: u64,
-    /// How long to wait for each echo before counting it lost, in seconds.
+    /// How long to wait for each echo before counting it lost (and for each answer of the key
+    /// check), in seconds.
     #[arg(long, value_name = "S", default_value = "3", value_parser = parse_seconds)]
     timeout: Duration,
     #[command(flatten)]
     session: SessionFlags,
+    #[command(flatten)]
+    not_for_clients: NotForClients,
 }
 
 /// Runs the command.
@@ -42,10 +48,18 @@ pub(crate) fn run(args: PingArgs) -> Result<ExitCode> {
 }
 
 async fn ping(args: PingArgs) -> Result<ExitCode> {
-    let session = args.session.session_config()?;
-    check_size(args.size as usize, &session)?;
+    args.not_for_clients.refuse("ping")?;
+    let session = args.session.session_config(None)?;
+    let key = args.session.rc4_key.is_some();
     let started = Instant::now();
-    let (endpoint, conn, watch) = connect(args.addr, session, true)
+    let how = Opening {
+        port_probe: true,
+        rc4_after_first: args.session.rc4_after_first_message,
+        key,
+        timeout: args.timeout,
+        random: crate::client::random_u64(),
+    };
+    let opened = open(args.addr, session, how)
         .await
         .map_err(|e| anyhow::anyhow!(e.describe(args.addr, None)))?;
     println!(
@@ -54,141 +68,206 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
         args.size,
         started.elapsed().as_secs_f64() * 1e3
     );
+    if let KeyCheck::Differ(why) = &opened.key {
+        close(&opened).await;
+        anyhow::bail!("RC4 key mismatch with {}: {why}", args.addr);
+    }
+    println!("{}", opened.key.describe(key));
+    let mut run = Pinging::new(&args)?;
+    let stop = interrupted();
+    run.rounds(&opened, stop).await;
+    let stats = opened.conn.stats().unwrap_or_default();
+    close(&opened).await;
+    run.summary(&stats);
+    Ok(if run.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
 
-    let mut histogram =
-        Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).context("histogram bounds")?;
-    let (mut sent, mut received, mut mismatched) = (0u64, 0u64, 0u64);
-    let mut exact = Exact::default();
-    let mut ended: Option<String> = None;
-    let interval = Duration::from_millis(args.interval);
-    let size = args.size as usize;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+/// Closes the session and waits (briefly) for the Disconnect to go out.
+async fn close(opened: &Opened) {
+    opened.conn.close(DisconnectReason::Application);
+    let _ = tokio::time::timeout(Duration::from_secs(1), opened.endpoint.wait_idle()).await;
+}
 
-    let mut seq = 0u64;
-    'outer: while args.count == 0 || seq < args.count {
-        let round_start = Instant::now();
-        let expected = message(seq, size);
-        if let Err(e) = conn.send(expected.clone()).await {
-            ended = Some(e.to_string());
-            break;
+/// What one round trip came to.
+enum Round {
+    /// The echo came back (or was lost, or differed): go on.
+    Next,
+    /// The session ended, the port closed, or Ctrl-C: stop.
+    Stop,
+}
+
+/// The figures of a ping run.
+struct Pinging<'a> {
+    args: &'a PingArgs,
+    histogram: Histogram<u64>,
+    exact: Exact,
+    sent: u64,
+    received: u64,
+    mismatched: u64,
+    /// Why the session ended early, if it did.
+    ended: Option<String>,
+}
+
+impl<'a> Pinging<'a> {
+    fn new(args: &'a PingArgs) -> Result<Self> {
+        Ok(Self {
+            args,
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .context("histogram bounds")?,
+            exact: Exact::default(),
+            sent: 0,
+            received: 0,
+            mismatched: 0,
+            ended: None,
+        })
+    }
+
+    /// Sends the messages one at a time, `--interval` apart, until `--count` or `stop`.
+    async fn rounds(&mut self, opened: &Opened, mut stop: watch::Receiver<bool>) {
+        let interval = Duration::from_millis(self.args.interval);
+        let mut seq = 0u64;
+        while self.args.count == 0 || seq < self.args.count {
+            let round_start = Instant::now();
+            if let Round::Stop = self.round(opened, seq, &mut stop).await {
+                break;
+            }
+            seq += 1;
+            if self.args.count != 0 && seq >= self.args.count {
+                break;
+            }
+            let next = tokio::time::Instant::from_std(round_start + interval);
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                _ = stop.wait_for(|&s| s) => break,
+            }
         }
-        sent += 1;
+    }
+
+    /// One round trip: send message `seq`, wait for its echo (skipping late echoes of earlier
+    /// ones). A closed port ends the ping: the system reports it to the session's socket as
+    /// soon as a datagram meets it (or, where it cannot, a probe asks after a probe period).
+    async fn round(
+        &mut self,
+        opened: &Opened,
+        seq: u64,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Round {
+        let (args, conn) = (self.args, &opened.conn);
+        let round_start = Instant::now();
+        let expected = message(seq, args.size);
+        if let Err(e) = conn.send(expected.clone()).await {
+            self.ended = Some(e.to_string());
+            return Round::Stop;
+        }
+        if seq == 0 && opened.switch_after_first {
+            conn.set_encryption(true);
+        }
+        self.sent += 1;
         let deadline = tokio::time::Instant::from_std(round_start + args.timeout);
-        // Wait for this message's echo; echoes of earlier (timed-out) messages are skipped.
-        // A closed port ends the ping: the system reports it to the session's socket as soon
-        // as a datagram meets it (or, where it cannot, a probe asks after a probe period).
-        let port_closed = watch.closed();
-        tokio::pin!(port_closed);
         loop {
             let reply = tokio::select! {
                 reply = tokio::time::timeout_at(deadline, conn.recv()) => reply,
-                () = &mut port_closed => {
-                    let reason = format!(
-                        "{} stopped listening (ICMP port unreachable)",
-                        args.addr
-                    );
+                () = opened.watch.closed() => {
+                    let reason = format!("{} stopped listening (ICMP port unreachable)", args.addr);
                     println!("seq={seq}: no echo: {reason}");
-                    ended = Some(reason);
-                    break 'outer;
+                    self.ended = Some(reason);
+                    return Round::Stop;
                 }
-                _ = &mut ctrl_c => break 'outer,
+                _ = stop.wait_for(|&s| s) => return Round::Stop,
             };
-            match reply {
+            let echo = match reply {
                 Err(_) => {
-                    println!(
-                        "seq={seq}: no echo within {:.1} s",
-                        args.timeout.as_secs_f64()
-                    );
-                    break;
+                    let secs = args.timeout.as_secs_f64();
+                    println!("seq={seq}: no echo within {secs:.1} s");
+                    return Round::Next;
                 }
                 Ok(None) => {
                     let reason = conn
                         .close_reason()
                         .map_or_else(|| "closed".to_owned(), |r| r.to_string());
                     println!("seq={seq}: no echo: the session ended ({reason})");
-                    ended = Some(reason);
-                    break 'outer;
+                    self.ended = Some(reason);
+                    return Round::Stop;
                 }
-                Ok(Some(echo)) => {
-                    let echo_seq = echo
-                        .get(..8.min(size))
-                        .map(|b| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)));
-                    if echo == expected {
-                        let rtt = round_start.elapsed();
-                        received += 1;
-                        let _ = histogram.record((rtt.as_micros() as u64).max(1));
-                        exact.add(rtt);
-                        println!(
-                            "{} bytes from {}: seq={seq} time={:.3} ms",
-                            echo.len(),
-                            args.addr,
-                            rtt.as_secs_f64() * 1e3
-                        );
-                        break;
-                    } else if let Some(late) =
-                        echo_seq.filter(|&s| s < seq && echo == message(s, size))
-                    {
-                        println!("seq={late}: late echo");
-                    } else {
-                        mismatched += 1;
-                        println!(
-                            "seq={seq}: echo differs from what was sent ({} bytes)",
-                            echo.len()
-                        );
-                        break;
-                    }
-                }
+                Ok(Some(echo)) if is_noise(&echo) => continue,
+                Ok(Some(echo)) => echo,
+            };
+            if echo == expected {
+                self.record(seq, echo.len(), round_start.elapsed());
+                return Round::Next;
             }
-        }
-        seq += 1;
-        if args.count == 0 || seq < args.count {
-            tokio::select! {
-                () = tokio::time::sleep_until(tokio::time::Instant::from_std(round_start + interval)) => {}
-                _ = &mut ctrl_c => break,
+            let echo_seq = echo
+                .get(..8.min(args.size))
+                .map(|b| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)));
+            match echo_seq.filter(|&s| s < seq && echo == message(s, args.size)) {
+                Some(late) => println!("seq={late}: late echo"),
+                None => {
+                    self.mismatched += 1;
+                    let len = echo.len();
+                    println!("seq={seq}: echo differs from what was sent ({len} bytes)");
+                    return Round::Next;
+                }
             }
         }
     }
 
-    let stats = conn.stats().unwrap_or_default();
-    conn.close(DisconnectReason::Application);
-    let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
-
-    let lost = sent.saturating_sub(received + mismatched);
-    println!();
-    println!("--- {} soe ping statistics ---", args.addr);
-    println!(
-        "{sent} sent, {received} received, {mismatched} mismatched, {:.1}% loss, {} resend(s), {} datagram(s) out, {} in",
-        if sent == 0 {
-            0.0
-        } else {
-            lost as f64 * 100.0 / sent as f64
-        },
-        stats.resends,
-        stats.datagrams_sent,
-        stats.datagrams_received,
-    );
-    if let (Some(min), Some(max)) = (exact.min, exact.max) {
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        // min, avg and max are exact; p99 comes from the histogram (within 0.1 %), and is
-        // never shown outside [min, max].
-        let p99 = Duration::from_micros(histogram.value_at_quantile(0.99)).clamp(min, max);
+    /// Counts a verified echo and prints its line.
+    fn record(&mut self, seq: u64, len: usize, rtt: Duration) {
+        self.received += 1;
+        let _ = self.histogram.record((rtt.as_micros() as u64).max(1));
+        self.exact.add(rtt);
         println!(
-            "rtt min/avg/max/p99 = {:.3}/{:.3}/{:.3}/{:.3} ms",
-            ms(min),
-            ms(exact.sum) / received as f64,
-            ms(max),
-            ms(p99),
+            "{len} bytes from {}: seq={seq} time={:.3} ms",
+            self.args.addr,
+            rtt.as_secs_f64() * 1e3
         );
     }
-    if let Some(reason) = &ended {
-        println!("the session ended: {reason}");
+
+    /// Prints the summary.
+    fn summary(&self, stats: &soe_tokio::SessionStats) {
+        let lost = self.sent.saturating_sub(self.received + self.mismatched);
+        println!();
+        println!("--- {} soe ping statistics ---", self.args.addr);
+        println!(
+            "{} sent, {} received, {} mismatched, {:.1}% loss, {} resend(s), {} datagram(s) out, {} in",
+            self.sent,
+            self.received,
+            self.mismatched,
+            if self.sent == 0 {
+                0.0
+            } else {
+                lost as f64 * 100.0 / self.sent as f64
+            },
+            stats.resends,
+            stats.datagrams_sent,
+            stats.datagrams_received,
+        );
+        if let (Some(min), Some(max)) = (self.exact.min, self.exact.max) {
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            // min, avg and max are exact; p99 comes from the histogram (within 0.1 %), and is
+            // never shown outside [min, max].
+            let p99 = Duration::from_micros(self.histogram.value_at_quantile(0.99)).clamp(min, max);
+            println!(
+                "rtt min/avg/max/p99 = {:.3}/{:.3}/{:.3}/{:.3} ms",
+                ms(min),
+                ms(self.exact.sum) / self.received as f64,
+                ms(max),
+                ms(p99),
+            );
+        }
+        if let Some(reason) = &self.ended {
+            println!("the session ended: {reason}");
+        }
     }
-    Ok(if received == sent && mismatched == 0 && ended.is_none() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+
+    /// Whether every message sent came back as sent, and the session lasted.
+    fn ok(&self) -> bool {
+        self.received == self.sent && self.mismatched == 0 && self.ended.is_none()
+    }
 }
 
 /// Exact round-trip extremes and sum (the histogram's buckets would round them).

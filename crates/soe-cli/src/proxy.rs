@@ -80,6 +80,20 @@ pub(crate) struct ProxyArgs {
     idle_timeout: Duration,
 }
 
+/// Whether `upstream` is the proxy's own bound address `listen`: the same port and address,
+/// or one of them unspecified (`0.0.0.0`, `::`) while the other is an address of this host
+/// (a datagram sent to an unspecified address goes to this host).
+fn relays_to_itself(listen: SocketAddr, upstream: SocketAddr) -> bool {
+    if listen.port() != upstream.port() {
+        return false;
+    }
+    let (l, u) = (listen.ip(), upstream.ip());
+    let local = |ip: std::net::IpAddr| {
+        ip.is_unspecified() || ip.is_loopback() || std::net::UdpSocket::bind((ip, 0)).is_ok()
+    };
+    l == u || (l.is_unspecified() && local(u)) || (u.is_unspecified() && local(l))
+}
+
 fn parse_probability(s: &str) -> Result<f64, String> {
     let p: f64 = s
         .trim_end_matches('%')
@@ -223,6 +237,13 @@ async fn proxy(args: ProxyArgs) -> Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listen.local_addr()?;
+    if relays_to_itself(local, args.upstream) {
+        anyhow::bail!(
+            "--upstream {} is this proxy's own listening address ({local}): it would relay \
+             every datagram to itself",
+            args.upstream
+        );
+    }
     let writer = match &args.write {
         Some(path) => Some(PcapWriter::create(path)?),
         None => None,
@@ -482,6 +503,13 @@ impl Proxy {
             writer.flush()?;
         }
         let mut out = std::io::stdout().lock();
+        for flush in self.dissector.flush() {
+            if self.args.json {
+                writeln!(out, "{}", serde_json::to_value(&flush)?)?;
+            } else {
+                writeln!(out, "{}", flush.render().trim_end())?;
+            }
+        }
         for summary in self.dissector.summaries() {
             if self.args.json {
                 let mut value = serde_json::to_value(&summary)?;
@@ -546,4 +574,25 @@ fn fate_json(fate: &Fate) -> Value {
         "delay_ms": fate.delay_ms,
         "reordered": fate.reordered,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxy_is_not_its_own_upstream() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(relays_to_itself(a("127.0.0.1:20043"), a("127.0.0.1:20043")));
+        assert!(relays_to_itself(a("0.0.0.0:20043"), a("127.0.0.1:20043")));
+        assert!(relays_to_itself(a("127.0.0.1:20043"), a("0.0.0.0:20043")));
+        assert!(relays_to_itself(a("[::]:20043"), a("127.0.0.1:20043")));
+        assert!(relays_to_itself(a("[::1]:20043"), a("[::1]:20043")));
+        // another port, or another host's address on the same port
+        assert!(!relays_to_itself(
+            a("127.0.0.1:20043"),
+            a("127.0.0.1:20042")
+        ));
+        assert!(!relays_to_itself(a("0.0.0.0:20043"), a("192.0.2.7:20043")));
+    }
 }

@@ -1,24 +1,42 @@
 //! `soe serve`: an echo or sink server that logs sessions as they open and close.
+//!
+//! One task takes every event of the endpoint (stream mode): a message is echoed the way it
+//! came (reliable on its channel, unreliable as unreliable, ordered as ordered) straight into
+//! its session's queue. Only when a session's send queue is full does its echo go through a
+//! task of its own that waits for room, so one slow client holds up no other.
+//!
+//! Besides echoing, the server answers the key check of `soe ping` and `soe load`
+//! ([`crate::keycheck`]), and judges whether the first bytes each session receives still look
+//! encrypted after its decryption ([`soe_dissect::Randomness`]: the first KiB of reliable data
+//! received, decided at [`JUDGE_AT`] bytes, or at the close from [`RANDOMNESS_MIN_BYTES`]; a
+//! session that received less is not judged). Both are logged and counted in the stats line
+//! and the metrics.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use soe_dissect::{RANDOMNESS_MIN_BYTES, Randomness};
+use soe_tokio::bytes::Bytes;
 use soe_tokio::{
-    Config, Connection, ConnectionId, DisconnectReason, Endpoint, EndpointConfig, SessionStats,
+    Channel, CloseReason, Config, Connection, ConnectionId, Delivery, DisconnectReason, Endpoint,
+    EndpointConfig, EndpointEvent, EventMode, SessionStats, TrySendError,
 };
+use tokio::sync::{mpsc, watch};
 
-use crate::flags::SessionFlags;
+use crate::flags::{ServerFlags, SessionFlags};
+use crate::keycheck::{HELLO_ACK, ServerCheck};
 
 /// What the server does with each message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Mode {
-    /// Send every message back on the channel it came on.
+    /// Send every message back the way it came: reliable on its channel, unreliable as
+    /// unreliable, ordered as ordered.
     Echo,
     /// Count every message and drop it.
     Sink,
@@ -33,7 +51,8 @@ pub(crate) struct ServeArgs {
     /// Echo every message back, or swallow it.
     #[arg(long, value_enum, default_value_t = Mode::Echo)]
     mode: Mode,
-    /// Print a one-line summary every S seconds (sessions, messages/s, resends, CRC rejects).
+    /// Print a one-line summary every S seconds (sessions, messages/s, resends, CRC rejects,
+    /// key checks).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     stats_interval: Option<Duration>,
     /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`).
@@ -47,6 +66,8 @@ pub(crate) struct ServeArgs {
     duration: Option<Duration>,
     #[command(flatten)]
     session: SessionFlags,
+    #[command(flatten)]
+    server: ServerFlags,
 }
 
 /// Parses a non-negative number of seconds (fractions allowed).
@@ -60,7 +81,12 @@ pub(crate) fn parse_seconds(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Counters shared by the connection tasks, the stats line and the metrics.
+/// The received bytes at which a session's randomness is judged (the first KiB): enough for
+/// the chi-square test to tell RC4 output from any structured data with a wide margin.
+pub(crate) const JUDGE_AT: usize = 1024;
+
+/// Counters shared by the event loop, the stats line and the metrics; each is updated as its
+/// event happens, so that one scrape reads them all at one point.
 #[derive(Debug, Default)]
 struct Totals {
     opened: AtomicU64,
@@ -68,13 +94,65 @@ struct Totals {
     messages_in: AtomicU64,
     messages_out: AtomicU64,
     bytes_in: AtomicU64,
+    /// Unreliable and ordered echoes the session's queue had no room for.
+    echoes_dropped: AtomicU64,
     /// Resends and CRC rejects of sessions that have ended (live ones are read from their stats).
     closed_resends: AtomicU64,
     closed_crc_rejects: AtomicU64,
+    /// Key probes read right, and not.
+    keys_agreed: AtomicU64,
+    keys_mismatched: AtomicU64,
+    /// Sessions whose received data looks encrypted after this server's decryption.
+    looking_encrypted: AtomicU64,
 }
 
-/// The live connections, for the stats line.
-type Live = Arc<Mutex<HashMap<ConnectionId, Connection>>>;
+/// What the event loop, the stats line and the metrics share.
+#[derive(Debug, Default)]
+struct Shared {
+    totals: Totals,
+    /// The live connections, for their resend and CRC counters.
+    live: Mutex<HashMap<ConnectionId, Connection>>,
+}
+
+impl Shared {
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<ConnectionId, Connection>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Resends and CRC rejects, ended sessions and live ones, and the live count.
+    fn transport(&self) -> (u64, u64, usize) {
+        let live_stats: Vec<SessionStats> =
+            self.live().values().filter_map(Connection::stats).collect();
+        let t = &self.totals;
+        let resends = t.closed_resends.load(Ordering::Relaxed)
+            + live_stats.iter().map(|s| s.resends).sum::<u64>();
+        let crc_rejects = t.closed_crc_rejects.load(Ordering::Relaxed)
+            + live_stats.iter().map(|s| s.crc_rejects).sum::<u64>();
+        (resends, crc_rejects, live_stats.len())
+    }
+
+    /// Sets every metric from the counters: called at each scrape, so a scrape sees the
+    /// messages of every session it sees closed.
+    fn publish_metrics(&self) {
+        let t = &self.totals;
+        let (resends, crc_rejects, live) = self.transport();
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        metrics::gauge!("soe_sessions").set(live as f64);
+        metrics::counter!("soe_sessions_opened_total").absolute(get(&t.opened));
+        metrics::counter!("soe_messages_received_total").absolute(get(&t.messages_in));
+        metrics::counter!("soe_messages_sent_total").absolute(get(&t.messages_out));
+        metrics::counter!("soe_bytes_received_total").absolute(get(&t.bytes_in));
+        metrics::counter!("soe_echoes_dropped_total").absolute(get(&t.echoes_dropped));
+        metrics::counter!("soe_resends_total").absolute(resends);
+        metrics::counter!("soe_crc_rejects_total").absolute(crc_rejects);
+        metrics::counter!("soe_key_checks_total", "result" => "agreed")
+            .absolute(get(&t.keys_agreed));
+        metrics::counter!("soe_key_checks_total", "result" => "mismatch")
+            .absolute(get(&t.keys_mismatched));
+        metrics::counter!("soe_sessions_looking_encrypted_total")
+            .absolute(get(&t.looking_encrypted));
+    }
+}
 
 /// Runs the command.
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
@@ -82,75 +160,79 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
 }
 
 async fn serve(args: ServeArgs) -> Result<ExitCode> {
-    let session = args.session.session_config()?;
+    let session = args.session.session_config(Some(&args.server))?;
+    let key = args.session.rc4_key.is_some();
     let endpoint_config =
         EndpointConfig::server(session.clone()).with_max_sessions(args.max_sessions);
-    let endpoint = Endpoint::bind(args.bind, Config::new(Arc::new(endpoint_config)))
+    let config = Config::new(Arc::new(endpoint_config)).with_event_mode(EventMode::Stream);
+    let backlog_limit = config.receive_queue_bytes;
+    let endpoint = Endpoint::bind(args.bind, config)
         .with_context(|| format!("cannot listen on {}", args.bind))?;
-    let local = endpoint.local_addr();
     println!(
-        "soe serve: listening on {local} (protocol {:?}, {:?} mode, CRC {} bytes, compression {}, RC4 {})",
+        "soe serve: listening on {} (protocol {:?}, {:?} mode, CRC {} bytes, compression {}, RC4 {})",
+        endpoint.local_addr(),
         args.session.protocol,
         args.mode,
-        args.session.crc_length,
-        on_off(args.session.compress),
-        on_off(args.session.rc4_key.is_some()),
+        args.server.crc_length,
+        on_off(args.server.compress),
+        match (key, args.session.rc4_after_first_message) {
+            (false, _) => "off",
+            (true, false) => "on",
+            (true, true) => "on after the first message",
+        },
     );
+    let shared = Arc::new(Shared::default());
     if let Some(addr) = args.metrics {
-        let bound = crate::metrics_http::serve(addr).await?;
+        let publish = shared.clone();
+        let bound = crate::metrics_http::serve(addr, move || publish.publish_metrics()).await?;
         println!("soe serve: Prometheus metrics on http://{bound}/metrics");
     }
-
-    let totals = Arc::new(Totals::default());
-    let live: Live = Arc::default();
     let started = Instant::now();
-
-    let stats_task = {
-        let (totals, live) = (totals.clone(), live.clone());
-        let print_every = args.stats_interval.filter(|d| !d.is_zero());
-        let metrics_on = args.metrics.is_some();
-        tokio::spawn(async move { report(totals, live, print_every, metrics_on).await })
-    };
-
-    let accept_loop = {
-        let (endpoint, totals, live) = (endpoint.clone(), totals.clone(), live.clone());
-        let mode = args.mode;
-        async move {
-            while let Some(conn) = endpoint.accept().await {
-                tokio::spawn(handle(conn, mode, totals.clone(), live.clone()));
-            }
-        }
+    let stats_task = args
+        .stats_interval
+        .filter(|d| !d.is_zero())
+        .map(|every| tokio::spawn(print_stats(shared.clone(), every)));
+    let mut server = Server {
+        mode: args.mode,
+        rc4_after_first: args.session.rc4_after_first_message,
+        key,
+        backlog_limit,
+        shared: shared.clone(),
+        peers: HashMap::new(),
     };
     let stop = stop_signal(args.duration);
-    tokio::select! {
-        () = accept_loop => {}
-        () = stop => {}
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            event = endpoint.next_event() => match event {
+                Some(event) => server.on_event(event),
+                None => break,
+            },
+            () = &mut stop => break,
+        }
     }
-
     println!(
         "soe serve: shutting down, closing {} session(s)",
         endpoint.session_count()
     );
     endpoint.close(DisconnectReason::Application);
-    let _ = tokio::time::timeout(Duration::from_secs(5), endpoint.wait_idle()).await;
-    // Let the connection tasks print their close lines.
-    for _ in 0..50 {
-        if live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
-        {
-            break;
+    // The sessions' closes come as events: take them, so each prints its close line.
+    let drain = async {
+        while let Some(event) = endpoint.next_event().await {
+            server.on_event(event);
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
+    if let Some(task) = stats_task {
+        task.abort();
     }
-    stats_task.abort();
+    let t = &shared.totals;
     println!(
         "soe serve: done after {:.1} s: {} session(s), {} message(s) in, {} out",
         started.elapsed().as_secs_f64(),
-        totals.opened.load(Ordering::Relaxed),
-        totals.messages_in.load(Ordering::Relaxed),
-        totals.messages_out.load(Ordering::Relaxed),
+        t.opened.load(Ordering::Relaxed),
+        t.messages_in.load(Ordering::Relaxed),
+        t.messages_out.load(Ordering::Relaxed),
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -169,116 +251,394 @@ pub(crate) async fn stop_signal(duration: Option<Duration>) {
     }
 }
 
+/// A flag that becomes true on Ctrl-C (SIGINT); call within a runtime.
+pub(crate) fn interrupted() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = tx.send(true);
+        }
+    });
+    rx
+}
+
 fn on_off(on: bool) -> &'static str {
     if on { "on" } else { "off" }
 }
 
-/// Serves one connection until it ends, then logs why.
-async fn handle(conn: Connection, mode: Mode, totals: Arc<Totals>, live: Live) {
-    let id = conn.id();
-    let peer = conn.remote_addr();
-    let opened = Instant::now();
-    totals.opened.fetch_add(1, Ordering::Relaxed);
-    metrics::counter!("soe_sessions_opened_total").increment(1);
-    live.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(id, conn.clone());
-    println!("open  {id} {peer}");
-    let (mut messages_in, mut messages_out) = (0u64, 0u64);
-    while let Some((channel, data)) = conn.recv_with_channel().await {
-        messages_in += 1;
-        totals.messages_in.fetch_add(1, Ordering::Relaxed);
-        totals
-            .bytes_in
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        if mode == Mode::Echo {
-            if conn.send_on(channel, data).await.is_err() {
-                break;
-            }
-            messages_out += 1;
-            totals.messages_out.fetch_add(1, Ordering::Relaxed);
+/// What the server knows of one session.
+struct Peer {
+    conn: Connection,
+    addr: SocketAddr,
+    opened: Instant,
+    messages_in: u64,
+    messages_out: u64,
+    /// Whether a reliable message came yet (the first is the key probe, and the point where
+    /// `--rc4-after-first-message` switches).
+    first_reliable_seen: bool,
+    check: ServerCheck,
+    /// The randomness of the reliable data received, until judged.
+    judge: Option<Box<Randomness>>,
+    /// What the judge found: `Some(true)` looks encrypted.
+    looks_encrypted: Option<bool>,
+    /// Echoes waiting for room in the session's send queue, when it filled.
+    backlog: Option<Backlog>,
+}
+
+/// Reliable echoes that wait for room, sent in order by a task of their own.
+struct Backlog {
+    tx: mpsc::UnboundedSender<(Channel, Bytes)>,
+    /// Messages waiting (while any does, later ones queue behind it, to keep the order).
+    messages: Arc<AtomicUsize>,
+    /// Their bytes.
+    bytes: Arc<AtomicUsize>,
+}
+
+/// The event loop's state.
+struct Server {
+    mode: Mode,
+    rc4_after_first: bool,
+    key: bool,
+    /// The most echo bytes a session may have waiting for room before it is closed
+    /// (`ReliableOverflow`), as the runtime bounds what a reader leaves unread.
+    backlog_limit: usize,
+    shared: Arc<Shared>,
+    peers: HashMap<ConnectionId, Peer>,
+}
+
+impl Server {
+    fn on_event(&mut self, event: EndpointEvent) {
+        match event {
+            EndpointEvent::Accepted(conn) => self.open(conn),
+            EndpointEvent::Message {
+                connection,
+                channel,
+                data,
+                kind,
+            } => self.message(connection, channel, data, kind),
+            EndpointEvent::Closed { connection, reason } => self.close(connection, reason),
+            _ => {}
         }
     }
-    let reason = conn.closed().await;
-    let stats = conn.stats().unwrap_or_default();
-    totals
-        .closed_resends
-        .fetch_add(stats.resends, Ordering::Relaxed);
-    totals
-        .closed_crc_rejects
-        .fetch_add(stats.crc_rejects, Ordering::Relaxed);
-    totals.closed.fetch_add(1, Ordering::Relaxed);
-    metrics::counter!("soe_sessions_closed_total", "reason" => format!("{:?}", reason.reason))
-        .increment(1);
-    live.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .remove(&id);
+
+    fn open(&mut self, conn: Connection) {
+        let (id, addr) = (conn.id(), conn.remote_addr());
+        self.shared.totals.opened.fetch_add(1, Ordering::Relaxed);
+        self.shared.live().insert(id, conn.clone());
+        println!("open  {id} {addr}");
+        self.peers.insert(
+            id,
+            Peer {
+                conn,
+                addr,
+                opened: Instant::now(),
+                messages_in: 0,
+                messages_out: 0,
+                first_reliable_seen: false,
+                check: ServerCheck::default(),
+                judge: Some(Box::new(Randomness::new())),
+                looks_encrypted: None,
+                backlog: None,
+            },
+        );
+    }
+
+    /// Answers the key check, or counts a message and echoes it the way it came. (The key
+    /// check's hello and probe are not counted as messages: they are the tool's, not the
+    /// user's.)
+    fn message(&mut self, id: ConnectionId, channel: Channel, data: Bytes, kind: Delivery) {
+        let mode = self.mode;
+        let Some(peer) = self.peers.get_mut(&id) else {
+            return;
+        };
+        let totals = &self.shared.totals;
+        match kind {
+            Delivery::Unreliable if peer.check.on_unreliable(&data) => {
+                let _ = peer.conn.send_unreliable(Bytes::from_static(HELLO_ACK));
+            }
+            Delivery::Unreliable | Delivery::Ordered => {
+                count_in(peer, totals, data.len());
+                if mode == Mode::Echo {
+                    let sent = if kind == Delivery::Ordered {
+                        peer.conn.send_ordered(data)
+                    } else {
+                        peer.conn.send_unreliable(data)
+                    };
+                    match sent {
+                        Ok(()) => count_out(peer, totals),
+                        Err(_) => {
+                            totals.echoes_dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+            _ => self.reliable(id, channel, data),
+        }
+    }
+
+    /// A reliable message. The session's first is where RC4 switches on with
+    /// `--rc4-after-first-message`, and may be the key probe, answered instead of echoed;
+    /// the first KiB is judged; every other message is echoed on its channel.
+    fn reliable(&mut self, id: ConnectionId, channel: Channel, data: Bytes) {
+        let (backlog_limit, key) = (self.backlog_limit, self.key);
+        let Some(peer) = self.peers.get_mut(&id) else {
+            return;
+        };
+        let totals = &self.shared.totals;
+        if !peer.first_reliable_seen {
+            peer.first_reliable_seen = true;
+            let answer = peer.check.on_first_reliable(&data);
+            if self.rc4_after_first {
+                peer.conn.set_encryption(true);
+            }
+            if let Some(answer) = answer {
+                note_key_check(peer, totals, key);
+                let answer = Outgoing {
+                    channel,
+                    data: Bytes::from(answer),
+                    echo: false,
+                };
+                send_reliable(peer, totals, answer, backlog_limit);
+                return;
+            }
+        }
+        count_in(peer, totals, data.len());
+        judge(peer, totals, &data, key);
+        if self.mode == Mode::Echo {
+            let echo = Outgoing {
+                channel,
+                data,
+                echo: true,
+            };
+            send_reliable(peer, totals, echo, backlog_limit);
+        }
+    }
+
+    fn close(&mut self, id: ConnectionId, reason: CloseReason) {
+        self.shared.live().remove(&id);
+        let Some(mut peer) = self.peers.remove(&id) else {
+            return;
+        };
+        let totals = &self.shared.totals;
+        let stats = peer.conn.stats().unwrap_or_default();
+        totals
+            .closed_resends
+            .fetch_add(stats.resends, Ordering::Relaxed);
+        totals
+            .closed_crc_rejects
+            .fetch_add(stats.crc_rejects, Ordering::Relaxed);
+        totals.closed.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("soe_sessions_closed_total", "reason" => format!("{:?}", reason.reason))
+            .increment(1);
+        let verdict = final_verdict(&mut peer, totals, self.key);
+        println!(
+            "close {id} {}: {:?} by {} after {:.1} s; {} message(s) in, {} out, {} resend(s), {} CRC reject(s); {}",
+            peer.addr,
+            reason.reason,
+            if reason.by_peer {
+                "the peer"
+            } else {
+                "this side"
+            },
+            peer.opened.elapsed().as_secs_f64(),
+            peer.messages_in,
+            peer.messages_out,
+            stats.resends,
+            stats.crc_rejects,
+            verdict,
+        );
+    }
+}
+
+/// Counts a message received.
+fn count_in(peer: &mut Peer, totals: &Totals, len: usize) {
+    peer.messages_in += 1;
+    totals.messages_in.fetch_add(1, Ordering::Relaxed);
+    totals.bytes_in.fetch_add(len as u64, Ordering::Relaxed);
+}
+
+/// Counts an echo handed to the session.
+fn count_out(peer: &mut Peer, totals: &Totals) {
+    peer.messages_out += 1;
+    totals.messages_out.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Queues a reliable message (an echo, counted; or the key probe's answer, not): straight
+/// into the session when it has room (and nothing waits before it), else behind the others in
+/// the session's backlog.
+fn send_reliable(peer: &mut Peer, totals: &Totals, out: Outgoing, limit: usize) {
+    let Outgoing {
+        channel,
+        data,
+        echo,
+    } = out;
+    let count = |peer: &mut Peer| {
+        if echo {
+            count_out(peer, totals);
+        }
+    };
+    let waiting = peer
+        .backlog
+        .as_ref()
+        .is_some_and(|b| b.messages.load(Ordering::Acquire) > 0);
+    let data = if waiting {
+        data
+    } else {
+        match peer.conn.try_send_on(channel, data) {
+            Ok(()) => return count(peer),
+            Err(TrySendError::Full(data)) => data,
+            Err(_) => return,
+        }
+    };
+    let backlog = peer
+        .backlog
+        .get_or_insert_with(|| start_backlog(peer.conn.clone()));
+    let waiting = backlog.bytes.fetch_add(data.len(), Ordering::AcqRel) + data.len();
+    if waiting > limit {
+        println!(
+            "{} {}: {waiting} bytes of echoes wait for room (limit {limit}): closing the session",
+            peer.conn.id(),
+            peer.addr
+        );
+        peer.conn.close(DisconnectReason::ReliableOverflow);
+        return;
+    }
+    backlog.messages.fetch_add(1, Ordering::AcqRel);
+    if backlog.tx.send((channel, data)).is_ok() {
+        count(peer);
+    }
+}
+
+/// A reliable message to send.
+struct Outgoing {
+    channel: Channel,
+    data: Bytes,
+    /// An echo (counted as a message out), or the key probe's answer.
+    echo: bool,
+}
+
+/// The task that sends a session's waiting echoes as its queue makes room.
+fn start_backlog(conn: Connection) -> Backlog {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Channel, Bytes)>();
+    let messages = Arc::new(AtomicUsize::new(0));
+    let bytes = Arc::new(AtomicUsize::new(0));
+    let (messages_left, bytes_left) = (messages.clone(), bytes.clone());
+    tokio::spawn(async move {
+        while let Some((channel, data)) = rx.recv().await {
+            let len = data.len();
+            if conn.send_on(channel, data).await.is_err() {
+                return;
+            }
+            bytes_left.fetch_sub(len, Ordering::AcqRel);
+            messages_left.fetch_sub(1, Ordering::AcqRel);
+        }
+    });
+    Backlog {
+        tx,
+        messages,
+        bytes,
+    }
+}
+
+/// Logs and counts what the key probe showed.
+fn note_key_check(peer: &Peer, totals: &Totals, key: bool) {
+    if peer.check == ServerCheck::Read {
+        totals.keys_agreed.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    totals.keys_mismatched.fetch_add(1, Ordering::Relaxed);
     println!(
-        "close {id} {peer}: {:?} by {} after {:.1} s; {messages_in} message(s) in, {messages_out} out, {} resend(s), {} CRC reject(s)",
-        reason.reason,
-        if reason.by_peer {
-            "the peer"
+        "key   {} {}: KEY MISMATCH: the client's key probe does not read here ({}): its RC4 key \
+         differs from this server's, or only one side turns RC4 on after the first message",
+        peer.conn.id(),
+        peer.addr,
+        if key {
+            "this server decrypts with its --rc4-key"
         } else {
-            "this side"
-        },
-        opened.elapsed().as_secs_f64(),
-        stats.resends,
-        stats.crc_rejects,
+            "this server has no --rc4-key"
+        }
     );
 }
 
-/// Prints the stats line every `print_every` and keeps the metrics current.
-async fn report(totals: Arc<Totals>, live: Live, print_every: Option<Duration>, metrics_on: bool) {
-    if print_every.is_none() && !metrics_on {
+/// Adds received data to the session's randomness judge until it decides at [`JUDGE_AT`]
+/// bytes; at most [`JUDGE_AT`] bytes per session are looked at, and nothing is allocated.
+fn judge(peer: &mut Peer, totals: &Totals, data: &[u8], key: bool) {
+    let Some(judge) = peer.judge.as_deref_mut() else {
         return;
-    }
-    let period = print_every.unwrap_or(Duration::from_secs(1));
-    let period = if metrics_on {
-        period.min(Duration::from_secs(1))
-    } else {
-        period
     };
-    let mut ticker = tokio::time::interval(period);
+    let room = JUDGE_AT.saturating_sub(judge.len());
+    judge.add(data.get(..room).unwrap_or(data));
+    if judge.len() >= JUDGE_AT {
+        decide(peer, totals, key);
+    }
+}
+
+/// The judge's verdict, logged (and counted) when the data looks encrypted.
+fn decide(peer: &mut Peer, totals: &Totals, key: bool) {
+    let Some(judge) = peer.judge.take() else {
+        return;
+    };
+    peer.looks_encrypted = judge.looks_random();
+    if peer.looks_encrypted == Some(true) {
+        totals.looking_encrypted.fetch_add(1, Ordering::Relaxed);
+        println!(
+            "key   {} {}: what this session receives looks encrypted {} ({} bytes judged): {}",
+            peer.conn.id(),
+            peer.addr,
+            if key {
+                "after this server's decryption"
+            } else {
+                "(uniformly random bytes)"
+            },
+            judge.len(),
+            if key {
+                "the client's RC4 key differs from this server's, or it sends none (or random data)"
+            } else {
+                "the client may use an RC4 key this server lacks (or it sends random data)"
+            }
+        );
+    }
+}
+
+/// What the close line says of the session's key: the probe's verdict, else the judge's.
+fn final_verdict(peer: &mut Peer, totals: &Totals, key: bool) -> String {
+    match peer.check {
+        ServerCheck::Read => return "key probe read".into(),
+        ServerCheck::Unreadable => return "KEY MISMATCH (probe unreadable)".into(),
+        _ => {}
+    }
+    let judged = peer.judge.as_ref().map_or(usize::MAX, |j| j.len());
+    if judged < RANDOMNESS_MIN_BYTES {
+        return format!("data not judged (under {RANDOMNESS_MIN_BYTES} bytes)");
+    }
+    decide(peer, totals, key);
+    match peer.looks_encrypted {
+        Some(true) => "data received LOOKS ENCRYPTED".into(),
+        Some(false) => "data received reads as plaintext".into(),
+        None => format!("data not judged (under {RANDOMNESS_MIN_BYTES} bytes)"),
+    }
+}
+
+/// Prints the stats line every `every`.
+async fn print_stats(shared: Arc<Shared>, every: Duration) {
+    let mut ticker = tokio::time::interval(every);
     ticker.tick().await;
     let mut last_print = Instant::now();
     let mut last_messages = 0u64;
     loop {
         ticker.tick().await;
-        let conns: Vec<Connection> = live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        let live_stats: Vec<SessionStats> = conns.iter().filter_map(Connection::stats).collect();
-        let resends = totals.closed_resends.load(Ordering::Relaxed)
-            + live_stats.iter().map(|s| s.resends).sum::<u64>();
-        let crc_rejects = totals.closed_crc_rejects.load(Ordering::Relaxed)
-            + live_stats.iter().map(|s| s.crc_rejects).sum::<u64>();
-        let messages = totals.messages_in.load(Ordering::Relaxed);
-        if metrics_on {
-            metrics::gauge!("soe_sessions").set(conns.len() as f64);
-            metrics::counter!("soe_messages_received_total").absolute(messages);
-            metrics::counter!("soe_messages_sent_total")
-                .absolute(totals.messages_out.load(Ordering::Relaxed));
-            metrics::counter!("soe_bytes_received_total")
-                .absolute(totals.bytes_in.load(Ordering::Relaxed));
-            metrics::counter!("soe_resends_total").absolute(resends);
-            metrics::counter!("soe_crc_rejects_total").absolute(crc_rejects);
-        }
-        if let Some(every) = print_every {
-            let elapsed = last_print.elapsed();
-            if elapsed + Duration::from_millis(5) >= every {
-                let rate = (messages - last_messages) as f64 / elapsed.as_secs_f64().max(1e-9);
-                println!(
-                    "stats: {} session(s) ({} opened, {} closed), {rate:.0} message(s)/s in, {resends} resend(s), {crc_rejects} CRC reject(s)",
-                    conns.len(),
-                    totals.opened.load(Ordering::Relaxed),
-                    totals.closed.load(Ordering::Relaxed),
-                );
-                last_print = Instant::now();
-                last_messages = messages;
-            }
-        }
+        let t = &shared.totals;
+        let (resends, crc_rejects, live) = shared.transport();
+        let messages = t.messages_in.load(Ordering::Relaxed);
+        let elapsed = last_print.elapsed();
+        let rate = (messages - last_messages) as f64 / elapsed.as_secs_f64().max(1e-9);
+        println!(
+            "stats: {live} session(s) ({} opened, {} closed), {rate:.0} message(s)/s in, {resends} resend(s), {crc_rejects} CRC reject(s), {} key mismatch(es)",
+            t.opened.load(Ordering::Relaxed),
+            t.closed.load(Ordering::Relaxed),
+            t.keys_mismatched.load(Ordering::Relaxed),
+        );
+        last_print = Instant::now();
+        last_messages = messages;
     }
 }

@@ -71,7 +71,9 @@ impl Run {
 
 /// Runs `soe decode` with `args` (and `stdin`), asserting it did not panic.
 fn soe(args: &[&str], stdin: Option<&[u8]>) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_soe"))
+    let bin =
+        std::env::var("SOE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_soe").to_owned());
+    let mut child = Command::new(bin)
         .arg("decode")
         .args(args)
         .stdin(if stdin.is_some() {
@@ -1044,4 +1046,159 @@ fn a_key_per_server_port() {
     // A port rule is checked when parsed.
     fails(&["--pcap", pcap, "--rc4-key", "70000=AAAA"], None, "port");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The sequences of the reliable data packets in a datagram record.
+fn data_sequences(record: &Value) -> Vec<u64> {
+    fn walk(node: &Value, out: &mut Vec<u64>) {
+        if let Some(seq) = node["reliable"]["sequence"].as_u64() {
+            out.push(seq);
+        }
+        for child in node["children"].as_array().into_iter().flatten() {
+            walk(child, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&record["packet"], &mut out);
+    out
+}
+
+/// A capture that lost two of the server's data datagrams (the client received them): the
+/// stream goes on past the gap, every message shown is one that was sent, and the summary
+/// (text and JSON) says what the capture lost.
+#[test]
+fn a_capture_that_lost_packets_goes_on_past_the_gap() {
+    let (recorded, _to_server, to_client) = record(false);
+    let dir = temp_dir("gaps");
+    let client: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+    let server: SocketAddr = "127.0.0.1:20042".parse().unwrap();
+    let whole = dir.join("whole.pcap");
+    write_pcap(&whole, &recorded, client, server);
+    let port = ["--port", "20042"];
+    let run = soe(
+        &[
+            "--pcap",
+            whole.to_str().unwrap(),
+            "--json",
+            port[0],
+            port[1],
+        ],
+        None,
+    );
+    assert!(run.ok(), "{}", run.stderr);
+    let records = run.of_type("datagram");
+    assert_eq!(records.len(), recorded.len());
+    // Two of the server's datagrams with data, each sequence seen only there.
+    let seen = |seq: u64| {
+        records
+            .iter()
+            .filter(|r| r["direction"] == "server_to_client" && data_sequences(r).contains(&seq))
+            .count()
+    };
+    let cut: Vec<usize> = (0..records.len())
+        .filter(|&i| {
+            let seqs = data_sequences(&records[i]);
+            records[i]["direction"] == "server_to_client"
+                && !seqs.is_empty()
+                && seqs.iter().all(|&s| seen(s) == 1)
+        })
+        .skip(3)
+        .take(2)
+        .collect();
+    assert_eq!(cut.len(), 2);
+    let lost: usize = cut.iter().map(|&i| data_sequences(&records[i]).len()).sum();
+    let kept: Vec<Recorded> = recorded
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !cut.contains(i))
+        .map(|(_, r)| r.clone())
+        .collect();
+    let path = dir.join("lossy.pcap");
+    write_pcap(&path, &kept, client, server);
+    let run = soe(
+        &["--pcap", path.to_str().unwrap(), "--json", port[0], port[1]],
+        None,
+    );
+    assert!(run.ok(), "{}", run.stderr);
+    let mut shown: Vec<Vec<u8>> = Vec::new();
+    for r in run
+        .json()
+        .iter()
+        .filter(|r| r["type"] == "datagram" || r["type"] == "flush")
+    {
+        if r["direction"] == "server_to_client" {
+            for m in r["messages"].as_array().unwrap() {
+                shown.push(hex::decode(m["hex"].as_str().unwrap()).unwrap());
+            }
+        }
+    }
+    // nothing invented: what is shown is what was sent, in order, some left out
+    let mut at = 0;
+    for m in &shown {
+        let found = to_client[at..]
+            .iter()
+            .position(|s| s == m)
+            .unwrap_or_else(|| panic!("{} is no message sent", hex::encode(m)));
+        at += found + 1;
+    }
+    assert!(shown.len() < to_client.len());
+    assert_eq!(
+        shown.last(),
+        to_client.last(),
+        "the stream went on to the end"
+    );
+    let session = &run.of_type("session")[0];
+    let down = &session["directions"][1];
+    assert_eq!(down["capture_lost_packets"], lost as u64, "{down}");
+    assert!(down["capture_gaps"].as_u64().unwrap() >= 1, "{down}");
+    assert!(down["gaps"][0]["first"].is_u64(), "{down}");
+    assert!(down["unassembled_messages"].is_u64(), "{down}");
+    assert!(down["unplaced_fragments"].is_u64(), "{down}");
+    // the peers' own losses are told apart: resends, not capture losses
+    assert!(down["resends"].as_u64().unwrap() >= 1, "{down}");
+    let run = soe(&["--pcap", path.to_str().unwrap()], None);
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("lost to the capture: {lost} reliable packets")),
+        "{}",
+        run.stdout
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A key applied to fewer than 256 bytes cannot be judged: the message is not called
+/// decrypted, and the summary says the verdict could not be reached.
+#[test]
+fn a_key_on_too_few_bytes_is_not_called_decrypted() {
+    // "hello there", encrypted with another key than the one given.
+    let other = base64::engine::general_purpose::STANDARD.encode(b"another key");
+    let mut cipher = soe_crypto::Rc4::new(b"some key").unwrap();
+    let mut data = b"hello there".to_vec();
+    cipher.apply(&mut data);
+    let datagram = format!("00090000{}", hex::encode(&data));
+    let run = soe(&["--crc-length", "0", "--rc4-key", &other, &datagram], None);
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(!run.stdout.contains("(decrypted)"), "{}", run.stdout);
+    assert!(run.stdout.contains("too few bytes yet"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("whether it fits could not be told"),
+        "{}",
+        run.stdout
+    );
+    let run = soe(
+        &[
+            "--json",
+            "--crc-length",
+            "0",
+            "--rc4-key",
+            &other,
+            &datagram,
+        ],
+        None,
+    );
+    let record = &run.of_type("datagram")[0];
+    assert_eq!(record["messages"][0]["verdict"], "key_not_judged");
+    let session = &run.of_type("session")[0];
+    assert_eq!(session["directions"][0]["encryption"], "key_not_judged");
 }

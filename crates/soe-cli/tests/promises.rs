@@ -16,14 +16,15 @@ use std::time::{Duration, Instant};
 use common::*;
 
 /// The flags of a session (`serve`, `ping`, `load`).
-const SESSION_FLAGS: [&str; 6] = [
+const SESSION_FLAGS: [&str; 5] = [
     "--protocol",
-    "--crc-length",
-    "--compress",
     "--rc4-key",
+    "--rc4-after-first-message",
     "--udp-length",
     "--connect-timeout",
 ];
+/// What a server announces (`serve` only; clients adopt the server's).
+const SERVER_FLAGS: [&str; 2] = ["--crc-length", "--compress"];
 /// The flags that describe a session the dissector did not see open (`decode`, `proxy`).
 const DISSECT_FLAGS: [&str; 4] = ["--crc-seed", "--crc-length", "--compress", "--rc4-key"];
 
@@ -63,6 +64,13 @@ fn every_command_takes_the_flags_the_readme_gives_it() {
             );
         }
         assert!(!flags.contains("--key"), "soe {command} still takes --key");
+        for flag in SERVER_FLAGS {
+            assert_eq!(
+                flags.contains(flag),
+                command == "serve",
+                "soe {command} and {flag}: {flags:?}"
+            );
+        }
     }
     for command in ["decode", "proxy"] {
         let flags = help(command);
@@ -98,6 +106,7 @@ fn every_command_takes_the_flags_the_readme_gives_it() {
             let command_line = std::mem::take(&mut logical);
             let command = command_line
                 .split_whitespace()
+                .map(|w| w.trim_matches('`'))
                 .find(|w| ["serve", "ping", "load", "decode", "proxy"].contains(w))
                 .unwrap_or_else(|| panic!("no command in {command_line:?}"));
             let takes = help(command);
@@ -112,6 +121,47 @@ fn every_command_takes_the_flags_the_readme_gives_it() {
         }
     }
     assert!(checked > 30, "only {checked} flags found in the READMEs");
+}
+
+/// The options `soe COMMAND --help` defines (its option lines, not the flags its descriptions
+/// mention).
+fn options(command: &str) -> BTreeSet<String> {
+    let out = soe(&[command, "--help"]);
+    assert!(out.status.success(), "soe {command} --help failed");
+    text(&out.stdout)
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .flat_map(|l| flags_in(l.split("  ").next().unwrap_or_default()))
+        .collect()
+}
+
+/// The README's Command line table names every flag of every command, flag for flag with its
+/// `--help` (the global `--log` is said once, below the table).
+#[test]
+fn the_readme_command_line_table_is_each_commands_help() {
+    let readme = include_str!("../../../README.md");
+    let section = readme
+        .split("## Command line")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a Command line section");
+    assert!(section.contains("`--log FILTER`"));
+    for command in ["serve", "ping", "load", "decode", "proxy"] {
+        let row = section
+            .lines()
+            .find(|l| l.starts_with(&format!("| `soe {command}")))
+            .unwrap_or_else(|| panic!("no table row for soe {command}"));
+        let mut takes = options(command);
+        for global in ["--help", "--version", "--log"] {
+            takes.remove(global);
+        }
+        assert_eq!(
+            flags_in(row),
+            takes,
+            "soe {command}: the README row vs --help"
+        );
+    }
 }
 
 #[test]
@@ -485,4 +535,173 @@ fn an_overloaded_server_is_told_from_an_absent_one() {
     }
     // The three it answered were measured in full.
     assert!(stdout.contains("60 sent, 60 verified"), "{stdout}");
+}
+
+#[test]
+fn a_missing_argument_is_named() {
+    for (args, named) in [
+        (
+            &["load", "127.0.0.1:20042", "--sessions", "2"][..],
+            "--messages <M>|--duration <S>",
+        ),
+        (&["proxy", "--listen", "127.0.0.1:0"], "--upstream <ADDR>"),
+    ] {
+        let out = soe(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let message = stderr.split(" (usage: ").next().unwrap_or_default();
+        assert!(message.contains(named), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_error_says_its_cause_once() {
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    let out = soe(&["decode", "--pcap", dir]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("os error").count(), 1, "{stderr}");
+    let missing = format!("{dir}/no-such-dir-{}/x.pcap", std::process::id());
+    let out = soe(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        "127.0.0.1:9",
+        "--write",
+        &missing,
+        "--duration",
+        "1",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("os error").count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_bad_log_filter_is_refused() {
+    for filter in ["soe=verbose", "debgu"] {
+        let out = soe(&["--log", filter, "decode", "0006"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{filter}: {stderr}");
+        assert!(stderr.contains(filter), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    soe_ok(&["--log", "soe_session=debug,warn", "decode", "0006"]);
+}
+
+#[test]
+fn flags_that_would_be_ignored_are_refused() {
+    for flag in [&["--crc-length", "4"][..], &["--compress"]] {
+        for command in ["ping", "load"] {
+            let mut args = vec![command, "127.0.0.1:9", "--messages", "1"];
+            if command == "ping" {
+                args.truncate(2);
+            }
+            args.extend(flag);
+            let out = soe(&args);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+            assert!(stderr.contains("what a server announces"), "{stderr}");
+            assert!(
+                !stderr.contains("listens"),
+                "{args:?} tried to connect: {stderr}"
+            );
+        }
+    }
+    let out = soe(&["decode", "--port", "20042", "0006"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--port"), "{stderr}");
+    for size in [
+        &["ping", "127.0.0.1:9", "--size", "0"][..],
+        &["load", "127.0.0.1:9", "--messages", "1", "--size", "0"],
+    ] {
+        let out = soe(size);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("1 to 4194304 bytes (4 MiB)"), "{stderr}");
+        assert!(!stderr.contains("4294967295"), "{stderr}");
+    }
+}
+
+#[test]
+fn metrics_agree_with_the_sessions_at_every_scrape() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let metrics = format!("127.0.0.1:{port}");
+    let mut server = serve(&["--metrics", &metrics]);
+    let addr = server.addr.to_string();
+    for round in 1..=3u64 {
+        soe_ok(&["ping", &addr, "-c", "3", "--interval", "1"]);
+        // Scrape as soon as the server has closed the session: its messages are counted.
+        wait_for(&server.stdout, "close ", &mut server.seen);
+        let body = http(&metrics, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        let closed = format!("soe_sessions_closed_total{{reason=\"Application\"}} {round}");
+        assert!(body.contains(&closed), "{closed}: {body}");
+        let received = format!("soe_messages_received_total {}", 3 * round);
+        assert!(body.contains(&received), "{received}: {body}");
+        let sent = format!("soe_messages_sent_total {}", 3 * round);
+        assert!(body.contains(&sent), "{sent}: {body}");
+    }
+}
+
+#[test]
+fn a_proxy_that_would_relay_to_itself_is_refused() {
+    let port = {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let own = format!("127.0.0.1:{port}");
+    let any = format!("0.0.0.0:{port}");
+    for (listen, upstream) in [(&own, &own), (&any, &own), (&own, &any)] {
+        let out = soe(&[
+            "proxy",
+            "--listen",
+            listen,
+            "--upstream",
+            upstream,
+            "--duration",
+            "1",
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{listen} {upstream}: {stderr}");
+        assert!(
+            stderr.contains("relay every datagram to itself"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn messages_in_flight_at_ctrl_c_are_not_lost() {
+    // A sink never echoes: each session's whole depth is in flight when Ctrl-C comes.
+    let mut server = serve(&["--mode", "sink", "--stats-interval", "0.2"]);
+    let addr = server.addr.to_string();
+    let (mut load, stdout) = spawn(&[
+        "load",
+        &addr,
+        "--sessions",
+        "2",
+        "--depth",
+        "8",
+        "--duration",
+        "120",
+        "--json",
+    ]);
+    // Both sessions opened; each sends its 8 right after its key check, within milliseconds.
+    wait_for(&server.stdout, "(2 opened", &mut server.seen);
+    thread::sleep(Duration::from_secs(1));
+    load.interrupt();
+    let status = load.wait(Duration::from_secs(30));
+    let mut lines = Vec::new();
+    rest(&stdout, &mut lines);
+    let summary: serde_json::Value = serde_json::from_str(&lines.join("\n")).expect("JSON");
+    assert_eq!(status.code(), Some(130), "{summary}");
+    assert_eq!(summary["messages_sent"], 16, "{summary}");
+    assert_eq!(summary["messages_in_flight"], 16, "{summary}");
+    assert_eq!(summary["messages_lost"], 0, "{summary}");
 }

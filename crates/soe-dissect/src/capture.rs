@@ -49,14 +49,15 @@ const SUPPORTED_LINKS: &str =
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CaptureError {
-    /// The file could not be opened, read, created or written.
-    #[error("{context}: {source}")]
+    /// The file could not be opened, read, created or written. The message names the
+    /// system's error itself, so the error has no separate source (a chain printed with its
+    /// causes would say it twice).
+    #[error("{context}: {cause}")]
     Io {
         /// What was being done (`cannot open FILE`...).
         context: String,
         /// The system's error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     /// The input is no pcap or pcapng capture, or its header is invalid.
     #[error("{0}")]
@@ -88,7 +89,7 @@ pub type Result<T, E = CaptureError> = std::result::Result<T, E>;
 
 /// An I/O error with what was being done.
 fn io_error(context: String) -> impl FnOnce(io::Error) -> CaptureError {
-    move |source| CaptureError::Io { context, source }
+    move |cause| CaptureError::Io { context, cause }
 }
 
 /// A parse error of the pcap library, in this module's words: what is wrong with the header,
@@ -579,58 +580,19 @@ fn section_endianness(block: &[u8]) -> Option<Endianness> {
     }
 }
 
-/// Reads a pcapng file after its Section Header Block type was recognised.
+/// Reads a pcapng file after its Section Header Block type was recognised: block by block,
+/// each framed, parsed, then taken.
 fn read_pcapng(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<CaptureRead> {
-    let name = c.name.clone();
-    let mut parser: Option<PcapNgParser> = None;
-    let mut interfaces: Vec<Interface> = Vec::new();
-    let mut unsupported: Option<u32> = None;
+    let mut ng = PcapNg::default();
     let mut block_no = 0u64;
     loop {
         block_no += 1;
-        if let Err(e) = input.fill(12) {
-            let error = io_error(format!("cannot read {}", c.name))(e);
-            return Ok(c.stop(error));
-        }
-        let avail = input.available();
-        if avail.is_empty() {
-            break;
-        }
-        if avail.len() < 12 {
-            let error = c.truncated(block_no, avail.len(), 12);
-            return Ok(c.stop(error));
-        }
-        let is_section = avail.get(..4) == Some(&PCAPNG_SHB[..]);
-        let endianness = if is_section {
-            section_endianness(avail)
-        } else {
-            parser.as_ref().map(|p| p.section().endianness)
+        let len = match block_length(&mut input, &c, ng.parser.as_ref(), block_no) {
+            Ok(Some(len)) => len,
+            Ok(None) => break,
+            Err(Ending::NotACapture(e)) => return Err(e),
+            Err(Ending::Stopped(e)) => return Ok(c.stop(e)),
         };
-        let Some(endianness) = endianness else {
-            let error = CaptureError::NotACapture(format!(
-                "{name} is not a valid pcapng capture: block #{block_no} has no valid byte-order magic"
-            ));
-            if parser.is_none() {
-                return Err(error);
-            }
-            return Ok(c.stop(error));
-        };
-        let len = read_u32(avail, 4, endianness) as usize;
-        if len < 12 || len % 4 != 0 {
-            if parser.is_none() {
-                return Err(CaptureError::NotACapture(format!(
-                    "{name} is not a valid pcapng capture: block #{block_no} is corrupt (length {len})"
-                )));
-            }
-            let error = CaptureError::Corrupt(format!(
-                "{name}: block #{block_no} is corrupt (length {len})"
-            ));
-            return Ok(c.stop(error));
-        }
-        if len > MAX_BLOCK {
-            let error = c.too_large(block_no, len);
-            return Ok(c.stop(error));
-        }
         if let Err(e) = input.fill(len) {
             let error = io_error(format!("cannot read {}", c.name))(e);
             return Ok(c.stop(error));
@@ -640,64 +602,11 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<Capt
             let error = c.truncated(block_no, avail.len(), len);
             return Ok(c.stop(error));
         };
-        let block = match parser.as_mut() {
-            None => match PcapNgParser::new(block_bytes) {
-                Ok((_, p)) => {
-                    parser = Some(p);
-                    None
-                }
-                Err(e) => {
-                    return Err(CaptureError::NotACapture(format!(
-                        "{name} is not a valid pcapng capture: its section header {}",
-                        describe(&e)
-                    )));
-                }
-            },
-            Some(p) => match p.next_block(block_bytes) {
-                Ok((_, block)) => Some(block),
-                Err(e) => {
-                    let error = CaptureError::Corrupt(format!(
-                        "{name}: block #{block_no} {}",
-                        describe(&e)
-                    ));
-                    return Ok(c.stop(error));
-                }
-            },
+        let result = match ng.parse(block_bytes, &c.name, block_no) {
+            Ok(block) => ng.take(block, &mut c),
+            Err(Ending::NotACapture(e)) => return Err(e),
+            Err(Ending::Stopped(e)) => return Ok(c.stop(e)),
         };
-        let mut result: Result<(), PacketError> = Ok(());
-        match block {
-            None | Some(Block::SectionHeader(_)) => interfaces.clear(),
-            Some(Block::InterfaceDescription(idb)) => {
-                if interfaces.len() >= MAX_INTERFACES {
-                    let error = CaptureError::Limit(format!(
-                        "{name}: more than {MAX_INTERFACES} interfaces in one section"
-                    ));
-                    return Ok(c.stop(error));
-                }
-                interfaces.push(Interface::from_block(&idb));
-            }
-            Some(Block::EnhancedPacket(epb)) => {
-                let raw = u64::try_from(epb.timestamp.as_nanos()).unwrap_or(u64::MAX);
-                result = packet_on(&mut c, &interfaces, epb.interface_id, raw, &epb.data)
-                    .map(|code| unsupported = unsupported.or(code));
-            }
-            Some(Block::Packet(pb)) => {
-                result = packet_on(
-                    &mut c,
-                    &interfaces,
-                    u32::from(pb.interface_id),
-                    pb.timestamp,
-                    &pb.data,
-                )
-                .map(|code| unsupported = unsupported.or(code));
-            }
-            Some(Block::SimplePacket(spb)) => {
-                // No timestamp; the first interface.
-                result = packet_on(&mut c, &interfaces, 0, 0, &spb.data)
-                    .map(|code| unsupported = unsupported.or(code));
-            }
-            Some(_) => {}
-        }
         input.consume(len);
         match result {
             Ok(()) => {}
@@ -705,12 +614,150 @@ fn read_pcapng(mut input: Input<impl Read>, mut c: Collector<'_>) -> Result<Capt
             Err(PacketError::Error(error)) => return Ok(c.stop(error)),
         }
     }
-    if c.read.datagrams.is_empty() {
-        if let Some(code) = unsupported {
-            return Err(CaptureError::UnsupportedLink { name, code });
+    match ng.unsupported {
+        Some(code) if c.read.datagrams.is_empty() => Err(CaptureError::UnsupportedLink {
+            name: c.name.clone(),
+            code,
+        }),
+        _ => Ok(c.read),
+    }
+}
+
+/// How a pcapng block ended the reading.
+enum Ending {
+    /// The file is no pcapng capture at all (its first block is wrong): an error.
+    NotACapture(CaptureError),
+    /// The capture goes wrong here: what was read stands, with this error.
+    Stopped(CaptureError),
+}
+
+/// The state of a pcapng reading: the section's parser, its interfaces, and the first
+/// unsupported link type met.
+#[derive(Default)]
+struct PcapNg {
+    parser: Option<PcapNgParser>,
+    interfaces: Vec<Interface>,
+    unsupported: Option<u32>,
+}
+
+/// The length of the next pcapng block, from its header (`None` at the end of the file).
+fn block_length(
+    input: &mut Input<impl Read>,
+    c: &Collector<'_>,
+    parser: Option<&PcapNgParser>,
+    block_no: u64,
+) -> std::result::Result<Option<usize>, Ending> {
+    let name = &c.name;
+    if let Err(e) = input.fill(12) {
+        return Err(Ending::Stopped(io_error(format!("cannot read {name}"))(e)));
+    }
+    let avail = input.available();
+    if avail.is_empty() {
+        return Ok(None);
+    }
+    if avail.len() < 12 {
+        return Err(Ending::Stopped(c.truncated(block_no, avail.len(), 12)));
+    }
+    let endianness = if avail.get(..4) == Some(&PCAPNG_SHB[..]) {
+        section_endianness(avail)
+    } else {
+        parser.map(|p| p.section().endianness)
+    };
+    let first = parser.is_none();
+    let Some(endianness) = endianness else {
+        let error = CaptureError::NotACapture(format!(
+            "{name} is not a valid pcapng capture: block #{block_no} has no valid byte-order magic"
+        ));
+        return Err(if first {
+            Ending::NotACapture(error)
+        } else {
+            Ending::Stopped(error)
+        });
+    };
+    let len = read_u32(avail, 4, endianness) as usize;
+    if len < 12 || len % 4 != 0 {
+        return Err(if first {
+            Ending::NotACapture(CaptureError::NotACapture(format!(
+                "{name} is not a valid pcapng capture: block #{block_no} is corrupt (length {len})"
+            )))
+        } else {
+            Ending::Stopped(CaptureError::Corrupt(format!(
+                "{name}: block #{block_no} is corrupt (length {len})"
+            )))
+        });
+    }
+    if len > MAX_BLOCK {
+        return Err(Ending::Stopped(c.too_large(block_no, len)));
+    }
+    Ok(Some(len))
+}
+
+impl PcapNg {
+    /// Parses a block (`None`: the section header that starts the file, taken by the parser).
+    fn parse<'b>(
+        &mut self,
+        bytes: &'b [u8],
+        name: &str,
+        block_no: u64,
+    ) -> std::result::Result<Option<Block<'b>>, Ending> {
+        match self.parser.as_mut() {
+            None => match PcapNgParser::new(bytes) {
+                Ok((_, p)) => {
+                    self.parser = Some(p);
+                    Ok(None)
+                }
+                Err(e) => Err(Ending::NotACapture(CaptureError::NotACapture(format!(
+                    "{name} is not a valid pcapng capture: its section header {}",
+                    describe(&e)
+                )))),
+            },
+            Some(p) => match p.next_block(bytes) {
+                Ok((_, block)) => Ok(Some(block)),
+                Err(e) => Err(Ending::Stopped(CaptureError::Corrupt(format!(
+                    "{name}: block #{block_no} {}",
+                    describe(&e)
+                )))),
+            },
         }
     }
-    Ok(c.read)
+
+    /// Takes a block: a section resets the interfaces, an interface description adds one, a
+    /// packet goes to the collector.
+    fn take(&mut self, block: Option<Block<'_>>, c: &mut Collector<'_>) -> Result<(), PacketError> {
+        let packet = match block {
+            None | Some(Block::SectionHeader(_)) => {
+                self.interfaces.clear();
+                return Ok(());
+            }
+            Some(Block::InterfaceDescription(idb)) => {
+                if self.interfaces.len() >= MAX_INTERFACES {
+                    return Err(PacketError::Error(CaptureError::Limit(format!(
+                        "{}: more than {MAX_INTERFACES} interfaces in one section",
+                        c.name
+                    ))));
+                }
+                self.interfaces.push(Interface::from_block(&idb));
+                return Ok(());
+            }
+            Some(Block::EnhancedPacket(epb)) => {
+                let raw = u64::try_from(epb.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                packet_on(c, &self.interfaces, epb.interface_id, raw, &epb.data)
+            }
+            Some(Block::Packet(pb)) => packet_on(
+                c,
+                &self.interfaces,
+                u32::from(pb.interface_id),
+                pb.timestamp,
+                &pb.data,
+            ),
+            // No timestamp; the first interface.
+            Some(Block::SimplePacket(spb)) => packet_on(c, &self.interfaces, 0, 0, &spb.data),
+            Some(_) => return Ok(()),
+        };
+        let code = packet?;
+        self.unsupported = self.unsupported.or(code);
+        Ok(())
+    }
 }
 
 /// Takes a pcapng packet captured on interface `id`; returns the link type code when the
@@ -1005,6 +1052,22 @@ mod tests {
 
     /// Every error of a cut or corrupted capture is in this crate's words: none of the pcap
     /// library's own ("Need more bytes", "Incomplete buffer"...), and each names the input.
+    #[test]
+    fn an_io_error_says_its_cause_once() {
+        // reading a directory fails with the system's EISDIR
+        let dir = File::open("/").unwrap();
+        let e = read_from(dir, "/".into(), None).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("cannot read /"), "{text}");
+        assert_eq!(text.matches("os error").count(), 1, "{text}");
+        assert!(std::error::Error::source(&e).is_none(), "{text}");
+        let Err(w) = PcapWriter::create(Path::new("/no/such/dir/x.pcap")) else {
+            panic!("created a file in a missing directory");
+        };
+        assert!(std::error::Error::source(&w).is_none());
+        assert_eq!(w.to_string().matches("os error").count(), 1, "{w}");
+    }
+
     #[test]
     fn errors_speak_our_words() {
         let check = |e: &CaptureError| {

@@ -1,15 +1,41 @@
 //! Channel reassembly: the in-order receiver one direction and channel of a session is
-//! emulated with, as `soe-reliable`'s receiver works.
+//! emulated with, as `soe-reliable`'s receiver works, and what it does when the capture lost
+//! packets.
+//!
+//! # Gaps the capture lost
+//!
+//! A missing sequence is waited for while a resend may still fill it. It is given up as lost
+//! to the capture (a [`CaptureGap`]) once it cannot come any more: the receiver acknowledged
+//! past it (so the sender will not send it again), it lies [`Limits::gap_window`] or more
+//! behind the newest sequence (further than a sender keeps unacknowledged), or the capture
+//! ended ([`crate::Dissector::flush`]). The stream then goes on past it:
+//!
+//! * A whole packet (ReliableData) always starts a message: it holds whole messages, and a
+//!   fragmented message cannot be interrupted by one. So it is delivered, and marks a message
+//!   boundary.
+//! * A fragment (ReliableDataFragment) is a first fragment (its data starts with the message's
+//!   total length) or a continuation (no length); the wire does not say which: only its place
+//!   does. A fragment is placed only where its place is known: right after a message boundary
+//!   it is a first fragment. After a gap it is not known (the gap may have held a first
+//!   fragment), so every fragment until the next whole packet is counted as unplaced and not
+//!   delivered: nothing is guessed.
+//! * A fragmented message the gap cut is dropped and counted (`unassembled_messages`), with
+//!   its announced length and the bytes seen of it in the gap's record.
+//! * RC4 runs one keystream through every message of a direction, so after a gap on an
+//!   encrypted channel its position is unknown: later messages are shown as sent, not
+//!   decrypted, and parsed as escaped data (as an encrypting peer sends them).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use soe_crypto::Rc4;
-use soe_wire::WireError;
-use soe_wire::reliable::{ReliablePayload, split_first_fragment, unescape};
+use soe_wire::PayloadMessages;
+use soe_wire::payload::is_ack_elicitor;
+use soe_wire::reliable::split_first_fragment;
 
 use crate::config::{ASCII_PREVIEW, Limits};
-use crate::records::{DirectionStats, Encryption, MessageRecord};
+use crate::judge::{Judge, verdict_note};
+use crate::records::{CaptureGap, DirectionStats, MessageRecord};
 
 /// A packet buffered ahead of a gap.
 pub(crate) struct Stored {
@@ -59,42 +85,21 @@ pub(crate) struct ChannelRx {
     pub(crate) pending: BTreeMap<u64, Duration>,
     /// Everything up to this was acknowledged cumulatively.
     pub(crate) acked_through: Option<u64>,
+    /// A gap was given up and no whole packet came since: whether a fragment starts a
+    /// message or continues one is unknown, so fragments cannot be placed.
+    pub(crate) adrift: bool,
+    /// A gap was given up on an encrypted channel: the RC4 keystream's position is lost, so
+    /// messages are shown as sent (still parsed as escaped, encrypted data).
+    pub(crate) keystream_lost: bool,
+    /// The last gap given up ends just before `expected`, and no packet came since: a gap
+    /// given up next grows it rather than making another.
+    pub(crate) gap_open: bool,
 }
 
 /// The full-width sequence congruent to `wire` nearest to `reference`.
 pub(crate) fn expand(reference: u64, wire: u16) -> Option<u64> {
     let delta = wire.wrapping_sub(reference as u16) as i16;
     reference.checked_add_signed(i64::from(delta))
-}
-
-/// Whether a reassembled payload is an ack elicitor.
-pub(crate) fn is_elicitor(payload: &[u8]) -> bool {
-    matches!(payload, [0x00, 0x19] | [0x00, 0x19, 0x01])
-}
-
-/// The messages of a reassembled payload, as `soe-reliable`'s receiver finds them: a Group's
-/// items unescaped, or the payload unescaped; on a channel without encryption a payload that
-/// starts `00 19` but is no well-formed, non-empty Group is one message.
-fn payload_messages(payload: &[u8], plaintext: bool) -> Result<Vec<&[u8]>, WireError> {
-    if is_elicitor(payload) {
-        return Ok(Vec::new());
-    }
-    match ReliablePayload::decode(payload)? {
-        ReliablePayload::Message(message) => Ok(vec![message]),
-        ReliablePayload::Group(group) => {
-            let mut items = Vec::new();
-            let walked = group.iter().try_for_each(|item| {
-                items.push(unescape(item?)?);
-                Ok::<(), WireError>(())
-            });
-            match walked {
-                Ok(()) if !items.is_empty() => Ok(items),
-                _ if plaintext => Ok(vec![payload]),
-                Ok(()) => Ok(items),
-                Err(e) => Err(e),
-            }
-        }
-    }
 }
 
 /// Printable ASCII of the first bytes, `.` for the rest.
@@ -126,6 +131,9 @@ impl ChannelRx {
             cipher: key.and_then(|k| Rc4::new(k).ok()),
             pending: BTreeMap::new(),
             acked_through: None,
+            adrift: false,
+            keystream_lost: false,
+            gap_open: false,
         }
     }
 
@@ -163,6 +171,8 @@ pub(crate) struct Sink<'a> {
     pub(crate) notes: &'a mut Vec<String>,
     /// Bytes buffered across all sessions.
     pub(crate) budget: &'a mut usize,
+    /// Out-of-order packets buffered by the sending side (all channels).
+    pub(crate) stored: &'a mut usize,
     /// The limits.
     pub(crate) limits: Limits,
     /// The randomness judge of the sending side.
@@ -186,128 +196,189 @@ pub(crate) fn report_message(
     }
 }
 
-/// Processes the in-order packet `sequence`, as `soe-reliable`'s receiver does; returns the
-/// packet's position (whole, first, continuation) and a first fragment's total.
+/// Where an in-order packet went: its position (`whole`, `first`, `continuation`, or
+/// `unplaced` after a gap) and a first fragment's announced total.
+pub(crate) type Placement = (&'static str, Option<u32>);
+
+/// Processes the in-order packet `sequence`, as `soe-reliable`'s receiver does (see the module
+/// documentation for what changes after a gap).
 pub(crate) fn process(
     rx: &mut ChannelRx,
     fragment: bool,
     sequence: u16,
     data: &[u8],
     sink: &mut Sink<'_>,
-) -> (&'static str, Option<u32>) {
-    let ch = rx.channel;
+) -> Placement {
+    rx.gap_open = false;
+    if rx.adrift {
+        if fragment {
+            unplaced(rx, sequence, data, sink);
+            return ("unplaced", None);
+        }
+        // A whole packet: a message boundary again.
+        rx.adrift = false;
+    }
     match (fragment, rx.reassembly.take()) {
         (false, None) => {
             deliver(rx, sequence, data, sink);
             ("whole", None)
         }
         (false, Some(partial)) => {
-            let (got, total) = match &partial {
-                Reassembly::Collecting { total, buf } => (buf.len(), *total),
-                Reassembly::Skipping { total, seen } => (*seen, *total),
-            };
-            if let Reassembly::Collecting { buf, .. } = &partial {
-                *sink.budget = sink.budget.saturating_sub(buf.len());
-            }
-            sink.stats.malformed += 1;
-            sink.notes.push(format!(
-                "channel {ch} sequence {sequence}: a whole packet interrupts a fragmented message \
-                 ({got} of {total} bytes), which is dropped (our receiver ends the session)"
-            ));
+            interrupted(rx, sequence, partial, sink);
             deliver(rx, sequence, data, sink);
             ("whole", None)
         }
-        (true, Some(Reassembly::Collecting { total, mut buf })) => {
-            let received = buf.len().saturating_add(data.len());
-            if received > total {
-                *sink.budget = sink.budget.saturating_sub(buf.len());
-                sink.stats.malformed += 1;
-                sink.notes.push(format!(
-                    "channel {ch} sequence {sequence}: fragments overflow their message \
-                     ({received} of {total} bytes): dropped (our receiver ends the session)"
-                ));
-                return ("continuation", None);
-            }
-            if sink.budget.saturating_add(data.len()) > sink.limits.max_buffered {
-                *sink.budget = sink.budget.saturating_sub(buf.len());
-                skip_over_budget(rx, sequence, total, received, sink);
-                return ("continuation", None);
-            }
-            buf.extend_from_slice(data);
-            *sink.budget += data.len();
-            if received == total {
-                *sink.budget = sink.budget.saturating_sub(buf.len());
-                deliver(rx, sequence, &buf, sink);
-            } else {
-                rx.reassembly = Some(Reassembly::Collecting { total, buf });
-            }
+        (true, Some(Reassembly::Collecting { total, buf })) => {
+            collect(rx, sequence, data, total, buf, sink);
             ("continuation", None)
         }
         (true, Some(Reassembly::Skipping { total, seen })) => {
-            let seen = seen.saturating_add(data.len());
-            if seen > total {
-                sink.notes.push(format!(
-                    "channel {ch} sequence {sequence}: fragments overflow a skipped message"
-                ));
-            } else if seen == total {
-                sink.notes.push(format!(
-                    "channel {ch} sequence {sequence}: the end of a skipped message of {total} bytes"
-                ));
-            } else {
-                rx.reassembly = Some(Reassembly::Skipping { total, seen });
-            }
+            skip(rx, sequence, data, total, seen, sink);
             ("continuation", None)
         }
-        (true, None) => {
-            let (claimed, rest) = match split_first_fragment(data) {
-                Ok(split) => split,
-                Err(e) => {
-                    sink.stats.malformed += 1;
-                    sink.notes.push(format!(
-                        "channel {ch} sequence {sequence}: {e} (our receiver ends the session)"
-                    ));
-                    return ("first", None);
-                }
-            };
-            let total = usize::try_from(claimed).unwrap_or(usize::MAX);
-            if total > sink.limits.max_message.saturating_add(1) {
-                sink.stats.dropped += 1;
-                sink.notes.push(format!(
-                    "channel {ch} sequence {sequence}: a first fragment claims {total} bytes, over \
-                     the {} MiB limit: the message is skipped (our receiver ends the session)",
-                    sink.limits.max_message >> 20
-                ));
-                rx.reassembly = Some(Reassembly::Skipping {
-                    total,
-                    seen: rest.len(),
-                });
-                return ("first", Some(claimed));
-            }
-            if rest.len() > total {
-                sink.stats.malformed += 1;
-                sink.notes.push(format!(
-                    "channel {ch} sequence {sequence}: a first fragment holds {} bytes of a \
-                     {total}-byte message (our receiver ends the session)",
-                    rest.len()
-                ));
-                return ("first", Some(claimed));
-            }
-            if rest.len() == total {
-                deliver(rx, sequence, rest, sink);
-                return ("first", Some(claimed));
-            }
-            if sink.budget.saturating_add(rest.len()) > sink.limits.max_buffered {
-                skip_over_budget(rx, sequence, total, rest.len(), sink);
-                return ("first", Some(claimed));
-            }
-            *sink.budget += rest.len();
-            rx.reassembly = Some(Reassembly::Collecting {
-                total,
-                buf: rest.to_vec(),
-            });
-            ("first", Some(claimed))
-        }
+        (true, None) => first_fragment(rx, sequence, data, sink),
     }
+}
+
+/// A whole packet arrived while a fragmented message was in progress: the message is dropped.
+fn interrupted(rx: &mut ChannelRx, sequence: u16, partial: Reassembly, sink: &mut Sink<'_>) {
+    let (got, total) = match &partial {
+        Reassembly::Collecting { total, buf } => (buf.len(), *total),
+        Reassembly::Skipping { total, seen } => (*seen, *total),
+    };
+    if let Reassembly::Collecting { buf, .. } = &partial {
+        *sink.budget = sink.budget.saturating_sub(buf.len());
+    }
+    sink.stats.malformed += 1;
+    sink.notes.push(format!(
+        "channel {} sequence {sequence}: a whole packet interrupts a fragmented message \
+         ({got} of {total} bytes), which is dropped (our receiver ends the session)",
+        rx.channel
+    ));
+}
+
+/// A continuation of a message being collected.
+fn collect(
+    rx: &mut ChannelRx,
+    sequence: u16,
+    data: &[u8],
+    total: usize,
+    mut buf: Vec<u8>,
+    sink: &mut Sink<'_>,
+) {
+    let received = buf.len().saturating_add(data.len());
+    if received > total {
+        *sink.budget = sink.budget.saturating_sub(buf.len());
+        sink.stats.malformed += 1;
+        sink.notes.push(format!(
+            "channel {} sequence {sequence}: fragments overflow their message \
+             ({received} of {total} bytes): dropped (our receiver ends the session)",
+            rx.channel
+        ));
+        return;
+    }
+    if sink.budget.saturating_add(data.len()) > sink.limits.max_buffered {
+        *sink.budget = sink.budget.saturating_sub(buf.len());
+        skip_over_budget(rx, sequence, total, received, sink);
+        return;
+    }
+    buf.extend_from_slice(data);
+    *sink.budget += data.len();
+    if received == total {
+        *sink.budget = sink.budget.saturating_sub(buf.len());
+        deliver(rx, sequence, &buf, sink);
+    } else {
+        rx.reassembly = Some(Reassembly::Collecting { total, buf });
+    }
+}
+
+/// A continuation of a message being skipped (over a limit): counted up to its end.
+fn skip(
+    rx: &mut ChannelRx,
+    sequence: u16,
+    data: &[u8],
+    total: usize,
+    seen: usize,
+    sink: &mut Sink<'_>,
+) {
+    let ch = rx.channel;
+    let seen = seen.saturating_add(data.len());
+    if seen > total {
+        sink.notes.push(format!(
+            "channel {ch} sequence {sequence}: fragments overflow a skipped message"
+        ));
+    } else if seen == total {
+        sink.notes.push(format!(
+            "channel {ch} sequence {sequence}: the end of a skipped message of {total} bytes"
+        ));
+    } else {
+        rx.reassembly = Some(Reassembly::Skipping { total, seen });
+    }
+}
+
+/// A first fragment: its announced length is checked, then its message collected (or, whole
+/// in one fragment, delivered).
+fn first_fragment(
+    rx: &mut ChannelRx,
+    sequence: u16,
+    data: &[u8],
+    sink: &mut Sink<'_>,
+) -> Placement {
+    let ch = rx.channel;
+    let (claimed, rest) = match split_first_fragment(data) {
+        Ok(split) => split,
+        Err(e) => {
+            sink.stats.malformed += 1;
+            sink.notes.push(format!(
+                "channel {ch} sequence {sequence}: {e} (our receiver ends the session)"
+            ));
+            return ("first", None);
+        }
+    };
+    let total = usize::try_from(claimed).unwrap_or(usize::MAX);
+    if total > sink.limits.max_message.saturating_add(1) {
+        sink.stats.dropped += 1;
+        sink.notes.push(format!(
+            "channel {ch} sequence {sequence}: a first fragment claims {total} bytes, over \
+             the {} MiB limit: the message is skipped (our receiver ends the session)",
+            sink.limits.max_message >> 20
+        ));
+        rx.reassembly = Some(Reassembly::Skipping {
+            total,
+            seen: rest.len(),
+        });
+    } else if rest.len() > total {
+        sink.stats.malformed += 1;
+        sink.notes.push(format!(
+            "channel {ch} sequence {sequence}: a first fragment holds {} bytes of a \
+             {total}-byte message (our receiver ends the session)",
+            rest.len()
+        ));
+    } else if rest.len() == total {
+        deliver(rx, sequence, rest, sink);
+    } else if sink.budget.saturating_add(rest.len()) > sink.limits.max_buffered {
+        skip_over_budget(rx, sequence, total, rest.len(), sink);
+    } else {
+        *sink.budget += rest.len();
+        rx.reassembly = Some(Reassembly::Collecting {
+            total,
+            buf: rest.to_vec(),
+        });
+    }
+    ("first", Some(claimed))
+}
+
+/// A fragment after a gap, before any whole packet: its place is unknown (see the module
+/// documentation), so it is counted and not delivered.
+fn unplaced(rx: &mut ChannelRx, sequence: u16, data: &[u8], sink: &mut Sink<'_>) {
+    sink.stats.unplaced_fragments += 1;
+    sink.stats.unplaced_bytes += data.len() as u64;
+    sink.notes.push(format!(
+        "channel {} sequence {sequence}: a fragment after a gap the capture lost: whether it \
+         starts a message or continues one is unknown until a whole packet comes, so it is \
+         not placed",
+        rx.channel
+    ));
 }
 
 /// The reassembly budget cannot take a fragmented message's next bytes: the message is skipped
@@ -334,7 +405,7 @@ fn skip_over_budget(
 /// untouched, as in `soe-reliable`.
 pub(crate) fn deliver(rx: &mut ChannelRx, sequence: u16, payload: &[u8], sink: &mut Sink<'_>) {
     let ch = rx.channel;
-    if is_elicitor(payload) {
+    if is_ack_elicitor(payload) {
         sink.notes.push(format!(
             "channel {ch} sequence {sequence}: an ack elicitor ({}), no message",
             hex::encode(payload)
@@ -343,41 +414,15 @@ pub(crate) fn deliver(rx: &mut ChannelRx, sequence: u16, payload: &[u8], sink: &
     }
     if sink.judge.key_rejected {
         rx.cipher = None;
+        rx.keystream_lost = false;
     }
-    let plaintext = rx.cipher.is_none();
-    match payload_messages(payload, plaintext) {
+    // An encrypting peer escapes its ciphertext, so the plaintext fallback applies only to a
+    // channel without encryption (the key rejected counts as none).
+    let plaintext = rx.cipher.is_none() && !rx.keystream_lost;
+    match PayloadMessages::decode(payload, plaintext) {
         Ok(list) => {
             for message in list {
-                let mut bytes = message.to_vec();
-                if let Some(cipher) = rx.cipher.as_mut() {
-                    cipher.apply(&mut bytes);
-                }
-                let decrypted = (!plaintext).then_some(bytes.as_slice());
-                if let Some(verdict) = sink.judge.observe(message, decrypted) {
-                    sink.stats.encryption = verdict;
-                    if let Some(note) = verdict_note(verdict) {
-                        sink.notes.push(note.to_owned());
-                    }
-                }
-                let max_listed = sink.limits.max_listed;
-                report_message(
-                    sink.stats,
-                    sink.messages,
-                    sink.omitted,
-                    MessageRecord {
-                        channel: ch,
-                        kind: "reliable",
-                        sequence: Some(sequence),
-                        len: bytes.len(),
-                        decrypted: !plaintext,
-                        hex: hex::encode(&bytes),
-                        ascii: ascii_preview(&bytes),
-                    },
-                    max_listed,
-                );
-                if sink.judge.key_rejected && rx.cipher.is_some() {
-                    rx.cipher = None;
-                }
+                deliver_one(rx, sequence, message, sink);
             }
         }
         Err(e) => {
@@ -390,124 +435,199 @@ pub(crate) fn deliver(rx: &mut ChannelRx, sequence: u16, payload: &[u8], sink: &
     }
 }
 
-/// Message bytes judged before a verdict is given.
-const JUDGE_MIN: usize = 256;
-/// Message bytes judged at most; the verdict is final then.
-const JUDGE_MAX: usize = 4096;
-
-/// A count of byte values.
-#[derive(Clone)]
-struct Histogram {
-    /// Occurrences of each byte value.
-    counts: [u32; 256],
-    /// Bytes counted.
-    total: usize,
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Self {
-            counts: [0; 256],
-            total: 0,
+/// Decrypts (when a key applies), judges and reports one message.
+fn deliver_one(rx: &mut ChannelRx, sequence: u16, message: &[u8], sink: &mut Sink<'_>) {
+    let mut bytes = message.to_vec();
+    let decrypted = match rx.cipher.as_mut() {
+        Some(cipher) => {
+            cipher.apply(&mut bytes);
+            true
         }
+        None => false,
+    };
+    if !rx.keystream_lost {
+        let plain = decrypted.then_some(bytes.as_slice());
+        if let Some(verdict) = sink.judge.observe(message, plain) {
+            sink.stats.encryption = verdict;
+            if let Some(note) = verdict_note(verdict) {
+                sink.notes.push(note.to_owned());
+            }
+        }
+    }
+    let max_listed = sink.limits.max_listed;
+    report_message(
+        sink.stats,
+        sink.messages,
+        sink.omitted,
+        MessageRecord {
+            channel: rx.channel,
+            kind: "reliable",
+            sequence: Some(sequence),
+            len: bytes.len(),
+            decrypted,
+            verdict: sink.judge.verdict(),
+            hex: hex::encode(&bytes),
+            ascii: ascii_preview(&bytes),
+        },
+        max_listed,
+    );
+    if sink.judge.key_rejected && rx.cipher.is_some() {
+        rx.cipher = None;
     }
 }
 
-impl Histogram {
-    /// Counts the bytes of `data`, up to [`JUDGE_MAX`] in all.
-    fn add(&mut self, data: &[u8]) {
-        let room = JUDGE_MAX.saturating_sub(self.total);
-        for &b in data.iter().take(room) {
-            self.counts[usize::from(b)] += 1;
+/// Processes the buffered packets that continue the sequence, in order.
+pub(crate) fn drain(rx: &mut ChannelRx, sink: &mut Sink<'_>) {
+    while let Some(entry) = rx.slots.first_entry() {
+        if *entry.key() != rx.expected {
+            break;
         }
-        self.total += data.len().min(room);
-    }
-
-    /// Whether the bytes look uniformly random: a chi-square test against the uniform
-    /// distribution (255 degrees of freedom), at six standard deviations (about 390). Text and
-    /// game structures score in the thousands; RC4 output about 255.
-    fn looks_random(&self) -> bool {
-        if self.total == 0 {
-            return false;
-        }
-        let expected = self.total as f64 / 256.0;
-        let chi2: f64 = self
-            .counts
-            .iter()
-            .map(|&c| {
-                let d = f64::from(c) - expected;
-                d * d / expected
-            })
-            .sum();
-        chi2 < 255.0 + 6.0 * (2.0f64 * 255.0).sqrt()
+        let stored = entry.remove();
+        *sink.stored = sink.stored.saturating_sub(1);
+        *sink.budget = sink.budget.saturating_sub(stored.data.len());
+        let sequence = rx.expected as u16;
+        rx.expected += 1;
+        process(rx, stored.fragment, sequence, &stored.data, sink);
     }
 }
 
-/// Judges whether one direction's reliable data is encrypted, and whether a key fits it, from
-/// the randomness of the bytes sent and of the bytes decrypted.
-#[derive(Default)]
-pub(crate) struct Judge {
-    /// The bytes as sent.
-    sent: Histogram,
-    /// The bytes after decryption (when a key applies).
-    decrypted: Histogram,
-    /// The verdict so far.
-    verdict: Encryption,
-    /// Whether the verdict is final.
-    done: bool,
-    /// The key was judged not to fit: this direction's channels stop decrypting.
-    pub(crate) key_rejected: bool,
-}
-
-impl Judge {
-    /// Adds a message; returns the verdict when it changes.
-    pub(crate) fn observe(&mut self, sent: &[u8], decrypted: Option<&[u8]>) -> Option<Encryption> {
-        if self.done {
-            return None;
-        }
-        self.sent.add(sent);
-        if let Some(d) = decrypted {
-            self.decrypted.add(d);
-        }
-        if self.sent.total < JUDGE_MIN {
-            return None;
-        }
-        let sent_random = self.sent.looks_random();
-        let verdict = match decrypted {
-            None if sent_random => Encryption::LooksEncrypted,
-            None => Encryption::Plaintext,
-            Some(_) => match (sent_random, self.decrypted.looks_random()) {
-                (true, false) => Encryption::Decrypted,
-                (false, true) => Encryption::KeyDoesNotFit,
-                _ => Encryption::Unknown,
-            },
-        };
-        if verdict == Encryption::KeyDoesNotFit {
-            self.key_rejected = true;
-            self.done = true;
-        }
-        if self.sent.total >= JUDGE_MAX {
-            self.done = true;
-        }
-        (verdict != self.verdict).then(|| {
-            self.verdict = verdict;
-            verdict
-        })
+/// Gives up the gaps that can no longer be filled: what the receiver acknowledged, and what
+/// lies [`Limits::gap_window`] or more behind the newest sequence seen.
+pub(crate) fn settle(rx: &mut ChannelRx, sink: &mut Sink<'_>) {
+    let Some(highest) = rx.highest else {
+        return;
+    };
+    let behind = highest
+        .checked_sub(sink.limits.gap_window)
+        .filter(|&s| s >= rx.expected);
+    let acked = rx.acked_through.filter(|&s| s >= rx.expected);
+    match (acked, behind) {
+        (Some(a), Some(b)) if a >= b => give_up(rx, a, "acknowledged", sink),
+        (_, Some(b)) => give_up(rx, b, "window", sink),
+        (Some(a), None) => give_up(rx, a, "acknowledged", sink),
+        (None, None) => {}
     }
 }
 
-/// The note a datagram carries when a direction's verdict becomes `verdict`.
-fn verdict_note(verdict: Encryption) -> Option<&'static str> {
-    match verdict {
-        Encryption::LooksEncrypted => Some(
-            "this direction's reliable data looks encrypted (its bytes are uniformly random): \
-             give its RC4 key to decrypt it",
-        ),
-        Encryption::KeyDoesNotFit => Some(
-            "the RC4 key does not fit this direction: the bytes sent are not random, the \
-             decrypted ones are, so the data is plaintext; its messages are shown as sent from \
-             here on",
-        ),
-        _ => None,
+/// The capture ended: every gap is given up and the packets behind it processed; a fragmented
+/// message still incomplete is counted as not reassembled.
+pub(crate) fn flush(rx: &mut ChannelRx, sink: &mut Sink<'_>) {
+    if let Some(highest) = rx.highest.filter(|&h| h >= rx.expected) {
+        give_up(rx, highest, "capture_end", sink);
+    }
+    let partial = match rx.reassembly.take() {
+        Some(Reassembly::Collecting { total, buf }) => {
+            *sink.budget = sink.budget.saturating_sub(buf.len());
+            Some((buf.len(), total))
+        }
+        Some(Reassembly::Skipping { total, seen }) => Some((seen, total)),
+        None => None,
+    };
+    if let Some((seen, total)) = partial {
+        sink.stats.unassembled_messages += 1;
+        sink.notes.push(format!(
+            "channel {}: the capture ended inside a fragmented message ({seen} of {total} \
+             bytes seen): it cannot be reassembled",
+            rx.channel
+        ));
+    }
+}
+
+/// Gives up every missing sequence up to `upto` as lost to the capture, processing the
+/// buffered packets between and after the gaps in order.
+fn give_up(rx: &mut ChannelRx, upto: u64, why: &'static str, sink: &mut Sink<'_>) {
+    while rx.expected <= upto {
+        let next = rx.slots.first_key_value().map(|(&k, _)| k);
+        if next == Some(rx.expected) {
+            drain(rx, sink);
+            continue;
+        }
+        let last = next.map_or(upto, |n| n.saturating_sub(1).min(upto));
+        if last < rx.expected {
+            // Never so: the buffer holds only sequences ahead of the expected one.
+            debug_assert!(false, "a buffered packet behind the expected sequence");
+            rx.slots.pop_first();
+            continue;
+        }
+        record_gap(rx, rx.expected, last, why, sink);
+        rx.expected = last + 1;
+    }
+    drain(rx, sink);
+}
+
+/// Records the gap `first..=last` and loses what it cut: a message in progress, the stream
+/// position, and (encrypted) the keystream position. A gap right after the last one, with no
+/// packet between, grows it.
+fn record_gap(rx: &mut ChannelRx, first: u64, last: u64, why: &'static str, sink: &mut Sink<'_>) {
+    let ch = rx.channel;
+    let packets = last - first + 1;
+    sink.stats.capture_lost_packets += packets;
+    if rx.gap_open {
+        if let Some(gap) = sink.stats.gaps.iter_mut().rev().find(|g| g.channel == ch) {
+            gap.last = last as u16;
+            gap.packets += packets;
+        }
+        sink.notes.push(format!(
+            "channel {ch} sequence {}{} also lost to the capture: the gap grows",
+            first as u16,
+            range_end(first, last)
+        ));
+        return;
+    }
+    let cut = match rx.reassembly.take() {
+        Some(Reassembly::Collecting { total, buf }) => {
+            *sink.budget = sink.budget.saturating_sub(buf.len());
+            Some((total, buf.len()))
+        }
+        Some(Reassembly::Skipping { total, seen }) => Some((total, seen)),
+        None => None,
+    };
+    sink.stats.capture_gaps += 1;
+    let reason = match why {
+        "acknowledged" => "the receiver acknowledged past them",
+        "window" => "they lie a window behind the newest sequence",
+        _ => "the capture ended",
+    };
+    let mut note = format!(
+        "channel {ch} sequence {}{} ({packets} packet{}) lost to the capture ({reason}): given up",
+        first as u16,
+        range_end(first, last),
+        if packets > 1 { "s" } else { "" }
+    );
+    if let Some((total, seen)) = cut {
+        sink.stats.unassembled_messages += 1;
+        note.push_str(&format!(
+            "; a fragmented message it cut ({seen} of {total} bytes seen) cannot be reassembled"
+        ));
+    }
+    if rx.cipher.is_some() {
+        rx.cipher = None;
+        rx.keystream_lost = true;
+        note.push_str(
+            "; the RC4 keystream's position is lost with it, so later messages are shown as sent",
+        );
+    }
+    rx.adrift = true;
+    rx.gap_open = true;
+    sink.notes.push(note);
+    if sink.stats.gaps.len() < sink.limits.max_gaps_listed {
+        sink.stats.gaps.push(CaptureGap {
+            channel: ch,
+            first: first as u16,
+            last: last as u16,
+            packets,
+            why,
+            cut_message_len: cut.map(|(total, _)| total),
+            cut_message_seen: cut.map(|(_, seen)| seen),
+        });
+    }
+}
+
+/// ` to LAST` for a range of more than one sequence.
+fn range_end(first: u64, last: u64) -> String {
+    if last > first {
+        format!(" to {}", last as u16)
+    } else {
+        String::new()
     }
 }

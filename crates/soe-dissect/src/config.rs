@@ -36,6 +36,14 @@ pub struct Limits {
     pub max_inflated: usize,
     /// The most messages listed in one datagram record (the rest are counted). Default 10,000.
     pub max_listed: usize,
+    /// A missing reliable sequence this far behind the newest one seen is given up as lost to
+    /// the capture, and the stream goes on past it. A sender keeps at most its send window
+    /// unacknowledged (196 packets in known peers, within the receiver's 256-packet window), so
+    /// it has stopped resending a sequence this far behind. Default 256.
+    pub gap_window: u64,
+    /// The most gaps listed per direction in a session summary (the rest are counted).
+    /// Default 1,000.
+    pub max_gaps_listed: usize,
 }
 
 impl Default for Limits {
@@ -49,6 +57,8 @@ impl Default for Limits {
             max_pending_acks: 4096,
             max_inflated: 256 * 1024,
             max_listed: 10_000,
+            gap_window: 256,
+            max_gaps_listed: 1000,
         }
     }
 }

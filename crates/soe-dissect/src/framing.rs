@@ -77,7 +77,8 @@ impl Unframed {
     }
 }
 
-/// Checks the CRC of a contextual datagram and strips its framing.
+/// Checks the CRC of a contextual datagram and strips its framing: the CRC verdict, then (a
+/// bad CRC, or an unknown seed) whether it is a CRC-less quirk, then the flag and inflation.
 pub(crate) fn unframe(
     framers: &mut [Framer; 2],
     framing: Framing,
@@ -91,87 +92,18 @@ pub(crate) fn unframe(
         ));
         CrcLength::TWO
     });
-    let crc_len = crc_length.get();
-    let length = crc_len as u8;
-    let zero_first = datagram.first() == Some(&0);
-    let head = if zero_first {
-        2 + usize::from(framing.compression)
-    } else {
-        1
-    };
     let framer = &mut framers[usize::from(framing.compression)];
-    let mut out = Unframed {
-        crc: CrcCheck {
-            verdict: CrcVerdict::Unknown,
-            length,
-            expected: None,
-            found: None,
-        },
-        compressed: false,
-        inflated_len: None,
-        bytes: None,
-        error: None,
-        feed: false,
-    };
-    let short = datagram.len() < head + crc_len;
-    let inner = if short {
-        out.error = Some(format!(
-            "a datagram of {} bytes is shorter than its framing ({} bytes: opcode{}, {crc_len}-byte CRC)",
-            datagram.len(),
-            head + crc_len,
-            if framing.compression && zero_first {
-                ", compression flag"
-            } else {
-                ""
-            }
-        ));
-        out.crc.verdict = if framing.seed.is_some() {
-            CrcVerdict::Bad
-        } else {
-            CrcVerdict::Unknown
-        };
-        None
-    } else {
-        let (inner, trailer) = datagram.split_at(datagram.len() - crc_len);
-        if crc_len == 0 {
-            out.crc.verdict = CrcVerdict::None;
-        } else {
-            let found = crc_length.read(trailer);
-            out.crc.found = Some(crc_hex(found, length));
-            if let Some(seed) = framing.seed {
-                let expected = crc_length.truncate(Crc32::new(seed).checksum(inner));
-                out.crc.expected = Some(crc_hex(expected, length));
-                out.crc.verdict = if expected == found {
-                    CrcVerdict::Ok
-                } else {
-                    CrcVerdict::Bad
-                };
-            }
-        }
-        Some(inner)
-    };
-
-    if matches!(out.crc.verdict, CrcVerdict::Bad) || (short && framing.seed.is_none()) {
-        if let Some(bytes) = crcless(framer, datagram) {
-            out.crc = CrcCheck {
-                verdict: CrcVerdict::Missing,
-                length: 0,
-                expected: None,
-                found: None,
-            };
-            out.error = None;
-            out.bytes = Some(bytes);
-            out.feed = true;
-            notes.push(
-                "no CRC trailer: a Heartbeat or Acknowledge sent without CRC (as h1z1-server does), accepted by our sessions"
-                    .into(),
-            );
-            return out;
+    let (mut out, inner) = check_crc(framing, crc_length, datagram);
+    let short = inner.is_none();
+    if out.crc.verdict == CrcVerdict::Bad || (short && framing.seed.is_none()) {
+        if let Some(quirk) = crcless_quirk(framer, datagram, notes, false) {
+            return quirk;
         }
     }
     let Some(inner) = inner else {
         return out;
     };
+    let zero_first = datagram.first() == Some(&0);
     match framer.open(inner) {
         Ok(bytes) => {
             out.compressed = zero_first && framing.compression && inner.get(2) != Some(&0);
@@ -186,23 +118,108 @@ pub(crate) fn unframe(
         }
     }
     // With the seed unknown, a packet that does not decode may still be a CRC-less quirk.
-    if out.crc.verdict == CrcVerdict::Unknown
-        && out
-            .bytes
-            .as_deref()
-            .is_none_or(|b| Packet::decode(b).is_err())
-    {
-        if let Some(bytes) = crcless(framer, datagram) {
-            out.crc.verdict = CrcVerdict::Missing;
-            out.crc.length = 0;
-            out.crc.found = None;
-            out.error = None;
-            out.bytes = Some(bytes);
-            out.feed = true;
-            notes.push(
-                "read as a Heartbeat or Acknowledge sent without CRC (as h1z1-server does)".into(),
-            );
+    let undecodable = out
+        .bytes
+        .as_deref()
+        .is_none_or(|b| Packet::decode(b).is_err());
+    if out.crc.verdict == CrcVerdict::Unknown && undecodable {
+        if let Some(quirk) = crcless_quirk(framer, datagram, notes, true) {
+            return quirk;
         }
     }
     out
+}
+
+/// The CRC verdict of a datagram, and the bytes before its trailer (`None` when it is shorter
+/// than its framing, which the verdict's error then says).
+fn check_crc(
+    framing: Framing,
+    crc_length: CrcLength,
+    datagram: &[u8],
+) -> (Unframed, Option<&[u8]>) {
+    let crc_len = crc_length.get();
+    let length = crc_len as u8;
+    let zero_first = datagram.first() == Some(&0);
+    let head = if zero_first {
+        2 + usize::from(framing.compression)
+    } else {
+        1
+    };
+    let mut out = Unframed {
+        crc: CrcCheck {
+            verdict: CrcVerdict::Unknown,
+            length,
+            expected: None,
+            found: None,
+        },
+        compressed: false,
+        inflated_len: None,
+        bytes: None,
+        error: None,
+        feed: false,
+    };
+    if datagram.len() < head + crc_len {
+        out.error = Some(format!(
+            "a datagram of {} bytes is shorter than its framing ({} bytes: opcode{}, {crc_len}-byte CRC)",
+            datagram.len(),
+            head + crc_len,
+            if framing.compression && zero_first {
+                ", compression flag"
+            } else {
+                ""
+            }
+        ));
+        if framing.seed.is_some() {
+            out.crc.verdict = CrcVerdict::Bad;
+        }
+        return (out, None);
+    }
+    let (inner, trailer) = datagram.split_at(datagram.len() - crc_len);
+    if crc_len == 0 {
+        out.crc.verdict = CrcVerdict::None;
+        return (out, Some(inner));
+    }
+    let found = crc_length.read(trailer);
+    out.crc.found = Some(crc_hex(found, length));
+    if let Some(seed) = framing.seed {
+        let expected = crc_length.truncate(Crc32::new(seed).checksum(inner));
+        out.crc.expected = Some(crc_hex(expected, length));
+        out.crc.verdict = if expected == found {
+            CrcVerdict::Ok
+        } else {
+            CrcVerdict::Bad
+        };
+    }
+    (out, Some(inner))
+}
+
+/// The datagram read as a Heartbeat or selective Acknowledge sent without CRC (as h1z1-server
+/// does), when it is one. `guessed`: the seed is unknown, so this is a reading, not a check.
+fn crcless_quirk(
+    framer: &Framer,
+    datagram: &[u8],
+    notes: &mut Vec<String>,
+    guessed: bool,
+) -> Option<Unframed> {
+    let bytes = crcless(framer, datagram)?;
+    notes.push(if guessed {
+        "read as a Heartbeat or Acknowledge sent without CRC (as h1z1-server does)".into()
+    } else {
+        "no CRC trailer: a Heartbeat or Acknowledge sent without CRC (as h1z1-server does), \
+         accepted by our sessions"
+            .into()
+    });
+    Some(Unframed {
+        crc: CrcCheck {
+            verdict: CrcVerdict::Missing,
+            length: 0,
+            expected: None,
+            found: None,
+        },
+        compressed: false,
+        inflated_len: None,
+        bytes: Some(bytes),
+        error: None,
+        feed: true,
+    })
 }

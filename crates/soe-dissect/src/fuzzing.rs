@@ -9,6 +9,7 @@
 //! * nothing panics;
 //! * bytes buffered stay within [`Limits::max_buffered`], sessions within
 //!   [`Limits::max_sessions`], listed messages within [`Limits::max_listed`];
+//! * the end of the capture ([`Dissector::flush`]) releases every byte buffered;
 //! * every record and summary renders.
 //!
 //! A broken promise panics, which the fuzzer reports.
@@ -75,6 +76,8 @@ pub fn limits() -> Limits {
         max_pending_acks: 32,
         max_inflated: 8192,
         max_listed: 8,
+        gap_window: 24,
+        max_gaps_listed: 4,
     }
 }
 
@@ -141,6 +144,16 @@ pub fn stream(data: &[u8]) {
         let record = dissector.dissect(time, src, dst, datagram);
         check(&record, &dissector, limits);
     }
+    // The end of the capture gives every gap up and releases every buffered byte.
+    for record in dissector.flush() {
+        assert!(record.messages.len() <= limits.max_listed);
+        let _ = record.render();
+    }
+    assert_eq!(
+        dissector.buffered_bytes(),
+        0,
+        "bytes still held after flush"
+    );
     for summary in dissector.summaries() {
         let _ = summary.render();
     }

@@ -12,6 +12,10 @@
 //! the datagram that completed it. It measures data-to-ack round trips, and says when a
 //! session's data looks encrypted without a key, or when a key does not fit.
 //!
+//! A capture that lost packets does not stop the stream: gaps that can no longer be filled are
+//! given up ([`CaptureGap`]), the stream goes on from every packet whose place is known, and
+//! [`Dissector::flush`] gives up the last gaps when the capture ends.
+//!
 //! Memory is bounded whatever the input ([`Limits`]); no input panics.
 //!
 //! ```
@@ -47,11 +51,13 @@ mod dissector;
 mod framing;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod judge;
 mod records;
 mod render;
 mod session;
 #[cfg(test)]
 mod tests;
+mod work;
 
 // The README's examples run as doc tests, so the published front page stays true to the API.
 #[cfg(doctest)]
@@ -60,8 +66,9 @@ struct ReadmeDoctests;
 
 pub use config::{DissectConfig, KeyRule, Limits};
 pub use dissector::Dissector;
+pub use judge::{RANDOMNESS_MAX_BYTES, RANDOMNESS_MIN_BYTES, Randomness};
 pub use records::{
-    CrcCheck, CrcVerdict, DatagramRecord, Direction, DirectionStats, DirectionSummary,
-    DisconnectSummary, Encryption, FieldValue, Fields, MessageRecord, PacketNode, Record,
-    ReliableInfo, RoundTrips, SessionSummary,
+    CaptureGap, CrcCheck, CrcVerdict, DatagramRecord, Direction, DirectionStats, DirectionSummary,
+    DisconnectSummary, Encryption, FieldValue, Fields, FlushRecord, MessageRecord, PacketNode,
+    Record, ReliableInfo, RoundTrips, SessionSummary,
 };

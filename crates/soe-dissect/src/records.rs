@@ -158,8 +158,10 @@ pub struct ReliableInfo {
     pub sequence: u16,
     /// Whether the packet is a ReliableDataFragment.
     pub fragment: bool,
-    /// `whole`, `first` (a first fragment, with `total_len`), `continuation`, or `unknown` (a
-    /// fragment not processed in order here: stored, resent, or not fed).
+    /// `whole`, `first` (a first fragment, with `total_len`), `continuation`, `unplaced` (a
+    /// fragment after a gap lost to the capture, before any whole packet: whether it starts a
+    /// message is unknown), or `unknown` (a fragment not processed in order here: stored,
+    /// resent, or not fed).
     pub position: &'static str,
     /// A first fragment's total message length.
     pub total_len: Option<u32>,
@@ -168,9 +170,10 @@ pub struct ReliableInfo {
     /// True when this (direction, channel, sequence) was already seen: a resend of a packet
     /// delivered before, or a duplicate of one buffered out of order.
     pub resend: bool,
-    /// `delivered` (in order, processed now), `stored` (ahead of a gap), `resend`, `duplicate`,
-    /// `dropped` (a buffer limit), `before_start` (older than the stream start), `not_fed` (its
-    /// datagram failed the CRC).
+    /// `delivered` (in order, processed now), `unplaced` (in order, but a fragment after a gap
+    /// given up as lost to the capture, whose place in a message is unknown: not delivered),
+    /// `stored` (ahead of a gap), `resend`, `duplicate`, `dropped` (a buffer limit),
+    /// `before_start` (older than the stream start), `not_fed` (its datagram failed the CRC).
     pub status: &'static str,
     /// Whether the data is an ack elicitor (`00 19` or `00 19 01`): no message.
     pub ack_elicitor: bool,
@@ -226,8 +229,13 @@ pub struct MessageRecord {
     pub sequence: Option<u16>,
     /// Bytes.
     pub len: usize,
-    /// Whether it was RC4-decrypted.
+    /// Whether the RC4 key was applied to it. Whether the key fits is `verdict`'s to say.
     pub decrypted: bool,
+    /// The direction's encryption verdict when the message was reported: with a key applied,
+    /// [`Encryption::Decrypted`] once enough bytes showed that the key fits, and
+    /// [`Encryption::KeyNotJudged`] while too few bytes were seen to tell (the decrypted bytes
+    /// may then be garbage).
+    pub verdict: Encryption,
     /// The whole message, hex.
     pub hex: String,
     /// The first bytes, printable ASCII with `.` for the rest.
@@ -332,10 +340,74 @@ pub struct DirectionStats {
     pub malformed: u64,
     /// Reliable packets or messages dropped by a limit of the dissector.
     pub dropped: u64,
+    /// Gaps in this direction's reliable sequences given up as lost to the capture: the
+    /// receiver acknowledged them, or they lie a window behind the newest sequence, or the
+    /// capture ended (see [`CaptureGap`]). What the peers lost and resent themselves is not
+    /// here: a resend fills its gap (and counts in `resends`).
+    pub capture_gaps: u64,
+    /// Reliable packets in those gaps: sent, and never in the capture.
+    pub capture_lost_packets: u64,
+    /// Fragments after a gap that could not be placed: until a whole packet marks a message
+    /// boundary, whether a fragment starts a message or continues one is unknown, so it is
+    /// counted here and not delivered.
+    pub unplaced_fragments: u64,
+    /// Their data bytes.
+    pub unplaced_bytes: u64,
+    /// Fragmented messages that could not be reassembled: cut by a gap, or still incomplete
+    /// when the capture ended.
+    pub unassembled_messages: u64,
+    /// The gaps, oldest first (at most [`Limits::max_gaps_listed`](crate::Limits); `capture_gaps`
+    /// counts them all).
+    pub gaps: Vec<CaptureGap>,
     /// Round trips of this direction's data to the other side's acks.
     pub round_trips: RoundTrips,
     /// Whether this direction's reliable data looks encrypted, and whether a key fits it.
     pub encryption: Encryption,
+}
+
+/// A run of reliable sequences the capture lost, given up so the stream goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CaptureGap {
+    /// The channel, 0 to 3.
+    pub channel: u8,
+    /// The first missing sequence, as sent (16 bits).
+    pub first: u16,
+    /// The last missing sequence, as sent.
+    pub last: u16,
+    /// Packets missing.
+    pub packets: u64,
+    /// Why it was given up: `acknowledged` (the receiver acknowledged past it, so it will not
+    /// be sent again), `window` (it lies [`Limits::gap_window`](crate::Limits) or more behind the
+    /// newest sequence, further than a sender may keep unacknowledged), or `capture_end`.
+    pub why: &'static str,
+    /// When the gap cut a fragmented message: the length its first fragment announced.
+    pub cut_message_len: Option<usize>,
+    /// And the bytes of it seen before the gap. The message lost at most the difference (some
+    /// of it may be in the fragments after the gap, which cannot be placed).
+    pub cut_message_seen: Option<usize>,
+}
+
+/// Messages and remarks the end of a capture released: the packets buffered behind a gap
+/// that was never filled, delivered by [`Dissector::flush`](crate::Dissector::flush).
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct FlushRecord {
+    /// Always `flush`.
+    #[cfg_attr(feature = "serde", serde(rename = "type"))]
+    pub kind: &'static str,
+    /// The session number.
+    pub session: usize,
+    /// Which way the messages went.
+    pub direction: Direction,
+    /// Their sender.
+    pub src: SocketAddr,
+    /// Their receiver.
+    pub dst: SocketAddr,
+    /// The messages, in order.
+    pub messages: Vec<MessageRecord>,
+    /// Remarks (the gaps given up, messages that could not be reassembled).
+    pub notes: Vec<String>,
 }
 
 /// What the dissector makes of a direction's reliable messages: a judgement of how random
@@ -354,6 +426,9 @@ pub enum Encryption {
     /// No key applies, but the data looks encrypted (its bytes are uniformly random): give its
     /// RC4 key.
     LooksEncrypted,
+    /// A key applies, but fewer message bytes than needed to judge it (256) were seen so far:
+    /// whether it fits is not known, and the bytes it decrypted may be garbage.
+    KeyNotJudged,
     /// A key applies, and the data it decrypts is less random than what was sent: it fits.
     Decrypted,
     /// A key applies, but the data was already plain and decrypting it yields random bytes:
@@ -368,6 +443,7 @@ impl Encryption {
             Self::Unknown => "unknown",
             Self::Plaintext => "plaintext",
             Self::LooksEncrypted => "looks_encrypted",
+            Self::KeyNotJudged => "key_not_judged",
             Self::Decrypted => "decrypted",
             Self::KeyDoesNotFit => "key_does_not_fit",
         }
@@ -383,6 +459,8 @@ pub enum Record {
     Datagram(DatagramRecord),
     /// One session's summary (its `type` field is `session`).
     Session(SessionSummary),
+    /// What the end of the capture released in one direction (its `type` field is `flush`).
+    Flush(FlushRecord),
 }
 
 /// One direction of a session summary.

@@ -4,7 +4,8 @@ use std::fmt::Write as _;
 
 use crate::config::TREE_HEX;
 use crate::records::{
-    CrcVerdict, DatagramRecord, Encryption, MessageRecord, PacketNode, SessionSummary,
+    CrcVerdict, DatagramRecord, DirectionStats, Encryption, FlushRecord, MessageRecord, PacketNode,
+    SessionSummary,
 };
 
 struct Line {
@@ -82,7 +83,13 @@ impl MessageRecord {
         }
         let _ = write!(text, " {} bytes", self.len);
         if self.decrypted {
-            text.push_str(" (decrypted)");
+            text.push_str(match self.verdict {
+                Encryption::Decrypted => " (decrypted)",
+                Encryption::KeyNotJudged => {
+                    " (RC4 applied; too few bytes yet to tell whether the key fits)"
+                }
+                _ => " (RC4 applied; whether the key fits is unknown)",
+            });
         }
         let shown = self.hex.len().min(TREE_HEX * 2);
         let _ = write!(text, ": {}", self.hex.get(..shown).unwrap_or_default());
@@ -136,6 +143,82 @@ impl DatagramRecord {
         lines.extend(self.notes.iter().map(|n| Line::leaf(format!("note: {n}"))));
         draw(&mut out, &lines, "");
         out
+    }
+}
+
+impl FlushRecord {
+    /// The record as a tree: a header line, then the messages and notes.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "end of capture: session {} {} -> {} ({})",
+            self.session,
+            self.src,
+            self.dst,
+            self.direction.arrow()
+        );
+        let mut lines: Vec<Line> = self.messages.iter().map(|m| Line::leaf(m.line())).collect();
+        lines.extend(self.notes.iter().map(|n| Line::leaf(format!("note: {n}"))));
+        draw(&mut out, &lines, "");
+        out
+    }
+}
+
+/// The lines a direction's summary adds after its counters: gaps the capture lost, round
+/// trips, and what is known of its encryption.
+fn direction_details(out: &mut String, s: &DirectionStats) {
+    if s.capture_gaps > 0 || s.unassembled_messages > 0 || s.unplaced_fragments > 0 {
+        let _ = write!(
+            out,
+            "\n    lost to the capture: {} reliable packets in {} gaps; {} messages could not \
+             be reassembled, {} fragments ({} bytes) could not be placed",
+            s.capture_lost_packets,
+            s.capture_gaps,
+            s.unassembled_messages,
+            s.unplaced_fragments,
+            s.unplaced_bytes
+        );
+        for g in &s.gaps {
+            let _ = write!(
+                out,
+                "\n      gap: channel {} sequence {} to {} ({} packets, {})",
+                g.channel,
+                g.first,
+                g.last,
+                g.packets,
+                g.why.replace('_', " ")
+            );
+            if let (Some(len), Some(seen)) = (g.cut_message_len, g.cut_message_seen) {
+                let _ = write!(out, "; cut a message of {len} bytes, {seen} seen");
+            }
+        }
+        if s.capture_gaps > s.gaps.len() as u64 {
+            let _ = write!(
+                out,
+                "\n      ({} more gaps not listed)",
+                s.capture_gaps - s.gaps.len() as u64
+            );
+        }
+    }
+    let rt = &s.round_trips;
+    if let (Some(min), Some(avg), Some(max)) = (rt.min_ms, rt.avg_ms, rt.max_ms) {
+        let _ = write!(
+            out,
+            "\n    data->ack round trips: {} samples, min {min:.3} ms, avg {avg:.3} ms, max {max:.3} ms",
+            rt.count
+        );
+    }
+    match s.encryption {
+        Encryption::LooksEncrypted => out.push_str(
+            "\n    reliable data looks encrypted (uniformly random bytes): its RC4 key is needed",
+        ),
+        Encryption::KeyDoesNotFit => out.push_str(
+            "\n    the RC4 key does not fit: the data sent is plaintext (shown as sent once judged)",
+        ),
+        Encryption::KeyNotJudged => out.push_str(
+            "\n    the RC4 key was applied, but fewer than 256 message bytes were seen: whether it \
+             fits could not be told, and the decrypted messages may be garbage",
+        ),
+        _ => {}
     }
 }
 
@@ -200,23 +283,7 @@ impl SessionSummary {
                 s.malformed,
                 s.dropped
             );
-            let rt = &s.round_trips;
-            if let (Some(min), Some(avg), Some(max)) = (rt.min_ms, rt.avg_ms, rt.max_ms) {
-                let _ = write!(
-                    out,
-                    "\n    data->ack round trips: {} samples, min {min:.3} ms, avg {avg:.3} ms, max {max:.3} ms",
-                    rt.count
-                );
-            }
-            match s.encryption {
-                Encryption::LooksEncrypted => out.push_str(
-                    "\n    reliable data looks encrypted (uniformly random bytes): its RC4 key is needed",
-                ),
-                Encryption::KeyDoesNotFit => out.push_str(
-                    "\n    the RC4 key does not fit: the data sent is plaintext (shown as sent once judged)",
-                ),
-                _ => {}
-            }
+            direction_details(&mut out, s);
         }
         if let Some(d) = &self.disconnect {
             let _ = write!(

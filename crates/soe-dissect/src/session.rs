@@ -3,9 +3,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::channel::{ChannelRx, Judge};
-use crate::framing::Framing;
-use crate::records::{Direction, DirectionStats, DisconnectSummary};
+use crate::channel::{ChannelRx, Sink, flush};
+use crate::config::Limits;
+use crate::framing::{Framing, Unframed};
+use crate::judge::Judge;
+use crate::records::{CrcVerdict, Direction, DirectionStats, DisconnectSummary, FlushRecord};
 
 /// One session's state.
 pub(crate) struct SessionState {
@@ -131,8 +133,104 @@ impl SessionState {
         }
     }
 
+    /// Counts a datagram from side `side` at `time`.
+    pub(crate) fn count_datagram(&mut self, side: usize, time: Duration, len: usize) {
+        self.last = self.last.max(time);
+        if let Some(s) = self.sides.get_mut(side) {
+            s.stats.datagrams += 1;
+            s.stats.bytes += len as u64;
+        }
+    }
+
+    /// Counts what unframing a datagram from side `side` found wrong.
+    pub(crate) fn count_unframing(
+        &mut self,
+        side: usize,
+        unframed: &Unframed,
+        notes: &mut Vec<String>,
+    ) {
+        let bad_crc = unframed.crc.verdict == CrcVerdict::Bad;
+        let Some(s) = self.sides.get_mut(side) else {
+            return;
+        };
+        if bad_crc {
+            s.stats.crc_failures += 1;
+            notes.push("bad CRC: decoded best-effort, not fed to reassembly or decryption".into());
+        } else if unframed.error.is_some() {
+            // A framing failure behind a good (or unknown) CRC: corrupt, not noise.
+            s.stats.malformed += 1;
+        }
+    }
+
     /// Whether the handshake was seen (the streams then start at sequence 0).
     pub(crate) fn handshake(&self) -> bool {
         self.request_seen || self.learned.is_some()
+    }
+
+    /// How many sides are told apart: one when both addresses are the same (hex input).
+    pub(crate) fn side_count(&self) -> usize {
+        if self.addrs.0 == self.addrs.1 { 1 } else { 2 }
+    }
+
+    /// Side `i`'s direction, sender and receiver (client to server first when known).
+    pub(crate) fn side_view(&self, i: usize) -> (Direction, SocketAddr, SocketAddr) {
+        let (from0, to0) = match (self.client, self.server()) {
+            (Some(c), Some(s)) => (c, s),
+            _ => self.addrs,
+        };
+        let (from, to) = if i == 0 { (from0, to0) } else { (to0, from0) };
+        let direction = match (self.client, self.side_count(), i) {
+            (Some(_), 2, 0) => Direction::ClientToServer,
+            (Some(_), 2, _) => Direction::ServerToClient,
+            _ => Direction::Unknown,
+        };
+        (direction, from, to)
+    }
+
+    /// The capture ended: every gap of side `i` is given up and what waited behind it
+    /// delivered; `None` when nothing changed.
+    pub(crate) fn flush_side(
+        &mut self,
+        i: usize,
+        budget: &mut usize,
+        limits: Limits,
+    ) -> Option<FlushRecord> {
+        let (direction, src, dst) = self.side_view(i);
+        let (mut messages, mut notes, mut omitted) = (Vec::new(), Vec::new(), 0u64);
+        let Side {
+            stats,
+            channels,
+            stored,
+            judge,
+            ..
+        } = self.sides.get_mut(i)?;
+        for rx in channels.iter_mut().flatten() {
+            let mut sink = Sink {
+                stats: &mut *stats,
+                messages: &mut messages,
+                omitted: &mut omitted,
+                notes: &mut notes,
+                budget: &mut *budget,
+                stored: &mut *stored,
+                limits,
+                judge: &mut *judge,
+            };
+            flush(rx, &mut sink);
+        }
+        if omitted > 0 {
+            notes.push(format!(
+                "{omitted} more messages released here are not listed (limit {})",
+                limits.max_listed
+            ));
+        }
+        (!messages.is_empty() || !notes.is_empty()).then_some(FlushRecord {
+            kind: "flush",
+            session: self.number,
+            direction,
+            src,
+            dst,
+            messages,
+            notes,
+        })
     }
 }

@@ -258,7 +258,12 @@ fn round_trips_from_data_to_ack() {
 
 #[test]
 fn buffers_are_bounded() {
-    let mut d = connected(None, false);
+    // A gap window as wide as the buffer's, so that the buffer limits are what is reached.
+    let limits = Limits {
+        gap_window: WINDOW,
+        ..Limits::default()
+    };
+    let mut d = connected_with(DissectConfig::new().with_limits(limits), false);
     let payload = [7u8; 16];
     let on = |channel: u8, seq: u16| {
         sealed(
@@ -414,4 +419,206 @@ fn a_message_over_the_reassembly_budget_is_skipped_and_its_bytes_released() {
     assert_eq!(hexes(&r), vec![hex::encode(b"after")]);
     let stats = &d.summaries()[0].directions[0].stats;
     assert_eq!((stats.dropped, stats.messages), (1, 1));
+}
+
+/// An AcknowledgeAll from the client (the receiver of the server's data).
+fn ack_all(seq: u16) -> Vec<u8> {
+    sealed(
+        &mut framer(false),
+        &Packet::AcknowledgeAll(Ack {
+            channel: Channel::ZERO,
+            sequence: seq,
+        }),
+    )
+}
+
+/// A first fragment of a `total`-byte message carrying `bytes`.
+fn first_fragment(seq: u16, total: u32, bytes: &[u8]) -> Vec<u8> {
+    let mut data = total.to_be_bytes().to_vec();
+    data.extend_from_slice(bytes);
+    fragment(seq, &data)
+}
+
+#[test]
+fn a_gap_the_receiver_acknowledged_is_given_up_and_the_stream_goes_on() {
+    let mut d = connected(None, false);
+    let (c, s) = (client(), server());
+    d.dissect(Duration::ZERO, s, c, &data(0, b"zero"));
+    // 1 and 2 never reach the capture; 3 and 4 wait behind them
+    let r = d.dissect(Duration::ZERO, s, c, &data(3, b"three"));
+    assert_eq!(r.packet.unwrap().reliable.unwrap().status, "stored");
+    d.dissect(Duration::ZERO, s, c, &data(4, b"four"));
+    // the client has everything through 4: 1 and 2 will not be sent again
+    d.dissect(Duration::ZERO, c, s, &ack_all(4));
+    let r = d.dissect(Duration::ZERO, s, c, &data(5, b"five"));
+    assert_eq!(
+        hexes(&r),
+        [
+            hex::encode("three"),
+            hex::encode("four"),
+            hex::encode("five")
+        ]
+    );
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("sequence 1 to 2 (2 packets) lost to the capture")),
+        "{:?}",
+        r.notes
+    );
+    let stats = &d.summaries()[0].directions[1].stats;
+    assert_eq!((stats.capture_gaps, stats.capture_lost_packets), (1, 2));
+    assert_eq!(stats.gaps[0].why, "acknowledged");
+    assert_eq!(stats.messages, 4);
+    let text = d.summaries()[0].render();
+    assert!(
+        text.contains("lost to the capture: 2 reliable packets in 1 gaps"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_gap_a_window_behind_is_given_up_without_any_ack() {
+    let limits = Limits {
+        gap_window: 16,
+        ..Limits::default()
+    };
+    let mut d = connected_with(DissectConfig::new().with_limits(limits), false);
+    let (c, s) = (client(), server());
+    d.dissect(Duration::ZERO, s, c, &data(0, b"m0"));
+    let mut delivered = Vec::new();
+    for seq in 3..=17u16 {
+        let r = d.dissect(
+            Duration::ZERO,
+            s,
+            c,
+            &data(seq, format!("m{seq}").as_bytes()),
+        );
+        delivered.extend(hexes(&r));
+        // held while the gap may still be filled
+        assert!(delivered.is_empty(), "delivered at {seq}");
+    }
+    // 18 is 16 past 2: 1 and 2 can no longer come
+    let r = d.dissect(Duration::ZERO, s, c, &data(18, b"m18"));
+    delivered.extend(hexes(&r));
+    let expected: Vec<String> = (3..=18).map(|i| hex::encode(format!("m{i}"))).collect();
+    assert_eq!(delivered, expected);
+    let stats = &d.summaries()[0].directions[1].stats;
+    assert_eq!(stats.gaps[0].why, "window");
+    assert_eq!((stats.gaps[0].first, stats.gaps[0].last), (1, 2));
+}
+
+#[test]
+fn after_a_gap_a_fragment_is_placed_only_after_a_whole_packet() {
+    let mut d = connected(None, false);
+    let (c, s) = (client(), server());
+    let big: Vec<u8> = (0..1000u32).map(|i| (i % 200) as u8 + 1).collect();
+    // a fragmented message: 0 first, 1 lost, 2 continuation
+    d.dissect(Duration::ZERO, s, c, &first_fragment(0, 1000, &big[..400]));
+    d.dissect(Duration::ZERO, s, c, &fragment(2, &big[800..]));
+    // then a 2-fragment message whose first fragment is also lost (3), its end at 4
+    d.dissect(Duration::ZERO, s, c, &fragment(4, &[9; 100]));
+    // a whole packet, then a message in two fragments
+    d.dissect(Duration::ZERO, s, c, &data(5, b"whole"));
+    d.dissect(Duration::ZERO, s, c, &first_fragment(6, 6, b"abc"));
+    d.dissect(Duration::ZERO, s, c, &fragment(7, b"def"));
+    d.dissect(Duration::ZERO, c, s, &ack_all(7));
+    // the next packet from the server settles the gaps
+    let r = d.dissect(Duration::ZERO, s, c, &data(8, b"after"));
+    assert_eq!(
+        hexes(&r),
+        [
+            hex::encode("whole"),
+            hex::encode("abcdef"),
+            hex::encode("after")
+        ]
+    );
+    let stats = &d.summaries()[0].directions[1].stats;
+    assert_eq!(stats.capture_lost_packets, 2);
+    assert_eq!(stats.capture_gaps, 2);
+    // the message cut at 1 is not reassembled; 2 and 4 cannot be placed
+    assert_eq!(stats.unassembled_messages, 1);
+    assert_eq!((stats.unplaced_fragments, stats.unplaced_bytes), (2, 300));
+    assert_eq!(
+        (
+            stats.gaps[0].cut_message_len,
+            stats.gaps[0].cut_message_seen
+        ),
+        (Some(1000), Some(400))
+    );
+    assert!(r.render().contains("not placed"), "{}", r.render());
+}
+
+#[test]
+fn after_a_gap_an_encrypted_stream_is_shown_as_sent() {
+    let key = b"secret key";
+    let mut d = connected(Some(key), false);
+    let (c, s) = (client(), server());
+    let mut cipher = Rc4::new(key).unwrap();
+    let sent: Vec<Vec<u8>> = (0..4)
+        .map(|i| {
+            let mut m = format!("message number {i}").into_bytes();
+            cipher.apply(&mut m);
+            m
+        })
+        .collect();
+    let r = d.dissect(Duration::ZERO, s, c, &data(0, &sent[0]));
+    assert_eq!(hexes(&r), [hex::encode("message number 0")]);
+    assert!(r.messages[0].decrypted);
+    // 1 lost to the capture, acknowledged by the client
+    d.dissect(Duration::ZERO, s, c, &data(2, &sent[2]));
+    d.dissect(Duration::ZERO, c, s, &ack_all(2));
+    let r = d.dissect(Duration::ZERO, s, c, &data(3, &sent[3]));
+    // the keystream's position is unknown after the gap: shown as sent, not decrypted
+    assert_eq!(hexes(&r), [hex::encode(&sent[2]), hex::encode(&sent[3])]);
+    assert!(r.messages.iter().all(|m| !m.decrypted));
+    assert!(
+        r.notes.iter().any(|n| n.contains("keystream")),
+        "{:?}",
+        r.notes
+    );
+}
+
+#[test]
+fn the_end_of_the_capture_gives_up_the_last_gaps() {
+    let mut d = connected(None, false);
+    let (c, s) = (client(), server());
+    d.dissect(Duration::ZERO, s, c, &data(0, b"zero"));
+    d.dissect(Duration::ZERO, s, c, &data(2, b"two"));
+    d.dissect(Duration::ZERO, s, c, &first_fragment(3, 10, b"abcde"));
+    let flushed = d.flush();
+    assert_eq!(flushed.len(), 1);
+    let f = &flushed[0];
+    assert_eq!(f.direction, Direction::ServerToClient);
+    assert_eq!(
+        f.messages.iter().map(|m| m.hex.clone()).collect::<Vec<_>>(),
+        [hex::encode("two")]
+    );
+    assert!(f.render().contains("the capture ended"), "{}", f.render());
+    let stats = &d.summaries()[0].directions[1].stats;
+    assert_eq!(stats.gaps[0].why, "capture_end");
+    // the message whose end the capture did not hold is counted, not shown
+    assert_eq!(stats.unassembled_messages, 1);
+    assert_eq!(d.buffered_bytes(), 0);
+    let json = serde_json::to_value(Record::Flush(f.clone())).unwrap();
+    assert_eq!(json["type"], "flush");
+}
+
+#[test]
+fn a_key_not_yet_judged_is_not_called_decrypted() {
+    let key = b"secret key";
+    let mut d = connected(Some(key), false);
+    let mut wrong = Rc4::new(b"another key").unwrap();
+    let mut m = b"hello there".to_vec();
+    wrong.apply(&mut m);
+    let r = d.dissect(Duration::ZERO, server(), client(), &data(0, &m));
+    let text = r.render();
+    assert!(!text.contains("(decrypted)"), "{text}");
+    assert!(text.contains("too few bytes yet"), "{text}");
+    assert_eq!(r.messages[0].verdict, Encryption::KeyNotJudged);
+    let summary = d.summaries()[0].render();
+    assert!(
+        summary.contains("whether it fits could not be told"),
+        "{summary}"
+    );
 }

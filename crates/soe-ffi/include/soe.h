@@ -14,6 +14,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#define SOE_STRINGIFY_(x) #x
+#define SOE_STRINGIFY(x) SOE_STRINGIFY_(x)
+// The library's version as a string, "MAJOR.MINOR.PATCH": what `soe_version()` returns when
+// the library loaded is the one this header describes.
+#define SOE_VERSION_STRING \
+    SOE_STRINGIFY(SOE_VERSION_MAJOR) "." SOE_STRINGIFY(SOE_VERSION_MINOR) "." SOE_STRINGIFY(SOE_VERSION_PATCH)
+
 
 // `soe_addr.family` of an IPv4 address.
 #define SOE_AF_INET 4
@@ -21,11 +28,97 @@
 // `soe_addr.family` of an IPv6 address.
 #define SOE_AF_INET6 6
 
+// Disconnect reason 0: none given.
+#define SOE_REASON_NONE 0
+
+// Disconnect reason 1: an ICMP error.
+#define SOE_REASON_ICMP_ERROR 1
+
+// Disconnect reason 2: the peer was silent for `idle_timeout_ms`.
+#define SOE_REASON_TIMEOUT 2
+
+// Disconnect reason 3: the other side terminated.
+#define SOE_REASON_OTHER_SIDE_TERMINATED 3
+
+// Disconnect reason 4: the manager (endpoint) was deleted.
+#define SOE_REASON_MANAGER_DELETED 4
+
+// Disconnect reason 5: the handshake failed (no answer within `connect_timeout_ms`).
+#define SOE_REASON_CONNECT_FAIL 5
+
+// Disconnect reason 6: the application closed the session (the usual `soe_close` reason).
+#define SOE_REASON_APPLICATION 6
+
+// Disconnect reason 7: the peer is unreachable.
+#define SOE_REASON_UNREACHABLE_CONNECTION 7
+
+// Disconnect reason 8: reliable data went unacknowledged too long.
+#define SOE_REASON_UNACKNOWLEDGED_TIMEOUT 8
+
+// Disconnect reason 9: a new connection attempt replaced this session.
+#define SOE_REASON_NEW_CONNECTION_ATTEMPT 9
+
+// Disconnect reason 10: the server refused the session.
+#define SOE_REASON_CONNECTION_REFUSED 10
+
+// Disconnect reason 11: a connection error.
+#define SOE_REASON_CONNECT_ERROR 11
+
+// Disconnect reason 12: the session would connect to itself.
+#define SOE_REASON_CONNECTING_TO_SELF 12
+
+// Disconnect reason 13: the receiving side's reliable buffers overflowed.
+#define SOE_REASON_RELIABLE_OVERFLOW 13
+
+// Disconnect reason 14: the application released the session.
+#define SOE_REASON_APPLICATION_RELEASED 14
+
+// Disconnect reason 15: a corrupt packet.
+#define SOE_REASON_CORRUPT_PACKET 15
+
+// Disconnect reason 16: the application protocols (or protocol versions) differ.
+#define SOE_REASON_PROTOCOL_MISMATCH 16
+
 // `soe_config.role`: accept sessions (and also connect).
 #define SOE_ROLE_SERVER 1
 
 // `soe_config.role`: only connect.
 #define SOE_ROLE_CLIENT 2
+
+// The longest `application_protocol`, in bytes without the NUL. Real names are a few dozen
+// bytes ("CGAPI_527", "ExternalGatewayApi_3"); the bound keeps a string without its NUL from
+// being read past 256 bytes.
+#define SOE_MAX_PROTOCOL_LENGTH 255
+
+// The largest `max_message_size`: 4 MiB.
+#define SOE_MAX_MESSAGE_SIZE 4194304
+
+// The largest datagram `soe_endpoint_handle_datagram` takes: a UDP payload's limit. A longer
+// length is a caller's bug (an underflowed `n - header`), refused before a byte is read.
+#define SOE_MAX_DATAGRAM_LENGTH 65535
+
+// The longest RC4 key, in bytes.
+#define SOE_MAX_RC4_KEY_LENGTH 256
+
+// The library's major version (`SOE_VERSION_MAJOR`).
+#define SOE_VERSION_MAJOR 0
+
+// The library's minor version. Before 1.0, a new minor version may change the ABI (it then
+// also raises `SOE_ABI_VERSION`).
+#define SOE_VERSION_MINOR 2
+
+// The library's patch version.
+#define SOE_VERSION_PATCH 0
+
+// The version as one number, `MAJOR * 10000 + MINOR * 100 + PATCH`, for `#if` tests.
+#define SOE_VERSION_NUMBER 200
+
+// The ABI version: the number in the shared library's SONAME (`libsoe.so.0`). It changes
+// when, and only when, a program built against an earlier header of the same ABI version
+// could misbehave with this library: a function's parameters or a struct's layout changed, a
+// constant's meaning changed, a function was removed, or a function returns a status its
+// documentation did not list. Additions keep it: new functions, constants and reasons.
+#define SOE_ABI_VERSION 0
 
 // What every function returns. Zero and positive values are outcomes; negative values are
 // errors, explained by `soe_last_error()`.
@@ -40,7 +133,10 @@ enum soe_status
   SOE_DONE = 1,
   // A required pointer was NULL.
   SOE_ERR_NULL = -1,
-  // An argument is out of range (a channel above 3, an address family other than 4 or 6).
+  // An argument is out of range: a channel above 3, an address family other than 4 or 6, a
+  // datagram longer than 65535 bytes, a close reason above 16, `on` above 1, encryption
+  // switched for a session without a key, or a data pointer and length that run past the
+  // end of the address space.
   SOE_ERR_INVALID_ARGUMENT = -2,
   // The configuration is invalid; the message names the field.
   SOE_ERR_INVALID_CONFIG = -3,
@@ -131,7 +227,8 @@ typedef struct soe_config {
   // `SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`.
   uint32_t role;
   // The application protocol name sent in SessionRequest (both sides must agree), a
-  // NUL-terminated string copied by `soe_endpoint_new`. Default "SoeEcho".
+  // NUL-terminated string of at most `SOE_MAX_PROTOCOL_LENGTH` (255) bytes, copied by
+  // `soe_endpoint_new`. Default "SoeEcho" (a static string; NULL means the same).
   const char *application_protocol;
   // The largest datagram this side accepts, announced in the handshake; 64 to 65507.
   // Default 512.
@@ -196,8 +293,9 @@ typedef struct soe_event {
   soe_delivery delivery;
   // A message's length; with `SOE_ERR_BUFFER_TOO_SMALL`, the buffer size needed.
   size_t len;
-  // Why a session closed: the SOE disconnect reason code (2 Timeout, 5 ConnectFail, 6
-  // Application, 8 UnacknowledgedTimeout, 10 ConnectionRefused, 15 CorruptPacket, ...).
+  // Why a session closed: one of the `SOE_REASON_*` codes (2 Timeout, 5 ConnectFail, 6
+  // Application, 8 UnacknowledgedTimeout, 10 ConnectionRefused, 15 CorruptPacket, ...); a
+  // peer may send a code above 16.
   uint16_t reason;
   // Whether the peer ended the session (1) or this side did (0).
   uint8_t by_peer;
@@ -238,6 +336,8 @@ extern "C" {
 // Fills `config` with the defaults for `role` (`SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`).
 //
 // Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (an unknown role).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 soe_status soe_config_init(struct soe_config *config, uint32_t role);
 
 // Creates an endpoint from `config` and writes it to `*out`. `now_us` is the host's clock
@@ -245,6 +345,8 @@ soe_status soe_config_init(struct soe_config *config, uint32_t role);
 //
 // Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (the message names the
 // field); `*out` is then set to NULL.
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 soe_status soe_endpoint_new(const struct soe_config *config,
                             uint64_t now_us,
                             struct soe_endpoint **out);
@@ -256,9 +358,14 @@ soe_status soe_endpoint_new(const struct soe_config *config,
 void soe_endpoint_free(struct soe_endpoint *ep);
 
 // Hands the endpoint one datagram received from `from` at `now_us`. Malformed, forged and
-// unknown datagrams are answered or dropped inside; they are not errors.
+// unknown datagrams are answered or dropped inside; they are not errors. A `len` above
+// `SOE_MAX_DATAGRAM_LENGTH` (65535: no UDP datagram is longer, so it is a length that
+// underflowed) is `SOE_ERR_INVALID_ARGUMENT`, before a byte is read.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_endpoint_handle_datagram(struct soe_endpoint *ep,
                                         uint64_t now_us,
                                         const struct soe_addr *from,
@@ -271,6 +378,9 @@ soe_status soe_endpoint_handle_datagram(struct soe_endpoint *ep,
 // of the configured `udp_length` always fits.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_endpoint_poll_transmit(struct soe_endpoint *ep,
                                       uint64_t now_us,
                                       uint8_t *buf,
@@ -283,6 +393,9 @@ soe_status soe_endpoint_poll_transmit(struct soe_endpoint *ep,
 // `event->len` (the event is kept). After `SOE_EVENT_CLOSED` the session's handle is invalid.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_endpoint_poll_event(struct soe_endpoint *ep,
                                    struct soe_event *event,
                                    uint8_t *buf,
@@ -292,12 +405,16 @@ soe_status soe_endpoint_poll_event(struct soe_endpoint *ep,
 // `soe_endpoint_handle_timeout` then. Returns `SOE_DONE` when no timer runs.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_endpoint_next_timeout(struct soe_endpoint *ep, uint64_t *deadline_us);
 
 // Runs the timers due at `now_us` (resends, acks, heartbeats, timeouts). Calling it early is
 // harmless.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_endpoint_handle_timeout(struct soe_endpoint *ep, uint64_t now_us);
 
 // Starts a session with the server at `to` and writes its handle to `*session`;
@@ -305,33 +422,52 @@ soe_status soe_endpoint_handle_timeout(struct soe_endpoint *ep, uint64_t now_us)
 // Returns `SOE_ERR_CONNECT` when a session with that address exists or the endpoint is full.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_CONNECT`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_connect(struct soe_endpoint *ep,
                        uint64_t now_us,
                        const struct soe_addr *to,
                        soe_session *session);
 
 // Queues a reliable message of `len` bytes on `channel` (0 to 3). The bytes are copied.
-// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE`,
-// `SOE_ERR_CLOSED` or `SOE_ERR_STALE_SESSION`.
+// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE` (over
+// `max_message_size`, checked before a byte is read), `SOE_ERR_CLOSED` or
+// `SOE_ERR_STALE_SESSION`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_send(struct soe_endpoint *ep,
                     soe_session session,
                     uint8_t channel,
                     const uint8_t *data,
                     size_t len);
 
-// Queues an unreliable message (one datagram at most; not empty; first byte not 0).
+// Queues an unreliable message (one datagram at most; not empty; first byte not 0). The bytes
+// are copied. `SOE_ERR_QUEUE_FULL` when the session holds its limit of unsent unreliable
+// messages.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_send_unreliable(struct soe_endpoint *ep,
                                soe_session session,
                                const uint8_t *data,
                                size_t len);
 
-// Queues an ordered message: unreliable, but never delivered after a newer one.
+// Queues an ordered message: unreliable, but never delivered after a newer one. The same
+// rules as `soe_send_unreliable`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_send_ordered(struct soe_endpoint *ep,
                             soe_session session,
                             const uint8_t *data,
@@ -340,16 +476,29 @@ soe_status soe_send_ordered(struct soe_endpoint *ep,
 // Writes how many more messages `soe_send` takes on `channel` now to `*capacity`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_send_capacity(struct soe_endpoint *ep,
                              soe_session session,
                              uint8_t channel,
                              size_t *capacity);
 
-// Closes a session: what is queued is still delivered, then a Disconnect (reason 6,
-// Application) goes out. `SOE_EVENT_CLOSED` follows; the handle stays valid until then.
+// Closes a session: what is queued is still delivered, then a Disconnect with `reason` (one
+// of the `SOE_REASON_*` codes, 0 to 16; `SOE_REASON_APPLICATION` is the usual one) goes out.
+// `SOE_EVENT_CLOSED` follows, with that reason; the handle stays valid until then.
+//
+// Changed in 0.2.0: the `reason` parameter is new (0.1.0 always sent 6, and had no SONAME;
+// a program built against it must be rebuilt).
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
-soe_status soe_close(struct soe_endpoint *ep, uint64_t now_us, soe_session session);
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
+soe_status soe_close(struct soe_endpoint *ep,
+                     uint64_t now_us,
+                     soe_session session,
+                     uint16_t reason);
 
 // Turns RC4 on (`on` = 1) or off (0) for one session's reliable data from now on, both
 // directions: the H1Z1 gateway's switch after a login request (with `rc4_at_start` = 0). Each
@@ -358,16 +507,24 @@ soe_status soe_close(struct soe_endpoint *ep, uint64_t now_us, soe_session sessi
 // application protocol. Returns `SOE_ERR_INVALID_ARGUMENT` when the endpoint has no RC4 key.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_set_encryption(struct soe_endpoint *ep, soe_session session, uint8_t on);
 
 // Writes a session's counters to `*stats`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
 soe_status soe_session_stats(struct soe_endpoint *ep, soe_session session, struct soe_stats *stats);
 
 // Writes the number of sessions the endpoint holds (half-open ones included) to `*count`.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 soe_status soe_endpoint_session_count(struct soe_endpoint *ep, size_t *count);
 
 // The explanation of the calling thread's latest error, NUL-terminated; empty after a
@@ -378,8 +535,16 @@ const char *soe_last_error(void);
 // "SOE_UNKNOWN" for a value that is none. Thread-safe.
 const char *soe_status_name(int32_t status);
 
-// This library's version, a static NUL-terminated string. Thread-safe.
+// This library's version ("0.2.0"; `SOE_VERSION_STRING` is the version of the header), a
+// static NUL-terminated string. Thread-safe.
 const char *soe_version(void);
+
+// The ABI version of the loaded library (`SOE_ABI_VERSION` of the header it was built with).
+// A program that loads the library by name at run time (P/Invoke, `dlopen`) compares it with
+// the `SOE_ABI_VERSION` it was written against. Thread-safe.
+//
+// Since 0.2.0.
+uint32_t soe_abi_version(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -25,33 +25,37 @@
 #![allow(non_camel_case_types)]
 
 mod error;
+mod handles;
 mod ptr;
+mod version;
 
-use std::collections::HashMap;
 use std::ffi::c_char;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::soe_session::{
-    Channel, ConnectError, CrcLength, Delivery, DisconnectReason, Endpoint, EndpointConfig, Event,
+    Channel, CrcLength, Delivery, DisconnectReason, Endpoint, EndpointConfig, Event,
     MAX_UDP_LENGTH, MIN_UDP_LENGTH, ReliableConfig, SendError, SessionConfig, SessionHandle,
 };
 use bytes::Bytes;
 
 pub use error::soe_status;
 use error::{Error, boundary};
+use handles::Handles;
+pub use version::*;
 
 /// An endpoint: sessions behind one socket. Opaque; made by `soe_endpoint_new`, freed by
 /// `soe_endpoint_free`.
 pub struct soe_endpoint {
     endpoint: Endpoint<SocketAddr>,
     clock: Clock,
-    /// Session handles handed out, both ways. Numbers are never reused, so a handle to a closed
+    /// Session numbers handed out, both ways. Numbers are never reused, so a handle to a closed
     /// session stays invalid.
-    ids: HashMap<SessionHandle, u64>,
-    handles: HashMap<u64, SessionHandle>,
-    next_id: u64,
+    handles: Handles,
+    /// `soe_config.max_message_size`: reliable messages longer are refused before a byte of
+    /// them is read.
+    max_message_size: usize,
     /// A datagram the caller's buffer was too small for, kept for the next call.
     pending_transmit: Option<(SocketAddr, usize)>,
     transmit: Vec<u8>,
@@ -84,6 +88,7 @@ pub struct soe_addr {
 }
 
 impl soe_addr {
+    #[inline]
     fn to_socket_addr(self) -> Result<SocketAddr, Error> {
         match self.family {
             SOE_AF_INET => {
@@ -108,6 +113,7 @@ impl soe_addr {
 
 impl From<SocketAddr> for soe_addr {
     /// The C form of a Rust socket address.
+    #[inline]
     fn from(addr: SocketAddr) -> Self {
         let mut ip = [0u8; 16];
         let (family, scope_id) = match addr {
@@ -129,6 +135,41 @@ impl From<SocketAddr> for soe_addr {
     }
 }
 
+/// Disconnect reason 0: none given.
+pub const SOE_REASON_NONE: u16 = 0;
+/// Disconnect reason 1: an ICMP error.
+pub const SOE_REASON_ICMP_ERROR: u16 = 1;
+/// Disconnect reason 2: the peer was silent for `idle_timeout_ms`.
+pub const SOE_REASON_TIMEOUT: u16 = 2;
+/// Disconnect reason 3: the other side terminated.
+pub const SOE_REASON_OTHER_SIDE_TERMINATED: u16 = 3;
+/// Disconnect reason 4: the manager (endpoint) was deleted.
+pub const SOE_REASON_MANAGER_DELETED: u16 = 4;
+/// Disconnect reason 5: the handshake failed (no answer within `connect_timeout_ms`).
+pub const SOE_REASON_CONNECT_FAIL: u16 = 5;
+/// Disconnect reason 6: the application closed the session (the usual `soe_close` reason).
+pub const SOE_REASON_APPLICATION: u16 = 6;
+/// Disconnect reason 7: the peer is unreachable.
+pub const SOE_REASON_UNREACHABLE_CONNECTION: u16 = 7;
+/// Disconnect reason 8: reliable data went unacknowledged too long.
+pub const SOE_REASON_UNACKNOWLEDGED_TIMEOUT: u16 = 8;
+/// Disconnect reason 9: a new connection attempt replaced this session.
+pub const SOE_REASON_NEW_CONNECTION_ATTEMPT: u16 = 9;
+/// Disconnect reason 10: the server refused the session.
+pub const SOE_REASON_CONNECTION_REFUSED: u16 = 10;
+/// Disconnect reason 11: a connection error.
+pub const SOE_REASON_CONNECT_ERROR: u16 = 11;
+/// Disconnect reason 12: the session would connect to itself.
+pub const SOE_REASON_CONNECTING_TO_SELF: u16 = 12;
+/// Disconnect reason 13: the receiving side's reliable buffers overflowed.
+pub const SOE_REASON_RELIABLE_OVERFLOW: u16 = 13;
+/// Disconnect reason 14: the application released the session.
+pub const SOE_REASON_APPLICATION_RELEASED: u16 = 14;
+/// Disconnect reason 15: a corrupt packet.
+pub const SOE_REASON_CORRUPT_PACKET: u16 = 15;
+/// Disconnect reason 16: the application protocols (or protocol versions) differ.
+pub const SOE_REASON_PROTOCOL_MISMATCH: u16 = 16;
+
 /// `soe_config.role`: accept sessions (and also connect).
 pub const SOE_ROLE_SERVER: u32 = 1;
 /// `soe_config.role`: only connect.
@@ -142,7 +183,8 @@ pub struct soe_config {
     /// `SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`.
     pub role: u32,
     /// The application protocol name sent in SessionRequest (both sides must agree), a
-    /// NUL-terminated string copied by `soe_endpoint_new`. Default "SoeEcho".
+    /// NUL-terminated string of at most `SOE_MAX_PROTOCOL_LENGTH` (255) bytes, copied by
+    /// `soe_endpoint_new`. Default "SoeEcho" (a static string; NULL means the same).
     pub application_protocol: *const c_char,
     /// The largest datagram this side accepts, announced in the handshake; 64 to 65507.
     /// Default 512.
@@ -219,8 +261,9 @@ pub struct soe_event {
     pub delivery: soe_delivery,
     /// A message's length; with `SOE_ERR_BUFFER_TOO_SMALL`, the buffer size needed.
     pub len: usize,
-    /// Why a session closed: the SOE disconnect reason code (2 Timeout, 5 ConnectFail, 6
-    /// Application, 8 UnacknowledgedTimeout, 10 ConnectionRefused, 15 CorruptPacket, ...).
+    /// Why a session closed: one of the `SOE_REASON_*` codes (2 Timeout, 5 ConnectFail, 6
+    /// Application, 8 UnacknowledgedTimeout, 10 ConnectionRefused, 15 CorruptPacket, ...); a
+    /// peer may send a code above 16.
     pub reason: u16,
     /// Whether the peer ended the session (1) or this side did (0).
     pub by_peer: u8,
@@ -261,11 +304,32 @@ pub struct soe_stats {
 struct Clock {
     origin: Instant,
     origin_us: u64,
+    /// The latest conversion: a host passes the same `now` to every call of one turn of its
+    /// loop, so most calls reuse it.
+    last_us: u64,
+    last: Instant,
 }
 
 impl Clock {
-    fn instant(self, us: u64) -> Instant {
-        self.origin + Duration::from_micros(us.saturating_sub(self.origin_us))
+    fn new(origin_us: u64) -> Self {
+        let origin = Instant::now();
+        Self {
+            origin,
+            origin_us,
+            last_us: origin_us,
+            last: origin,
+        }
+    }
+
+    #[inline]
+    fn instant(&mut self, us: u64) -> Instant {
+        if us != self.last_us {
+            let since = Duration::from_micros(us.saturating_sub(self.origin_us));
+            // Beyond what `Instant` can hold (hundreds of thousands of years): the latest time.
+            self.last = self.origin.checked_add(since).unwrap_or(self.last);
+            self.last_us = us;
+        }
+        self.last
     }
 
     fn micros(self, at: Instant) -> u64 {
@@ -276,25 +340,9 @@ impl Clock {
 }
 
 impl soe_endpoint {
-    fn id(&mut self, h: SessionHandle) -> u64 {
-        if let Some(&id) = self.ids.get(&h) {
-            return id;
-        }
-        self.next_id += 1;
-        let id = self.next_id;
-        self.ids.insert(h, id);
-        self.handles.insert(id, h);
-        id
-    }
-
-    fn forget(&mut self, h: SessionHandle) {
-        if let Some(id) = self.ids.remove(&h) {
-            self.handles.remove(&id);
-        }
-    }
-
+    #[inline]
     fn handle(&self, session: soe_session) -> Result<SessionHandle, Error> {
-        self.handles.get(&session).copied().ok_or_else(|| {
+        self.handles.session(session).ok_or_else(|| {
             Error::new(
                 soe_status::SOE_ERR_STALE_SESSION,
                 format!("session {session} does not exist (it closed, or was never issued)"),
@@ -304,12 +352,12 @@ impl soe_endpoint {
 }
 
 /// Runs `body` on the endpoint behind `ep` at the boundary (null check, poisoning, panics).
+#[inline]
 fn with_endpoint(
     ep: *mut soe_endpoint,
     body: impl FnOnce(&mut soe_endpoint) -> Result<soe_status, Error>,
 ) -> soe_status {
-    let mut poison = None;
-    let status = boundary(
+    boundary(
         || {
             let endpoint = ptr::handle(ep)?;
             if endpoint.poisoned {
@@ -318,17 +366,15 @@ fn with_endpoint(
                     "the endpoint panicked in an earlier call; free it",
                 ));
             }
-            poison = Some(ep);
             body(endpoint)
         },
-        || {},
-    );
-    if status == soe_status::SOE_ERR_PANIC {
-        if let Some(Ok(endpoint)) = poison.map(ptr::handle) {
-            endpoint.poisoned = true;
-        }
-    }
-    status
+        // The body's reference is gone with the unwinding; take a new one to mark the endpoint.
+        || {
+            if let Ok(endpoint) = ptr::handle(ep) {
+                endpoint.poisoned = true;
+            }
+        },
+    )
 }
 
 fn send_error(e: SendError) -> Error {
@@ -343,13 +389,37 @@ fn send_error(e: SendError) -> Error {
     Error::new(status, e.to_string())
 }
 
-const DEFAULT_PROTOCOL: &str = "SoeEcho";
+/// The application protocol `soe_config_init` names (and a NULL `application_protocol`
+/// means).
+const DEFAULT_PROTOCOL: &std::ffi::CStr = c"SoeEcho";
+
+/// The longest `application_protocol`, in bytes without the NUL. Real names are a few dozen
+/// bytes ("CGAPI_527", "ExternalGatewayApi_3"); the bound keeps a string without its NUL from
+/// being read past 256 bytes.
+pub const SOE_MAX_PROTOCOL_LENGTH: usize = 255;
+
+/// The largest `max_message_size`: 4 MiB.
+pub const SOE_MAX_MESSAGE_SIZE: u32 = 4_194_304;
+
+/// The largest datagram `soe_endpoint_handle_datagram` takes: a UDP payload's limit. A longer
+/// length is a caller's bug (an underflowed `n - header`), refused before a byte is read.
+pub const SOE_MAX_DATAGRAM_LENGTH: usize = 65_535;
+
+/// The longest RC4 key, in bytes.
+pub const SOE_MAX_RC4_KEY_LENGTH: usize = 256;
 
 /// Builds the Rust configuration from a C one, refusing what is out of range.
 fn endpoint_config(c: &soe_config) -> Result<EndpointConfig, Error> {
-    let protocol = match ptr::c_str(c.application_protocol) {
-        Some(s) => s.to_bytes().to_vec(),
-        None => DEFAULT_PROTOCOL.as_bytes().to_vec(),
+    let protocol = match ptr::c_str(c.application_protocol, SOE_MAX_PROTOCOL_LENGTH) {
+        Ok(Some(s)) => s.to_bytes().to_vec(),
+        Ok(None) => DEFAULT_PROTOCOL.to_bytes().to_vec(),
+        Err(()) => {
+            return Err(Error::config(format!(
+                "application_protocol has no NUL within its first {} bytes; names are at most \
+                 {SOE_MAX_PROTOCOL_LENGTH} bytes",
+                SOE_MAX_PROTOCOL_LENGTH + 1
+            )));
+        }
     };
     if !(MIN_UDP_LENGTH..=MAX_UDP_LENGTH).contains(&c.udp_length) {
         return Err(Error::config(format!(
@@ -390,6 +460,19 @@ fn endpoint_config(c: &soe_config) -> Result<EndpointConfig, Error> {
             return Err(Error::config(format!("{field} = 0; it must be at least 1")));
         }
     }
+    if c.max_message_size > SOE_MAX_MESSAGE_SIZE {
+        return Err(Error::config(format!(
+            "max_message_size = {} is out of range; allowed 1..={SOE_MAX_MESSAGE_SIZE}",
+            c.max_message_size
+        )));
+    }
+    // Checked before the key's bytes are read: a wrong length must not reach past the key.
+    if c.rc4_key_len > SOE_MAX_RC4_KEY_LENGTH {
+        return Err(Error::config(format!(
+            "rc4_key_len = {} is out of range; a key is 1 to {SOE_MAX_RC4_KEY_LENGTH} bytes",
+            c.rc4_key_len
+        )));
+    }
     let reliable = ReliableConfig::default()
         .with_max_message_size(c.max_message_size as usize)
         .with_max_queued_messages(c.max_queued_messages as usize);
@@ -429,6 +512,8 @@ fn endpoint_config(c: &soe_config) -> Result<EndpointConfig, Error> {
 /// Fills `config` with the defaults for `role` (`SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`).
 ///
 /// Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (an unknown role).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_config_init(config: *mut soe_config, role: u32) -> soe_status {
@@ -447,7 +532,7 @@ pub extern "C" fn soe_config_init(config: *mut soe_config, role: u32) -> soe_sta
             };
             let value = soe_config {
                 role,
-                application_protocol: std::ptr::null(),
+                application_protocol: DEFAULT_PROTOCOL.as_ptr(),
                 udp_length: session.udp_length(),
                 crc_length: session.crc_length().get() as u8,
                 compression: u8::from(session.compression()),
@@ -475,6 +560,8 @@ pub extern "C" fn soe_config_init(config: *mut soe_config, role: u32) -> soe_sta
 ///
 /// Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (the message names the
 /// field); `*out` is then set to NULL.
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_new(
@@ -488,16 +575,14 @@ pub extern "C" fn soe_endpoint_new(
                 return Err(Error::null("out"));
             }
             ptr::write(out, std::ptr::null_mut(), "out")?;
-            let config = endpoint_config(ptr::reference(config, "config")?)?;
+            let c = ptr::reference(config, "config")?;
+            let max_message_size = c.max_message_size as usize;
+            let config = endpoint_config(c)?;
             let endpoint = Box::new(soe_endpoint {
                 endpoint: Endpoint::new(Arc::new(config)),
-                clock: Clock {
-                    origin: Instant::now(),
-                    origin_us: now_us,
-                },
-                ids: HashMap::new(),
-                handles: HashMap::new(),
-                next_id: 0,
+                clock: Clock::new(now_us),
+                handles: Handles::default(),
+                max_message_size,
                 pending_transmit: None,
                 transmit: Vec::new(),
                 pending_event: None,
@@ -527,9 +612,14 @@ pub extern "C" fn soe_endpoint_free(ep: *mut soe_endpoint) {
 }
 
 /// Hands the endpoint one datagram received from `from` at `now_us`. Malformed, forged and
-/// unknown datagrams are answered or dropped inside; they are not errors.
+/// unknown datagrams are answered or dropped inside; they are not errors. A `len` above
+/// `SOE_MAX_DATAGRAM_LENGTH` (65535: no UDP datagram is longer, so it is a length that
+/// underflowed) is `SOE_ERR_INVALID_ARGUMENT`, before a byte is read.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_handle_datagram(
@@ -540,6 +630,12 @@ pub extern "C" fn soe_endpoint_handle_datagram(
     len: usize,
 ) -> soe_status {
     with_endpoint(ep, |e| {
+        if len > SOE_MAX_DATAGRAM_LENGTH {
+            return Err(Error::invalid(format!(
+                "len = {len} is longer than any UDP datagram (at most \
+                 {SOE_MAX_DATAGRAM_LENGTH} bytes)"
+            )));
+        }
         let from = ptr::reference(from, "from")?.to_socket_addr()?;
         let data = ptr::bytes(data, len, "data")?;
         let now = e.clock.instant(now_us);
@@ -554,6 +650,9 @@ pub extern "C" fn soe_endpoint_handle_datagram(
 /// of the configured `udp_length` always fits.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_poll_transmit(
@@ -571,7 +670,7 @@ pub extern "C" fn soe_endpoint_poll_transmit(
         if to.is_null() {
             return Err(Error::null("to"));
         }
-        let (destination, size) = match e.pending_transmit.take() {
+        let (destination, size) = match e.pending_transmit {
             Some(p) => p,
             None => {
                 let now = e.clock.instant(now_us);
@@ -582,11 +681,18 @@ pub extern "C" fn soe_endpoint_poll_transmit(
             }
         };
         ptr::write(len, size, "len")?;
-        if size > cap {
+        // A short or NULL buffer keeps the datagram for the next call.
+        if size > cap || buf.is_null() {
             e.pending_transmit = Some((destination, size));
-            return Err(Error::too_small("buf", size));
+            return Err(if size > cap {
+                Error::too_small("buf", size)
+            } else {
+                Error::null("buf")
+            });
         }
-        ptr::copy_to(buf, cap, &e.transmit[..size], "buf")?;
+        e.pending_transmit = None;
+        let datagram = e.transmit.get(..size).unwrap_or_default();
+        ptr::copy_to(buf, cap, datagram, "buf")?;
         ptr::write(to, soe_addr::from(destination), "to")?;
         Ok(soe_status::SOE_OK)
     })
@@ -597,6 +703,9 @@ pub extern "C" fn soe_endpoint_poll_transmit(
 /// `event->len` (the event is kept). After `SOE_EVENT_CLOSED` the session's handle is invalid.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_poll_event(
@@ -629,7 +738,7 @@ pub extern "C" fn soe_endpoint_poll_event(
                 }
             }
             if matches!(ev, Event::Closed { .. }) {
-                e.forget(h);
+                e.handles.forget(h);
             }
             ptr::write(event, out, "event")?;
             return Ok(soe_status::SOE_OK);
@@ -642,7 +751,7 @@ pub extern "C" fn soe_endpoint_poll_event(
 fn describe(e: &mut soe_endpoint, h: SessionHandle, ev: &Event) -> Option<soe_event> {
     let mut out = soe_event {
         kind: soe_event_kind::SOE_EVENT_MESSAGE,
-        session: e.id(h),
+        session: e.handles.number(h),
         channel: 0,
         delivery: soe_delivery::SOE_DELIVERY_RELIABLE,
         len: 0,
@@ -679,6 +788,8 @@ fn describe(e: &mut soe_endpoint, h: SessionHandle, ev: &Event) -> Option<soe_ev
 /// `soe_endpoint_handle_timeout` then. Returns `SOE_DONE` when no timer runs.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_next_timeout(
@@ -703,6 +814,8 @@ pub extern "C" fn soe_endpoint_next_timeout(
 /// harmless.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_handle_timeout(ep: *mut soe_endpoint, now_us: u64) -> soe_status {
@@ -718,6 +831,9 @@ pub extern "C" fn soe_endpoint_handle_timeout(ep: *mut soe_endpoint, now_us: u64
 /// Returns `SOE_ERR_CONNECT` when a session with that address exists or the endpoint is full.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_CONNECT`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_connect(
@@ -732,27 +848,47 @@ pub extern "C" fn soe_connect(
         }
         let to = ptr::reference(to, "to")?.to_socket_addr()?;
         let now = e.clock.instant(now_us);
-        let h = e.endpoint.connect(now, to).map_err(|err| match err {
-            ConnectError::InvalidConfig(c) => Error::config(c),
-            other => Error::new(soe_status::SOE_ERR_CONNECT, other.to_string()),
-        })?;
-        let id = e.id(h);
+        // The endpoint's config was checked by soe_endpoint_new: every refusal here is the
+        // address in use or the endpoint full.
+        let h = e
+            .endpoint
+            .connect(now, to)
+            .map_err(|err| Error::new(soe_status::SOE_ERR_CONNECT, err.to_string()))?;
+        let id = e.handles.number(h);
         ptr::write(session, id, "session")?;
         Ok(soe_status::SOE_OK)
     })
 }
 
-/// The body of the three send calls: the session, then the message copied out of the caller's
-/// buffer, then `send` on the endpoint.
+/// The longest unreliable or ordered message `soe_send_unreliable` and `soe_send_ordered` look
+/// at: one datagram. The session's own limit (its `udp_length` less the framing) is lower;
+/// this bound is checked first, before a byte is read.
+const MAX_DATAGRAM_MESSAGE: usize = MAX_UDP_LENGTH as usize;
+
+/// The body of the three send calls: the session, the length against `limit` (`None`: the
+/// endpoint's `max_message_size`), then the message copied out of the caller's buffer, then
+/// `send` on the endpoint.
+#[inline]
 fn send_with(
     ep: *mut soe_endpoint,
     session: soe_session,
     data: *const u8,
     len: usize,
+    limit: Option<usize>,
     send: impl FnOnce(&mut Endpoint<SocketAddr>, SessionHandle, Bytes) -> Result<(), Error>,
 ) -> soe_status {
     with_endpoint(ep, |e| {
         let h = e.handle(session)?;
+        let (max, what) = match limit {
+            Some(max) => (max, "one datagram"),
+            None => (e.max_message_size, "max_message_size"),
+        };
+        if len > max {
+            return Err(Error::new(
+                soe_status::SOE_ERR_MESSAGE_TOO_LARGE,
+                format!("a message of {len} bytes is longer than {what} allows ({max} bytes)"),
+            ));
+        }
         let data = Bytes::copy_from_slice(ptr::bytes(data, len, "data")?);
         send(&mut e.endpoint, h, data)?;
         Ok(soe_status::SOE_OK)
@@ -764,10 +900,15 @@ fn channel_of(channel: u8) -> Result<Channel, Error> {
 }
 
 /// Queues a reliable message of `len` bytes on `channel` (0 to 3). The bytes are copied.
-/// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE`,
-/// `SOE_ERR_CLOSED` or `SOE_ERR_STALE_SESSION`.
+/// Returns `SOE_ERR_QUEUE_FULL` (back-pressure: try later), `SOE_ERR_MESSAGE_TOO_LARGE` (over
+/// `max_message_size`, checked before a byte is read), `SOE_ERR_CLOSED` or
+/// `SOE_ERR_STALE_SESSION`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send(
@@ -778,14 +919,20 @@ pub extern "C" fn soe_send(
     len: usize,
 ) -> soe_status {
     let channel = channel_of(channel);
-    send_with(ep, session, data, len, |endpoint, h, data| {
+    send_with(ep, session, data, len, None, |endpoint, h, data| {
         endpoint.send(h, channel?, data).map_err(send_error)
     })
 }
 
-/// Queues an unreliable message (one datagram at most; not empty; first byte not 0).
+/// Queues an unreliable message (one datagram at most; not empty; first byte not 0). The bytes
+/// are copied. `SOE_ERR_QUEUE_FULL` when the session holds its limit of unsent unreliable
+/// messages.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_unreliable(
@@ -794,14 +941,24 @@ pub extern "C" fn soe_send_unreliable(
     data: *const u8,
     len: usize,
 ) -> soe_status {
-    send_with(ep, session, data, len, |endpoint, h, data| {
-        endpoint.send_unreliable(h, data).map_err(send_error)
-    })
+    send_with(
+        ep,
+        session,
+        data,
+        len,
+        Some(MAX_DATAGRAM_MESSAGE),
+        |endpoint, h, data| endpoint.send_unreliable(h, data).map_err(send_error),
+    )
 }
 
-/// Queues an ordered message: unreliable, but never delivered after a newer one.
+/// Queues an ordered message: unreliable, but never delivered after a newer one. The same
+/// rules as `soe_send_unreliable`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_MESSAGE_TOO_LARGE`, `SOE_ERR_QUEUE_FULL`, `SOE_ERR_CLOSED`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_ordered(
@@ -810,14 +967,22 @@ pub extern "C" fn soe_send_ordered(
     data: *const u8,
     len: usize,
 ) -> soe_status {
-    send_with(ep, session, data, len, |endpoint, h, data| {
-        endpoint.send_ordered(h, data).map_err(send_error)
-    })
+    send_with(
+        ep,
+        session,
+        data,
+        len,
+        Some(MAX_DATAGRAM_MESSAGE),
+        |endpoint, h, data| endpoint.send_ordered(h, data).map_err(send_error),
+    )
 }
 
 /// Writes how many more messages `soe_send` takes on `channel` now to `*capacity`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_send_capacity(
@@ -834,21 +999,37 @@ pub extern "C" fn soe_send_capacity(
     })
 }
 
-/// Closes a session: what is queued is still delivered, then a Disconnect (reason 6,
-/// Application) goes out. `SOE_EVENT_CLOSED` follows; the handle stays valid until then.
+/// Closes a session: what is queued is still delivered, then a Disconnect with `reason` (one
+/// of the `SOE_REASON_*` codes, 0 to 16; `SOE_REASON_APPLICATION` is the usual one) goes out.
+/// `SOE_EVENT_CLOSED` follows, with that reason; the handle stays valid until then.
+///
+/// Changed in 0.2.0: the `reason` parameter is new (0.1.0 always sent 6, and had no SONAME;
+/// a program built against it must be rebuilt).
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_close(
     ep: *mut soe_endpoint,
     now_us: u64,
     session: soe_session,
+    reason: u16,
 ) -> soe_status {
     with_endpoint(ep, |e| {
         let h = e.handle(session)?;
+        let reason = match DisconnectReason::from_u16(reason) {
+            DisconnectReason::Other(code) => {
+                return Err(Error::invalid(format!(
+                    "reason = {code} is not a disconnect reason (SOE_REASON_*, 0 to 16)"
+                )));
+            }
+            known => known,
+        };
         let now = e.clock.instant(now_us);
-        e.endpoint.close(now, h, DisconnectReason::Application);
+        e.endpoint.close(now, h, reason);
         Ok(soe_status::SOE_OK)
     })
 }
@@ -860,6 +1041,9 @@ pub extern "C" fn soe_close(
 /// application protocol. Returns `SOE_ERR_INVALID_ARGUMENT` when the endpoint has no RC4 key.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_set_encryption(
@@ -884,6 +1068,9 @@ pub extern "C" fn soe_set_encryption(
 /// Writes a session's counters to `*stats`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_session_stats(
@@ -923,6 +1110,8 @@ pub extern "C" fn soe_session_stats(
 /// Writes the number of sessions the endpoint holds (half-open ones included) to `*count`.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_session_count(
@@ -971,9 +1160,21 @@ pub extern "C" fn soe_status_name(status: i32) -> *const c_char {
     name.as_ptr().cast()
 }
 
-/// This library's version, a static NUL-terminated string. Thread-safe.
+/// This library's version ("0.2.0"; `SOE_VERSION_STRING` is the version of the header), a
+/// static NUL-terminated string. Thread-safe.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// The ABI version of the loaded library (`SOE_ABI_VERSION` of the header it was built with).
+/// A program that loads the library by name at run time (P/Invoke, `dlopen`) compares it with
+/// the `SOE_ABI_VERSION` it was written against. Thread-safe.
+///
+/// Since 0.2.0.
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
+pub extern "C" fn soe_abi_version() -> u32 {
+    SOE_ABI_VERSION
 }

@@ -9,7 +9,10 @@ use std::ffi::{CStr, c_char};
 
 use crate::error::Error;
 
-/// The `len` bytes at `ptr`, read-only for the call.
+/// The `len` bytes at `ptr`, read-only for the call. Callers check `len` against its own limit
+/// first (a message's, a datagram's, a key's); this is the last guard, for what a slice can
+/// never be: longer than `isize::MAX`, or running past the end of the address space.
+#[inline]
 pub(crate) fn bytes<'a>(ptr: *const u8, len: usize, what: &'static str) -> Result<&'a [u8], Error> {
     if len == 0 {
         return Ok(&[]);
@@ -17,13 +20,20 @@ pub(crate) fn bytes<'a>(ptr: *const u8, len: usize, what: &'static str) -> Resul
     if ptr.is_null() {
         return Err(Error::null(what));
     }
+    if len > isize::MAX as usize || (ptr as usize).checked_add(len).is_none() {
+        return Err(Error::invalid(format!(
+            "`{what}`: a length of {len} bytes cannot describe a buffer"
+        )));
+    }
     // SAFETY: soe.h requires a non-null data pointer to point to `len` readable bytes that the
-    // caller does not change during the call; they are only read, and not kept past it.
+    // caller does not change during the call; they are only read, and not kept past it. `len`
+    // is at most isize::MAX and the range does not wrap, as `from_raw_parts` requires.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
 /// Copies `data` into the caller's buffer of `cap` bytes at `ptr` (the caller checked that it
 /// fits; a shorter buffer is an error here too, never an overflow).
+#[inline]
 pub(crate) fn copy_to(
     ptr: *mut u8,
     cap: usize,
@@ -48,6 +58,7 @@ pub(crate) fn copy_to(
 }
 
 /// The `T` at `ptr`, read-only for the call.
+#[inline]
 pub(crate) fn reference<'a, T>(ptr: *const T, what: &'static str) -> Result<&'a T, Error> {
     if ptr.is_null() {
         return Err(Error::null(what));
@@ -58,6 +69,7 @@ pub(crate) fn reference<'a, T>(ptr: *const T, what: &'static str) -> Result<&'a 
 }
 
 /// Writes `value` to the out-parameter at `ptr`.
+#[inline]
 pub(crate) fn write<T>(ptr: *mut T, value: T, what: &'static str) -> Result<(), Error> {
     if ptr.is_null() {
         return Err(Error::null(what));
@@ -69,14 +81,27 @@ pub(crate) fn write<T>(ptr: *mut T, value: T, what: &'static str) -> Result<(), 
     Ok(())
 }
 
-/// The NUL-terminated string at `ptr`, or `None` for a null pointer.
-pub(crate) fn c_str<'a>(ptr: *const c_char) -> Option<&'a CStr> {
+/// The NUL-terminated string at `ptr`, or `None` for a null pointer; `Err` when no NUL comes
+/// within its first `max + 1` bytes, which are then all that was read.
+pub(crate) fn c_str<'a>(ptr: *const c_char, max: usize) -> Result<Option<&'a CStr>, ()> {
     if ptr.is_null() {
-        return None;
+        return Ok(None);
     }
-    // SAFETY: soe.h requires a non-null string pointer to point to a NUL-terminated string that
-    // stays unchanged during the call; it is copied before the call returns.
-    Some(unsafe { CStr::from_ptr(ptr) })
+    let bytes = ptr.cast::<u8>();
+    for len in 0..=max {
+        // SAFETY: soe.h requires a non-null string pointer to point to a NUL-terminated string
+        // that stays unchanged during the call. Bytes are read one at a time, up to and
+        // including the NUL, so none past the string is read (a string with no NUL, against the
+        // contract, is read no further than `max + 1` bytes).
+        if unsafe { bytes.add(len).read() } == 0 {
+            // SAFETY: the `len + 1` bytes up to and including the NUL were just read: they are
+            // the caller's string, unchanged during the call; the string is copied before the
+            // call returns.
+            let with_nul = unsafe { std::slice::from_raw_parts(bytes, len + 1) };
+            return Ok(CStr::from_bytes_with_nul(with_nul).ok());
+        }
+    }
+    Err(())
 }
 
 /// Gives the endpoint to the caller as an opaque pointer.
@@ -85,6 +110,7 @@ pub(crate) fn into_handle<T>(value: Box<T>) -> *mut T {
 }
 
 /// The endpoint behind a handle from [`into_handle`], for the call.
+#[inline]
 pub(crate) fn handle<'a, T>(ptr: *mut T) -> Result<&'a mut T, Error> {
     if ptr.is_null() {
         return Err(Error::null("endpoint"));

@@ -242,7 +242,10 @@ fn messages_of_every_kind_cross_both_ways_with_rc4_and_fragments() {
 fn close_reaches_both_sides_and_then_the_handles_are_stale() {
     let mut pair = Pair::new(None);
     let (c, s) = connect(&mut pair);
-    assert_eq!(soe_close(pair.client, pair.now, c), soe_status::SOE_OK);
+    assert_eq!(
+        soe_close(pair.client, pair.now, c, SOE_REASON_APPLICATION),
+        soe_status::SOE_OK
+    );
     for _ in 0..20 {
         pair.step(5_000);
     }
@@ -409,4 +412,173 @@ fn rc4_switched_on_for_one_session_hides_what_follows() {
         soe_set_encryption(ptr::null_mut(), pc, 1),
         soe_status::SOE_ERR_NULL
     );
+}
+
+#[test]
+fn a_null_transmit_buffer_keeps_the_datagram_for_the_next_call() {
+    let mut pair = Pair::new(None);
+    let mut session = 0;
+    assert_eq!(
+        soe_connect(pair.client, pair.now, &pair.s_addr, &mut session),
+        soe_status::SOE_OK
+    );
+    let (mut len, mut dest) = (0usize, addr(0, 0));
+    // A NULL buffer that claims room: refused, and the SessionRequest stays queued.
+    assert_eq!(
+        soe_endpoint_poll_transmit(
+            pair.client,
+            pair.now,
+            ptr::null_mut(),
+            512,
+            &mut len,
+            &mut dest
+        ),
+        soe_status::SOE_ERR_NULL
+    );
+    assert!(last_error().contains("buf"), "{}", last_error());
+    // A NULL buffer of no room asks for the size; still kept.
+    assert_eq!(
+        soe_endpoint_poll_transmit(
+            pair.client,
+            pair.now,
+            ptr::null_mut(),
+            0,
+            &mut len,
+            &mut dest
+        ),
+        soe_status::SOE_ERR_BUFFER_TOO_SMALL
+    );
+    assert!(len > 0);
+    let needed = len;
+    let mut buf = vec![0u8; 512];
+    let (status, got, to) = poll_transmit(pair.client, pair.now, &mut buf);
+    assert_eq!(status, soe_status::SOE_OK, "{}", last_error());
+    assert_eq!((got, to), (needed, pair.s_addr));
+    // It is the SessionRequest: the handshake completes with it, no retry needed.
+    assert_eq!(
+        soe_endpoint_handle_datagram(pair.server, pair.now, &pair.c_addr, buf.as_ptr(), got),
+        soe_status::SOE_OK
+    );
+    pair.flush(false);
+    let events = pair.events(false);
+    assert_eq!(events[0].0.kind, soe_event_kind::SOE_EVENT_CONNECTED);
+}
+
+#[test]
+fn config_init_names_the_default_protocol_soe_echo() {
+    let mut c = std::mem::MaybeUninit::<soe_config>::zeroed();
+    assert_eq!(
+        soe_config_init(c.as_mut_ptr(), SOE_ROLE_CLIENT),
+        soe_status::SOE_OK
+    );
+    let client_cfg = read_config(c);
+    assert!(!client_cfg.application_protocol.is_null());
+    assert_eq!(cstr(client_cfg.application_protocol), "SoeEcho");
+    // A client with the default talks to a server that names "SoeEcho" itself.
+    let mut server_cfg = config(SOE_ROLE_SERVER);
+    server_cfg.application_protocol = c"SoeEcho".as_ptr();
+    let mut pair = Pair::new(None);
+    soe_endpoint_free(pair.client);
+    soe_endpoint_free(pair.server);
+    assert_eq!(
+        soe_endpoint_new(&server_cfg, pair.now, &mut pair.server),
+        soe_status::SOE_OK
+    );
+    assert_eq!(
+        soe_endpoint_new(&client_cfg, pair.now, &mut pair.client),
+        soe_status::SOE_OK
+    );
+    connect(&mut pair);
+}
+
+#[test]
+fn max_message_size_above_4_mib_is_refused_and_a_4_5_mb_message_is_too_large() {
+    for (value, accepted) in [
+        (4_194_304u32, true),
+        (4_194_305, false),
+        (5_000_000, false),
+        (u32::MAX, false),
+    ] {
+        let mut c = config(SOE_ROLE_SERVER);
+        c.max_message_size = value;
+        let mut ep = ptr::null_mut();
+        let status = soe_endpoint_new(&c, 0, &mut ep);
+        if accepted {
+            assert_eq!(status, soe_status::SOE_OK, "{value}: {}", last_error());
+            soe_endpoint_free(ep);
+        } else {
+            assert_eq!(status, soe_status::SOE_ERR_INVALID_CONFIG, "{value}");
+            assert!(ep.is_null());
+            let e = last_error();
+            assert!(
+                e.contains("max_message_size") && e.contains("4194304"),
+                "{e}"
+            );
+        }
+    }
+    let mut pair = Pair::new(None);
+    let (c, _) = connect(&mut pair);
+    let big = vec![7u8; 4_500_000];
+    assert_eq!(
+        soe_send(pair.client, c, 0, big.as_ptr(), big.len()),
+        soe_status::SOE_ERR_MESSAGE_TOO_LARGE
+    );
+    assert!(last_error().contains("4500000"), "{}", last_error());
+    assert_eq!(
+        soe_send(pair.client, c, 0, big.as_ptr(), 4_194_304),
+        soe_status::SOE_OK,
+        "{}",
+        last_error()
+    );
+}
+
+#[test]
+fn close_sends_the_callers_reason_and_refuses_codes_that_are_no_reason() {
+    let mut pair = Pair::new(None);
+    let (c, s) = connect(&mut pair);
+    for bad in [17u16, 255, u16::MAX] {
+        assert_eq!(
+            soe_close(pair.client, pair.now, c, bad),
+            soe_status::SOE_ERR_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains(&bad.to_string()), "{}", last_error());
+    }
+    // Refused: the session is untouched.
+    assert_eq!(
+        soe_send(pair.client, c, 0, b"still open".as_ptr(), 10),
+        soe_status::SOE_OK
+    );
+    assert_eq!(
+        soe_close(pair.client, pair.now, c, SOE_REASON_RELIABLE_OVERFLOW),
+        soe_status::SOE_OK
+    );
+    for _ in 0..20 {
+        pair.step(5_000);
+    }
+    let closed = |evs: Vec<(soe_event, Vec<u8>)>| {
+        evs.into_iter()
+            .find(|(e, _)| e.kind == soe_event_kind::SOE_EVENT_CLOSED)
+            .map(|(e, _)| (e.session, e.reason, e.by_peer))
+    };
+    let server_events = pair.events(true);
+    assert!(
+        server_events
+            .iter()
+            .any(|(e, d)| e.kind == soe_event_kind::SOE_EVENT_MESSAGE && d == b"still open")
+    );
+    assert_eq!(closed(server_events), Some((s, 13, 1)));
+    assert_eq!(closed(pair.events(false)), Some((c, 13, 0)));
+}
+
+#[test]
+fn version_macros_match_the_library() {
+    assert_eq!(
+        cstr(soe_version()),
+        format!("{SOE_VERSION_MAJOR}.{SOE_VERSION_MINOR}.{SOE_VERSION_PATCH}")
+    );
+    assert_eq!(
+        SOE_VERSION_NUMBER,
+        SOE_VERSION_MAJOR * 10_000 + SOE_VERSION_MINOR * 100 + SOE_VERSION_PATCH
+    );
+    assert_eq!(soe_abi_version(), SOE_ABI_VERSION);
 }

@@ -130,14 +130,15 @@ impl AckElicitor {
     pub fn payload(self) -> Option<&'static [u8]> {
         match self {
             Self::Off => None,
-            Self::EmptyGroup => Some(&[0x00, 0x19]),
-            Self::TruncatedGroup => Some(&[0x00, 0x19, 0x01]),
+            Self::EmptyGroup => Some(soe_wire::payload::EMPTY_GROUP),
+            Self::TruncatedGroup => Some(soe_wire::payload::TRUNCATED_GROUP),
         }
     }
 
-    /// Whether a received reassembled payload is one of the elicitor forms (no message).
+    /// Whether a received reassembled payload is one of the elicitor forms (no message); the
+    /// rule is [`soe_wire::payload::is_ack_elicitor`].
     pub fn is_elicitor(payload: &[u8]) -> bool {
-        matches!(payload, [0x00, 0x19] | [0x00, 0x19, 0x01])
+        soe_wire::payload::is_ack_elicitor(payload)
     }
 }
 

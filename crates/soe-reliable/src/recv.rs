@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use soe_crypto::Rc4;
-use soe_wire::WireError;
-use soe_wire::reliable::{ReliablePayload, split_first_fragment, unescape};
+use soe_wire::reliable::split_first_fragment;
+use soe_wire::{PayloadMessages, WireError};
 
 use crate::arena::{copy_to_arena, reserve};
 use crate::channel::{Opcodes, put_header};
 use crate::seq::expand;
-use crate::{AckElicitor, ChannelStats, ReliableConfig, ReliableError};
+use crate::{ChannelStats, ReliableConfig, ReliableError};
 
 /// Whether a data packet is whole or a fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -518,61 +518,16 @@ fn fits(need: Need, held: usize, held_bytes: usize, config: &ReliableConfig) -> 
             && held_bytes.saturating_add(need.bytes) <= config.max_message_size)
 }
 
-/// Finds each message of a reassembled payload as a range of it: a Group's items unescaped, or
-/// the payload unescaped. An empty payload is one empty message; an ack elicitor
-/// ([`AckElicitor`]: `00 19` or `00 19 01` and nothing else) is no message at all.
-///
-/// `plaintext`: on a channel without encryption, a payload that starts `00 19` but is no
-/// well-formed, non-empty Group is delivered whole as one message instead of failing. Peers that
-/// do not escape plaintext (soe-protocol 2.3.0) send application messages that start `00 19`;
-/// ending the session over one of them would let any such message kill it. With RC4 every peer
-/// escapes the ciphertext, so there a malformed Group stays an error.
+/// Finds each message of a reassembled payload as a range of it, by the one rule in
+/// [`soe_wire::payload`] (ack elicitor, Group items unescaped, plaintext fallback).
 fn message_ranges(
     payload: &[u8],
     plaintext: bool,
     ranges: &mut Vec<(usize, usize)>,
 ) -> Result<(), WireError> {
-    if AckElicitor::is_elicitor(payload) {
-        return Ok(());
-    }
-    match ReliablePayload::decode(payload)? {
-        ReliablePayload::Message(message) => ranges.push(range_of(payload, message)?),
-        ReliablePayload::Group(group) => {
-            let items = group.iter().try_for_each(|item| {
-                ranges.push(range_of(payload, unescape(item?)?)?);
-                Ok(())
-            });
-            match items {
-                Ok(()) if !ranges.is_empty() => {}
-                _ if plaintext => {
-                    ranges.clear();
-                    ranges.push((0, payload.len()));
-                }
-                Ok(()) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
+    let messages = PayloadMessages::decode(payload, plaintext)?;
+    ranges.extend(messages.ranges().map(|r| (r.start, r.end)));
     Ok(())
-}
-
-/// Where `inner`, a sub-slice the decoder borrowed from `outer`, lies in it.
-fn range_of(outer: &[u8], inner: &[u8]) -> Result<(usize, usize), WireError> {
-    if inner.is_empty() {
-        return Ok((0, 0));
-    }
-    let start = (inner.as_ptr() as usize).wrapping_sub(outer.as_ptr() as usize);
-    match start.checked_add(inner.len()) {
-        Some(end) if end <= outer.len() => Ok((start, end)),
-        _ => {
-            debug_assert!(false, "decoder returned a slice outside its input");
-            Err(WireError::TooLarge {
-                what: "decoded item",
-                len: inner.len(),
-                limit: outer.len(),
-            })
-        }
-    }
 }
 
 fn decrypt(cipher: &mut Rc4, buf: &mut [u8], ranges: &[(usize, usize)]) {

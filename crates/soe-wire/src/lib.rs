@@ -8,6 +8,8 @@
 //!   formats, with their length varints in [`varint`].
 //! * [`ReliablePayload`] and the helpers in [`reliable`]: the reliable data header, first-fragment
 //!   total length and the zero-escape rule.
+//! * [`PayloadMessages`] (module [`payload`]): which messages a reassembled reliable payload
+//!   holds (ack elicitor, Group items, the plaintext fallback), the one rule every receiver uses.
 //!
 //! Nothing here allocates per packet except [`Framer`]'s reusable buffers, and no input makes it
 //! panic: every malformed byte string is a [`WireError`].
@@ -53,6 +55,7 @@ mod error;
 mod framing;
 mod opcode;
 mod packet;
+pub mod payload;
 pub mod reliable;
 pub mod varint;
 
@@ -69,6 +72,7 @@ pub use packet::{
     Ack, Disconnect, DisconnectReason, NET_STATUS_BODY_LEN, NetStatusRequest, NetStatusResponse,
     Ordered, Packet, ReliableData, RemapConnection, SessionRequest, SessionResponse,
 };
+pub use payload::PayloadMessages;
 pub use reliable::ReliablePayload;
 pub use soe_crypto::{Crc32, CrcLength};
 

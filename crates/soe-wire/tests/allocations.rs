@@ -7,7 +7,7 @@ use std::alloc::System;
 
 use soe_wire::{
     Ack, Channel, CrcLength, FrameConfig, Framer, GroupWriter, MultiPacketWriter, Packet,
-    ReliableData, ReliablePayload,
+    PayloadMessages, ReliableData,
 };
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
@@ -15,7 +15,7 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// One round of a session's work: bundle two messages into a Group, an ack and the data into a
-/// MultiPacket, seal it, open it, and walk everything that came out.
+/// MultiPacket, seal it, open it, and walk everything that came out down to the messages.
 struct Round {
     framer: Framer,
     group: GroupWriter,
@@ -65,10 +65,9 @@ impl Round {
         let mut items = 0;
         for p in multi.packets() {
             if let Packet::ReliableData(d) = p.expect("sub-packet") {
-                let Ok(ReliablePayload::Group(g)) = ReliablePayload::decode(d.data) else {
-                    panic!("not a Group");
-                };
-                items += g.iter().filter(Result::is_ok).count();
+                // the payload-to-messages rule, zero-copy: each message a slice of the datagram
+                let messages = PayloadMessages::decode(d.data, false).expect("a Group");
+                items += messages.count();
             }
         }
         items

@@ -9,7 +9,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-pub(crate) const SOE: &str = env!("CARGO_BIN_EXE_soe");
+/// The `soe` binary under test: this package's, or the one `SOE_TEST_BIN` names (to run the
+/// same tests against another build, such as the one before a fix).
+pub(crate) fn soe_bin() -> String {
+    std::env::var("SOE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_soe").to_owned())
+}
 /// A base64 RC4 key (16 bytes).
 pub(crate) const KEY: &str = "F70IaxuU8C/w7FPXY1ibXw==";
 
@@ -101,7 +105,7 @@ pub(crate) struct Server {
 }
 
 pub(crate) fn serve(extra: &[&str]) -> Server {
-    let mut child = Command::new(SOE)
+    let mut child = Command::new(soe_bin())
         .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
         .args(extra)
         .stdout(Stdio::piped())
@@ -129,7 +133,7 @@ pub(crate) struct Proxy {
 }
 
 pub(crate) fn proxy(upstream: SocketAddr, extra: &[&str]) -> Proxy {
-    let mut child = Command::new(SOE)
+    let mut child = Command::new(soe_bin())
         .args(["proxy", "--listen", "127.0.0.1:0", "--upstream"])
         .arg(upstream.to_string())
         .args(["--duration", "120"])
@@ -152,7 +156,7 @@ pub(crate) fn proxy(upstream: SocketAddr, extra: &[&str]) -> Proxy {
 }
 
 pub(crate) fn soe(args: &[&str]) -> Output {
-    Command::new(SOE)
+    Command::new(soe_bin())
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -191,7 +195,7 @@ pub(crate) fn message(seq: u64, size: usize) -> Vec<u8> {
 /// Starts `soe` with `args`, its stdout read line by line and its stderr discarded; the process
 /// is killed when the returned handle drops.
 pub(crate) fn spawn(args: &[&str]) -> (Running, mpsc::Receiver<String>) {
-    let mut child = Command::new(SOE)
+    let mut child = Command::new(soe_bin())
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -86,6 +86,9 @@ int main(void) {
     EXPECT(soe_config_init(&base, 7), SOE_ERR_INVALID_CONFIG);
     EXPECT(soe_config_init(&base, SOE_ROLE_SERVER), SOE_OK);
     CHECK(soe_last_error()[0] == '\0');
+    CHECK(base.application_protocol != NULL && strcmp(base.application_protocol, "SoeEcho") == 0);
+    CHECK(strcmp(soe_version(), SOE_VERSION_STRING) == 0);
+    CHECK(soe_abi_version() == SOE_ABI_VERSION);
     EXPECT(soe_endpoint_new(NULL, now, &ep), SOE_ERR_NULL);
     EXPECT(soe_endpoint_new(&base, now, NULL), SOE_ERR_NULL);
     soe_addr a = addr(1, 1000);
@@ -99,15 +102,15 @@ int main(void) {
     EXPECT(soe_endpoint_next_timeout(NULL, &deadline), SOE_ERR_NULL);
     EXPECT(soe_endpoint_handle_timeout(NULL, now), SOE_ERR_NULL);
     EXPECT(soe_send(NULL, 1, 0, buf, 1), SOE_ERR_NULL);
-    EXPECT(soe_close(NULL, now, 1), SOE_ERR_NULL);
+    EXPECT(soe_close(NULL, now, 1, SOE_REASON_APPLICATION), SOE_ERR_NULL);
     soe_endpoint_free(NULL); /* ignored */
 
     /* Invalid configurations: refused, naming the field, and *out set to NULL. */
     struct {
         const char *field;
         soe_config config;
-    } bad[9];
-    for (int i = 0; i < 9; i++) {
+    } bad[11];
+    for (int i = 0; i < 11; i++) {
         bad[i].config = base;
     }
     bad[0].field = "udp_length", bad[0].config.udp_length = 10;
@@ -119,7 +122,10 @@ int main(void) {
     bad[6].field = "role", bad[6].config.role = 9;
     bad[7].field = "max_message_size", bad[7].config.max_message_size = 0;
     bad[8].field = "rc4_at_start", bad[8].config.rc4_at_start = 5;
-    for (int i = 0; i < 9; i++) {
+    bad[9].field = "max_message_size", bad[9].config.max_message_size = SOE_MAX_MESSAGE_SIZE + 1;
+    /* An underflowed length: refused before a byte of the key is read. */
+    bad[10].field = "rc4_key_len", bad[10].config.rc4_key = buf, bad[10].config.rc4_key_len = (size_t)0 - 4;
+    for (int i = 0; i < 11; i++) {
         ep = (soe_endpoint *)&base; /* must be overwritten with NULL */
         EXPECT(new_with(bad[i].config, &ep), SOE_ERR_INVALID_CONFIG);
         CHECK(ep == NULL);
@@ -147,9 +153,11 @@ int main(void) {
     CHECK(session != 0);
     EXPECT(soe_connect(client, now, &s_addr, &session), SOE_ERR_CONNECT);
 
-    /* A datagram larger than the caller's buffer waits for a bigger one. */
+    /* A NULL buffer keeps the datagram (the SessionRequest) for the next call. */
     size_t needed = 0;
     soe_addr dest;
+    EXPECT(soe_endpoint_poll_transmit(client, now, NULL, sizeof buf, &needed, &dest), SOE_ERR_NULL);
+    /* A datagram larger than the caller's buffer waits for a bigger one. */
     EXPECT(soe_endpoint_poll_transmit(client, now, buf, 4, &needed, &dest), SOE_ERR_BUFFER_TOO_SMALL);
     CHECK(needed > 4);
     EXPECT(soe_endpoint_poll_transmit(client, now, buf, sizeof buf, &len, &dest), SOE_OK);
@@ -169,6 +177,15 @@ int main(void) {
     EXPECT(soe_send(client, session, 0, NULL, 5), SOE_ERR_NULL);
     EXPECT(soe_send(client, 12345, 0, buf, 1), SOE_ERR_STALE_SESSION);
     EXPECT(soe_send(client, 0, 0, buf, 1), SOE_ERR_STALE_SESSION);
+    /* Lengths that underflowed in C are refused before a byte is read. */
+    size_t header = 4, got = 2;
+    EXPECT(soe_send(client, session, 0, buf, got - header), SOE_ERR_MESSAGE_TOO_LARGE);
+    EXPECT(soe_send_unreliable(client, session, buf, got - header), SOE_ERR_MESSAGE_TOO_LARGE);
+    EXPECT(soe_send_ordered(client, session, buf, got - header), SOE_ERR_MESSAGE_TOO_LARGE);
+    EXPECT(soe_endpoint_handle_datagram(server, now, &c_addr, buf, got - header), SOE_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(soe_last_error(), "65535") != NULL);
+    /* A close reason that is none. */
+    EXPECT(soe_close(client, now, session, 17), SOE_ERR_INVALID_ARGUMENT);
 
     /* RC4 cannot be switched on for a session of an endpoint without a key. */
     EXPECT(soe_set_encryption(client, session, 1), SOE_ERR_INVALID_ARGUMENT);
@@ -229,7 +246,7 @@ int main(void) {
     CHECK(count == 1);
 
     /* Close: the handle stays valid until SOE_EVENT_CLOSED is taken, then it is stale. */
-    EXPECT(soe_close(client, now, session), SOE_OK);
+    EXPECT(soe_close(client, now, session, SOE_REASON_APPLICATION), SOE_OK);
     EXPECT(soe_send(client, session, 0, buf, 1), SOE_ERR_CLOSED);
     pump(client, server, c_addr, s_addr, 20);
     CHECK(wait_event(client, SOE_EVENT_CLOSED, &ev));
@@ -238,7 +255,7 @@ int main(void) {
     CHECK(ev.session == accepted && ev.reason == 6 && ev.by_peer == 1);
     EXPECT(soe_send(client, session, 0, buf, 1), SOE_ERR_STALE_SESSION);
     EXPECT(soe_session_stats(client, session, &stats), SOE_ERR_STALE_SESSION);
-    EXPECT(soe_close(client, now, session), SOE_ERR_STALE_SESSION);
+    EXPECT(soe_close(client, now, session, SOE_REASON_APPLICATION), SOE_ERR_STALE_SESSION);
     EXPECT(soe_send(server, accepted, 0, buf, 1), SOE_ERR_STALE_SESSION);
     CHECK(strstr(soe_last_error(), "does not exist") != NULL);
 
