@@ -11,17 +11,11 @@
 //! Every message carries its kind, its session, its number and its send time, so the echo
 //! itself tells its round trip and whether it is the one expected.
 
-use std::collections::BinaryHeap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
-
-use bytes::Bytes;
-use soe_tokio::{Connection, DisconnectReason, Endpoint, EndpointConfig, SessionConfig};
+use std::time::Duration;
 
 /// One offered load.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -312,161 +306,7 @@ pub fn process_cpu(pid: u32) -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-// ----- messages -----
-
-/// First byte of a reliable message (never 0: an unreliable SOE payload may not start with it).
-const RELIABLE: u8 = 0xA5;
-/// First byte of an unreliable message.
-const UNRELIABLE: u8 = 0xB6;
-/// kind, session, number, send time.
-const HEADER: usize = 1 + 4 + 4 + 8;
-
-/// The message `seq` of `session`, sent `sent_us` after the run's start.
-fn message(kind: u8, session: u32, seq: u32, sent_us: u64, size: usize) -> Bytes {
-    let size = size.max(HEADER);
-    let mut m = Vec::with_capacity(size);
-    m.push(kind);
-    m.extend_from_slice(&session.to_le_bytes());
-    m.extend_from_slice(&seq.to_le_bytes());
-    m.extend_from_slice(&sent_us.to_le_bytes());
-    m.extend((0..size - HEADER).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8));
-    Bytes::from(m)
-}
-
-/// An echo's header: (kind, session, number, send time).
-fn header(data: &[u8]) -> Option<(u8, u32, u32, u64)> {
-    let kind = *data.first()?;
-    let session = u32::from_le_bytes(data.get(1..5)?.try_into().ok()?);
-    let seq = u32::from_le_bytes(data.get(5..9)?.try_into().ok()?);
-    let sent = u64::from_le_bytes(data.get(9..17)?.try_into().ok()?);
-    Some((kind, session, seq, sent))
-}
-
-// ----- the generator -----
-
-/// What the receivers record.
-#[derive(Debug, Default)]
-struct Record {
-    /// Round trips (µs) of echoes received inside the window.
-    rtts: Vec<u32>,
-    /// Echoes received inside the window.
-    in_window: u64,
-    bad: u64,
-}
-
-/// Shared by the sender and the receivers.
-#[derive(Debug)]
-struct Run {
-    start: Instant,
-    /// The window, as µs since `start`: [from, to); `u64::MAX` until set.
-    window_from: AtomicU64,
-    window_to: AtomicU64,
-    record: Mutex<Record>,
-    reliable_received: AtomicU64,
-    unreliable_received: AtomicU64,
-    stop: AtomicBool,
-}
-
-impl Run {
-    fn since_start_us(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
-    }
-
-    /// Checks one echo of session `session` and records it. `next_reliable` is the reliable
-    /// number expected next from this session, where the wire keeps order (`None`: bare UDP).
-    fn on_echo(
-        &self,
-        session: u32,
-        data: &[u8],
-        next_reliable: Option<&mut u32>,
-        size_of: impl Fn(u8) -> usize,
-    ) {
-        let now = self.since_start_us();
-        let Some((kind, from, seq, sent)) = header(data) else {
-            self.lock().bad += 1;
-            return;
-        };
-        let expected = message(kind, session, seq, sent, size_of(kind));
-        let mut ok = from == session && data == expected.as_ref();
-        match kind {
-            RELIABLE => {
-                if let Some(next) = next_reliable {
-                    ok &= seq == *next;
-                    *next = seq.wrapping_add(1);
-                }
-                self.reliable_received.fetch_add(1, Ordering::Relaxed);
-            }
-            UNRELIABLE => {
-                self.unreliable_received.fetch_add(1, Ordering::Relaxed);
-            }
-            _ => ok = false,
-        }
-        let (from_us, to_us) = (
-            self.window_from.load(Ordering::Relaxed),
-            self.window_to.load(Ordering::Relaxed),
-        );
-        let mut record = self.lock();
-        if !ok {
-            record.bad += 1;
-        }
-        if (from_us..to_us).contains(&now) {
-            record.in_window += 1;
-            record
-                .rtts
-                .push(u32::try_from(now.saturating_sub(sent)).unwrap_or(u32::MAX));
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Record> {
-        self.record.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// A client session of either wire.
-#[derive(Debug, Clone)]
-enum Client {
-    Soe(Connection),
-    Udp(Arc<tokio::net::UdpSocket>),
-}
-
-/// What became of one send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sent {
-    /// Queued (SOE) or handed to the kernel (UDP).
-    Yes,
-    /// The session's queue was full: skipped, as a game client would drop an update.
-    Full,
-    /// The session is gone.
-    Closed,
-}
-
-impl Client {
-    /// Sends without waiting.
-    fn send(&self, reliable: bool, data: Bytes) -> Sent {
-        match self {
-            Self::Soe(c) => {
-                let sent = if reliable {
-                    c.try_send(data)
-                } else {
-                    c.send_unreliable(data)
-                };
-                match sent {
-                    Ok(()) => Sent::Yes,
-                    Err(soe_tokio::TrySendError::Full(_)) => Sent::Full,
-                    Err(_) => Sent::Closed,
-                }
-            }
-            Self::Udp(s) => match s.try_send(&data) {
-                Ok(_) => Sent::Yes,
-                Err(_) => Sent::Full,
-            },
-        }
-    }
-}
-
-/// One scheduled send: (when, session, stream).
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Due(std::cmp::Reverse<Instant>, usize, usize);
+mod generator;
 
 /// Runs `load` against `server` and measures it; `Err` when the server could not be started or
 /// no session connected.
@@ -499,332 +339,9 @@ pub struct Target {
     pub label: String,
 }
 
-/// Runs `load` against a server already running.
+/// Runs `load` against a server already running, with the generator of [`generator`].
 pub fn measure_at(target: &Target, load: &Load, timing: Timing) -> Result<Outcome, String> {
-    // One thread for the whole generator: no hand-offs between threads of its own.
-    let runtime = if std::env::var_os("FIXED_MT").is_some() {
-        tokio::runtime::Builder::new_multi_thread()
-    } else {
-        tokio::runtime::Builder::new_current_thread()
-    }
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot build the generator's runtime: {e}"))?;
-    let outcome = runtime.block_on(generate(target, load, timing));
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    outcome
-}
-
-async fn generate(target: &Target, load: &Load, timing: Timing) -> Result<Outcome, String> {
-    let cpu_of = |pid: Option<u32>| pid.map_or(Duration::ZERO, process_cpu);
-    let (clients, endpoints) = connect_all(target, load.sessions).await;
-    if clients.is_empty() {
-        return Err(format!("no session connected to {}", target.label));
-    }
-    let run = Arc::new(Run {
-        start: Instant::now(),
-        window_from: AtomicU64::new(u64::MAX),
-        window_to: AtomicU64::new(u64::MAX),
-        record: Mutex::new(Record::default()),
-        reliable_received: AtomicU64::new(0),
-        unreliable_received: AtomicU64::new(0),
-        stop: AtomicBool::new(false),
-    });
-    let streams = load.streams();
-    let size_of = {
-        let streams = streams.clone();
-        move |kind: u8| {
-            let reliable = kind == RELIABLE;
-            streams
-                .iter()
-                .find(|s| s.2 == reliable)
-                .map_or(0, |s| s.1)
-        }
-    };
-    let mut receivers = Vec::new();
-    for (i, client) in clients.iter().enumerate() {
-        let (run, client, size_of) = (run.clone(), client.clone(), size_of.clone());
-        receivers.push(tokio::spawn(receive(run, client, i as u32, size_of)));
-    }
-    let sender = tokio::spawn(send_schedule(run.clone(), clients.clone(), streams));
-
-    tokio::time::sleep(timing.warm_up).await;
-    let cpu0 = cpu_of(target.pid);
-    let own0 = process_cpu(std::process::id());
-    let t0 = Instant::now();
-    run.window_from.store(run.since_start_us(), Ordering::Relaxed);
-    run.window_to.store(u64::MAX - 1, Ordering::Relaxed);
-    tokio::time::sleep(timing.window).await;
-    run.window_to.store(run.since_start_us(), Ordering::Relaxed);
-    let cpu = cpu_of(target.pid).saturating_sub(cpu0);
-    let generator_cpu = process_cpu(std::process::id()).saturating_sub(own0);
-    let window = t0.elapsed();
-
-    run.stop.store(true, Ordering::Relaxed);
-    let (sent_reliable, sent_unreliable) = sender.await.unwrap_or((0, 0));
-    // The last echoes: up to 2 s for the reliable ones.
-    let drain_until = Instant::now() + Duration::from_secs(2);
-    while run.reliable_received.load(Ordering::Relaxed) < sent_reliable
-        && Instant::now() < drain_until
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let mut failed = 0;
-    for r in &receivers {
-        failed += usize::from(r.is_finished());
-    }
-    for r in receivers {
-        r.abort();
-    }
-    let client_view = client_view(&clients);
-    for endpoint in &endpoints {
-        endpoint.close(DisconnectReason::Application);
-    }
-    let record = std::mem::take(&mut *run.lock());
-    let mut rtts = record.rtts;
-    rtts.sort_unstable();
-    let pct = |p: f64| {
-        rtts.get(((rtts.len() as f64 * p) as usize).min(rtts.len().saturating_sub(1)))
-            .map_or(f64::NAN, |v| f64::from(*v))
-    };
-    Ok(Outcome {
-        connected: clients.len(),
-        messages: record.in_window,
-        window,
-        cpu,
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
-        reliable_lost: sent_reliable.saturating_sub(run.reliable_received.load(Ordering::Relaxed)),
-        unreliable_lost: sent_unreliable
-            .saturating_sub(run.unreliable_received.load(Ordering::Relaxed)),
-        bad: record.bad,
-        failed,
-        generator_cpu,
-        client_view,
-    })
-}
-
-/// The clients' sessions' counters in a few words.
-fn client_view(clients: &[Client]) -> String {
-    let stats: Vec<soe_tokio::SessionStats> = clients
-        .iter()
-        .filter_map(|c| match c {
-            Client::Soe(c) => c.stats(),
-            Client::Udp(_) => None,
-        })
-        .collect();
-    if stats.is_empty() {
-        return String::new();
-    }
-    let mut rtts: Vec<Duration> = stats.iter().filter_map(|s| s.rtt).collect();
-    rtts.sort_unstable();
-    let sum = |f: fn(&soe_tokio::SessionStats) -> u64| stats.iter().map(f).sum::<u64>();
-    format!(
-        "clients: {} resends, {} datagrams sent, {} received, smoothed RTT median {:?} max {:?}",
-        sum(|s| s.resends),
-        sum(|s| s.datagrams_sent),
-        sum(|s| s.datagrams_received),
-        rtts.get(rtts.len() / 2).copied().unwrap_or_default(),
-        rtts.last().copied().unwrap_or_default(),
-    )
-}
-
-/// Opens `sessions` clients to `addr`, 64 handshakes at a time; returns those that connected
-/// and every endpoint made.
-async fn connect_all(target: &Target, sessions: usize) -> (Vec<Client>, Vec<Endpoint>) {
-    let addr = target.addr;
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let mut clients = Vec::with_capacity(sessions);
-    let mut endpoints = Vec::new();
-    if target.wire == Wire::Udp {
-        for _ in 0..sessions {
-            let Ok(socket) = tokio::net::UdpSocket::bind(loopback).await else {
-                continue;
-            };
-            if socket.connect(addr).await.is_ok() {
-                clients.push(Client::Udp(Arc::new(socket)));
-            }
-        }
-        return (clients, endpoints);
-    }
-    let config = Arc::new(
-        SessionConfig::new(&target.protocol)
-            .with_udp_length(512)
-            .with_connect_timeout(Duration::from_secs(10)),
-    );
-    let mut started = 0;
-    while started < sessions {
-        let batch = (sessions - started).min(64);
-        let mut pending = Vec::with_capacity(batch);
-        for _ in 0..batch {
-            let Ok(endpoint) = Endpoint::bind(loopback, EndpointConfig::client(config.clone()))
-            else {
-                continue;
-            };
-            let connecting = endpoint.clone();
-            pending.push(tokio::spawn(async move { connecting.connect(addr).await }));
-            endpoints.push(endpoint);
-        }
-        for p in pending {
-            if let Ok(Ok(connection)) = p.await {
-                clients.push(Client::Soe(connection));
-            }
-        }
-        started += batch;
-    }
-    (clients, endpoints)
-}
-
-/// Receives and checks one session's echoes until it ends.
-async fn receive(run: Arc<Run>, client: Client, session: u32, size_of: impl Fn(u8) -> usize) {
-    match client {
-        Client::Soe(c) => {
-            let mut next_reliable = 0u32;
-            while let Some(data) = c.recv().await {
-                run.on_echo(session, &data, Some(&mut next_reliable), &size_of);
-            }
-        }
-        Client::Udp(s) => {
-            let mut buf = vec![0u8; 2048];
-            while let Ok(n) = s.recv(&mut buf).await {
-                // Bare UDP keeps no order: each echo is checked against itself only.
-                run.on_echo(session, buf.get(..n).unwrap_or_default(), None, &size_of);
-            }
-        }
-    }
-}
-
-/// Sends every session's streams on schedule (each with its own phase, so the load is spread
-/// evenly) until told to stop; returns (reliable, unreliable) messages sent.
-async fn send_schedule(
-    run: Arc<Run>,
-    clients: Vec<Client>,
-    streams: Vec<(Duration, usize, bool)>,
-) -> (u64, u64) {
-    let begin = Instant::now() + Duration::from_millis(20);
-    let mut heap = BinaryHeap::new();
-    let mut seqs = vec![[0u32; 2]; clients.len()];
-    let n = clients.len().max(1);
-    for i in 0..clients.len() {
-        for (s, (period, _, _)) in streams.iter().enumerate() {
-            // Evenly spread phases, so that sessions do not send in step.
-            let phase = period.mul_f64(((i * 7919 + s * 104_729) % n) as f64 / n as f64);
-            heap.push(Due(std::cmp::Reverse(begin + phase), i, s));
-        }
-    }
-    let (mut reliable, mut unreliable) = (0u64, 0u64);
-    let mut live = vec![true; clients.len()];
-    while !run.stop.load(Ordering::Relaxed) {
-        let Some(Due(std::cmp::Reverse(when), _, _)) = heap.peek() else {
-            break;
-        };
-        let when = *when;
-        if when > Instant::now() {
-            tokio::time::sleep_until(when.into()).await;
-            continue;
-        }
-        let Some(Due(_, i, s)) = heap.pop() else {
-            break;
-        };
-        let (period, size, is_reliable) = streams[s];
-        if live[i] {
-            let seq = &mut seqs[i][usize::from(is_reliable)];
-            let kind = if is_reliable { RELIABLE } else { UNRELIABLE };
-            let data = message(kind, i as u32, *seq, run.since_start_us(), size);
-            match clients[i].send(is_reliable, data) {
-                Sent::Yes => {
-                    *seq = seq.wrapping_add(1);
-                    if is_reliable {
-                        reliable += 1;
-                    } else {
-                        unreliable += 1;
-                    }
-                }
-                Sent::Full => {}
-                Sent::Closed => live[i] = false,
-            }
-        }
-        heap.push(Due(std::cmp::Reverse(when + period), i, s));
-    }
-    (reliable, unreliable)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn listening_lines_of_every_server_are_read() {
-        assert_eq!(
-            listening_address(
-                "soe serve: listening on 127.0.0.1:4321 (protocol \"SoeEcho\", Echo mode, CRC 2 bytes)"
-            ),
-            Some("127.0.0.1:4321".parse().unwrap())
-        );
-        assert_eq!(
-            listening_address("listening 127.0.0.1:99"),
-            Some("127.0.0.1:99".parse().unwrap())
-        );
-        assert_eq!(
-            listening_address("listening 5555"),
-            Some("127.0.0.1:5555".parse().unwrap())
-        );
-        assert_eq!(listening_address("open #1 127.0.0.1:5"), None);
-    }
-
-    #[test]
-    fn an_echo_is_checked_against_what_was_sent() {
-        let run = Run {
-            start: Instant::now(),
-            window_from: AtomicU64::new(0),
-            window_to: AtomicU64::new(u64::MAX),
-            record: Mutex::new(Record::default()),
-            reliable_received: AtomicU64::new(0),
-            unreliable_received: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-        };
-        let size_of = |_| 100;
-        let mut next = 0;
-        let good = message(RELIABLE, 3, 0, 0, 100);
-        run.on_echo(3, &good, Some(&mut next), size_of);
-        assert_eq!((run.lock().bad, run.lock().in_window), (0, 1));
-        // Another session's message, a changed byte, a repeat: each counted bad.
-        run.on_echo(4, &message(RELIABLE, 3, 1, 0, 100), Some(&mut next), size_of);
-        let mut changed = message(RELIABLE, 3, 2, 0, 100).to_vec();
-        changed[50] ^= 1;
-        run.on_echo(3, &changed, Some(&mut next), size_of);
-        run.on_echo(3, &good, Some(&mut next), size_of);
-        assert_eq!(run.lock().bad, 3);
-    }
-
-    #[test]
-    fn offered_load_counts_every_stream() {
-        let tick = Load {
-            sessions: 500,
-            mix: Mix::Tick,
-        };
-        assert!((tick.offered_per_sec() - 5500.0).abs() < 1e-6);
-        let echo = Load {
-            sessions: 2000,
-            mix: Mix::Echo {
-                rate: 10.0,
-                size: 100,
-            },
-        };
-        assert!((echo.offered_per_sec() - 20_000.0).abs() < 1e-6);
-    }
-
-    #[test]
-    fn this_process_cpu_time_is_read() {
-        let before = process_cpu(std::process::id());
-        let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_add(i * i);
-        }
-        std::hint::black_box(x);
-        assert!(process_cpu(std::process::id()) > before);
-    }
+    generator::run(target, load, timing)
 }
 
 // ----- the report section -----
@@ -1087,7 +604,7 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
     let _ = writeln!(
         out,
         "## Fixed load: what a server spends per player\n\n\
-         Each server runs in a process of its own; one load generator (this process, one thread) opens every session from its own UDP port and sends on a fixed schedule \
+         Each server runs in a process of its own; one load generator (this process, one thread: one readiness poll over every client socket and one sans-I/O soe-session endpoint holding every client session, its deadlines served in one pass) opens every session from its own UDP port and sends on a fixed schedule \
          whatever the server does, phases spread evenly, every echo checked byte for byte. The \
          server's CPU time (every thread, user and system, from `/proc/PID/task/*/schedstat`) is \
          read over a {} window after {} of warm-up; it is divided by the messages echoed in the \
@@ -1142,3 +659,56 @@ fn fmt_duration(d: Duration) -> String {
         format!("{} ms", d.as_millis())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_lines_of_every_server_are_read() {
+        assert_eq!(
+            listening_address(
+                "soe serve: listening on 127.0.0.1:4321 (protocol \"SoeEcho\", Echo mode, CRC 2 bytes)"
+            ),
+            Some("127.0.0.1:4321".parse().unwrap())
+        );
+        assert_eq!(
+            listening_address("listening 127.0.0.1:99"),
+            Some("127.0.0.1:99".parse().unwrap())
+        );
+        assert_eq!(
+            listening_address("listening 5555"),
+            Some("127.0.0.1:5555".parse().unwrap())
+        );
+        assert_eq!(listening_address("open #1 127.0.0.1:5"), None);
+    }
+
+    #[test]
+    fn offered_load_counts_every_stream() {
+        let tick = Load {
+            sessions: 500,
+            mix: Mix::Tick,
+        };
+        assert!((tick.offered_per_sec() - 5500.0).abs() < 1e-6);
+        let echo = Load {
+            sessions: 2000,
+            mix: Mix::Echo {
+                rate: 10.0,
+                size: 100,
+            },
+        };
+        assert!((echo.offered_per_sec() - 20_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn this_process_cpu_time_is_read() {
+        let before = process_cpu(std::process::id());
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(process_cpu(std::process::id()) > before);
+    }
+}
+
