@@ -450,6 +450,9 @@ class Endpoint extends EventEmitter {
     this._closeWithLastSession = false;
     this._closing = false;
     this._endedFlag = false;
+    // Batches (and the rest of one) held back after a listener threw, to keep their order.
+    this._held = [];
+    this._heldScheduled = false;
     // Events of a session opened by connect() that came before its callback.
     this._early = new Map();
     this._ended = new Promise((resolve) => {
@@ -463,11 +466,25 @@ class Endpoint extends EventEmitter {
   // reason or session id, byPeer); messages are views into `data`; `remotes` and `protocols`
   // describe the accepted sessions in order.
   _onBatch(batch) {
-    this._run(batch, 0, 0);
+    if (this._held.length === 0) this._run(batch, 0, 0);
+    else {
+      this._held.push({ batch, at: 0, remote: 0 });
+      this._runHeld();
+    }
+  }
+
+  // Runs the batches held back by a listener that threw, oldest first.
+  _runHeld() {
+    this._heldScheduled = false;
+    while (this._held.length > 0) {
+      const { batch, at, remote } = this._held.shift();
+      this._run(batch, at, remote);
+    }
   }
 
   // Runs a batch from event `from`. A listener that throws ends this call, as an uncaught
-  // exception does, and the rest of the batch runs on the next tick.
+  // exception does: the rest of the batch is held, ahead of any batch that comes meanwhile, and
+  // runs on the next turn of the event loop (or with the next batch, if that comes first).
   _run(batch, from, firstRemote) {
     const { meta, data, remotes, protocols } = batch;
     let i = from;
@@ -500,8 +517,11 @@ class Endpoint extends EventEmitter {
         this._event(kind, id, meta, i, data);
       }
     } catch (e) {
-      const next = i + 8;
-      if (next < meta.length) process.nextTick(() => this._run(batch, next, remote));
+      if (i + 8 < meta.length) this._held.unshift({ batch, at: i + 8, remote });
+      if (this._held.length > 0 && !this._heldScheduled) {
+        this._heldScheduled = true;
+        setImmediate(() => this._runHeld());
+      }
       throw e;
     }
   }
