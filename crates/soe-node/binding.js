@@ -1,7 +1,7 @@
 // Finds the native addon: the prebuilt one of this platform's package (soe-node-<platform>,
 // installed by npm from the main package's optionalDependencies), else a local build next to
 // this file (`npm run build`), else an error naming the platform. SOE_NODE_ADDON names a file
-// to load instead of both.
+// to load instead of both (any name: cargo's libsoe_node.so, .dylib or soe_node.dll too).
 'use strict';
 
 const fs = require('node:fs');
@@ -34,8 +34,11 @@ function load() {
   const tried = [];
   const explicit = process.env.SOE_NODE_ADDON;
   if (explicit) {
-    tried.push(explicit);
-    return { binding: require(path.resolve(explicit)), file: path.resolve(explicit), name };
+    // Any file name: cargo's own output (target/release/libsoe_node.so) loads as it is.
+    const file = path.resolve(explicit);
+    const module = { exports: {} };
+    process.dlopen(module, file);
+    return { binding: module.exports, file, name };
   }
   const pkg = `soe-node-${name}`;
   let file = null;

@@ -15,6 +15,11 @@
 //   --host           the address to bind (default 127.0.0.1)
 //   --rc4-key        RC4 on from the start with this key (default: no RC4)
 //
+// The addon is found as `require('soe-node')` finds it: the file SOE_NODE_ADDON names when it
+// is set (any name: SOE_NODE_ADDON=target/release/libsoe_node.so works), else the platform
+// package, else the local build next to index.js (`npm run build` copies the release build
+// there).
+//
 // Any application protocol name is accepted (`soe load` sends SoeEcho). Every message goes
 // back the way it came: reliable on its channel, unreliable as unreliable, ordered as ordered
 // (the h1z1 API: reliable data with sendAppData, as h1z1-server's echo benchmark does).

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -68,6 +68,17 @@ test('without an addon, require() says which platform has none', T, async (t) =>
   assert.equal(e.code, 'ERR_SOE_NO_ADDON');
   assert.equal(e.platform, platformName());
   assert.ok(e.message.includes(platformName()) && e.message.includes(packageName(platformName())), e.message);
+});
+
+const targetDir = process.env.CARGO_TARGET_DIR || path.join(pkgDir, '..', '..', 'target');
+const built = ['libsoe_node.so', 'libsoe_node.dylib', 'soe_node.dll'].map((f) => path.join(targetDir, 'debug', f)).find((f) => existsSync(f));
+
+test('SOE_NODE_ADDON loads the file it names, whatever its name (cargo\'s own output)', { ...T, skip: !built && 'no debug build of the addon' }, async (t) => {
+  const dir = copy(t);
+  const run = await runNode(t, `import { createRequire } from 'node:module';
+    const soe = createRequire(${JSON.stringify(path.join(dir, 'index.js'))})(${JSON.stringify(path.join(dir, 'index.js'))});
+    console.log(typeof soe.SoeServer);`, { cwd: dir, env: { ...process.env, SOE_NODE_ADDON: built } });
+  assert.equal(run.stdout, 'function\n', run.stderr);
 });
 
 test('the platforms, optionalDependencies and the loader agree', T, () => {
