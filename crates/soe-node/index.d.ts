@@ -1,4 +1,7 @@
-// Type declarations of soe-node (checked against index.js by test/soe.test.mjs).
+// Type declarations of soe-node (checked against index.js by test/soe.test.mjs, and compiled
+// with tsc --strict by test/types.test.mjs). They use Node's types: TypeScript users install
+// @types/node (a peer dependency).
+/// <reference types="node" />
 import { EventEmitter } from 'node:events';
 
 /** SOE disconnect reasons, by name. */
@@ -23,15 +26,22 @@ export declare const REASONS: Readonly<{
 }>;
 
 export type ReasonName = keyof typeof REASONS;
+/** A reason's name, or its number (0 to 16). */
+export type Reason = ReasonName | (typeof REASONS)[ReasonName];
 
 /** Settings of an endpoint and its sessions. Durations in milliseconds. */
 export interface SoeOptions {
   /** The application protocol name (both sides must agree). Default "SoeEcho". */
   protocol?: string;
+  /**
+   * A server accepts any application protocol name, as h1z1-server does; each session's
+   * `protocol` says which one its client asked for. Default false.
+   */
+  acceptAnyProtocol?: boolean;
   /** The largest datagram announced and sent, 64 to 65507. Default 512. */
   udpLength?: number;
   /** The CRC trailer a server announces: 0, 2 or 4. Default 2. */
-  crcLength?: number;
+  crcLength?: 0 | 2 | 4;
   /** Whether a server announces compression. Default false. */
   compression?: boolean;
   /** The RC4 key for reliable data (1 to 256 bytes). Default none. */
@@ -58,28 +68,31 @@ export interface SoeOptions {
 export interface ServerOptions extends SoeOptions {
   /** Default 0: any free port. */
   port?: number;
-  /** Default "0.0.0.0". */
+  /** An IP address or "localhost" (SoeServer.listen also resolves other names). Default "0.0.0.0". */
   host?: string;
 }
 
 export interface ClientOptions extends SoeOptions {
-  /** The local address to bind. Default "0.0.0.0:0". */
+  /** The local address to bind, "ip:port". Default "0.0.0.0:0" ("[::]:0" to reach IPv6 servers). */
   bind?: string;
 }
 
+/** Where to connect: "host:port", "[IPv6]:port", or { host (default "127.0.0.1"), port }. */
+export type Target = string | { host?: string; port: number };
+
 export interface MessageInfo {
   /** The reliable channel, 0 to 3 (0 for unreliable and ordered messages). */
-  channel: number;
-  kind: 'reliable' | 'unreliable' | 'ordered';
+  readonly channel: 0 | 1 | 2 | 3;
+  readonly kind: 'reliable' | 'unreliable' | 'ordered';
   /** Whether the message travelled without delivery guarantees. */
-  unreliable: boolean;
+  readonly unreliable: boolean;
 }
 
 export interface DisconnectInfo {
   /** The SOE reason code. */
-  code: number;
+  readonly code: number;
   /** Whether the peer ended the session. */
-  byPeer: boolean;
+  readonly byPeer: boolean;
 }
 
 export interface SessionStats {
@@ -90,6 +103,14 @@ export interface SessionStats {
   /** Resends per reliable packet sent: the loss the session repaired. */
   loss: number;
   reliablePacketsSent: number;
+  /** Resends of packets that later ones overtook (no timer waited). */
+  fastResends: number;
+  /** Reliable packets received again. */
+  duplicates: number;
+  /** Reliable packets that arrived ahead of the next expected one. */
+  outOfOrder: number;
+  acksSent: number;
+  acksReceived: number;
   datagramsSent: number;
   datagramsReceived: number;
   bytesSent: number;
@@ -112,52 +133,80 @@ export interface EndpointStats {
   receivedPerSecond: number;
 }
 
-/** One session with a peer. */
+export interface AddressInfo {
+  address: string;
+  port: number;
+  family: 'IPv4' | 'IPv6';
+}
+
+/** One session with a peer; sessions come from a SoeServer's 'session' event or SoeClient.connect. */
 export declare class SoeSession extends EventEmitter {
+  private constructor();
+  /** This session's id within its endpoint. */
   readonly id: number;
   readonly remoteAddress: string;
+  /** The SOE session id (the client chose it). */
+  readonly sessionId: number;
+  /** For a session a server accepted: the application protocol name its client asked for. */
+  readonly protocol: string | undefined;
   readonly closed: boolean;
   /** True after send() returned false, until 'drain'. */
   readonly writableNeedDrain: boolean;
+  /** Set on a session made by SoeClient.connect: its client. */
+  client?: SoeClient;
   /** Sends a reliable message on channel 0-3; false when it waits for room ('drain' follows). */
-  send(data: Buffer | Uint8Array | string, channel?: number): boolean;
+  send(data: Buffer | Uint8Array | string, channel?: 0 | 1 | 2 | 3): boolean;
   /** Sends an unreliable message (one datagram, not empty, first byte not 0). */
   sendUnreliable(data: Buffer | Uint8Array | string): void;
-  /** Turns RC4 on or off for this session from now on. */
+  /** Sends an ordered message (unreliable, one datagram, stale ones dropped on arrival). */
+  sendOrdered(data: Buffer | Uint8Array | string): void;
+  /** Turns RC4 on or off for this session from now on: switch before sending the reply that must be encrypted. */
   setEncryption(on: boolean): void;
   stats(): SessionStats;
-  /** Closes the session; resolves with the reason once it ended. */
-  close(reason?: ReasonName | number): Promise<string>;
+  /** Closes the session; resolves with the reason's name once it ended. */
+  close(reason?: Reason): Promise<ReasonName>;
   on(event: 'message', listener: (data: Buffer, info: MessageInfo) => void): this;
   on(event: 'drain', listener: () => void): this;
-  on(event: 'disconnect', listener: (reason: string, info: DisconnectInfo) => void): this;
+  on(event: 'disconnect', listener: (reason: ReasonName, info: DisconnectInfo) => void): this;
   once(event: 'message', listener: (data: Buffer, info: MessageInfo) => void): this;
   once(event: 'drain', listener: () => void): this;
-  once(event: 'disconnect', listener: (reason: string, info: DisconnectInfo) => void): this;
+  once(event: 'disconnect', listener: (reason: ReasonName, info: DisconnectInfo) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 
 declare class Endpoint extends EventEmitter {
   /** Sessions open now and the datagrams moved. */
   stats(): EndpointStats;
   /** The bound address. */
-  address(): { address: string; port: number };
-  /** Closes every session and the endpoint. */
-  close(reason?: ReasonName | number): Promise<void>;
+  address(): AddressInfo;
+  /** Lets the process exit while this endpoint is open, as socket.unref() does. */
+  unref(): this;
+  /** Undoes unref(). */
+  ref(): this;
+  /** Closes every session (default reason 'managerDeleted') and the endpoint. */
+  close(reason?: Reason): Promise<void>;
 }
 
 /** An SOE server, bound at construction. Emits 'session' for each new peer. */
 export declare class SoeServer extends Endpoint {
   constructor(options?: ServerOptions);
+  /** Creates and binds a server, resolving a host name first. */
   static listen(options?: ServerOptions): Promise<SoeServer>;
   on(event: 'session', listener: (session: SoeSession) => void): this;
   on(event: 'close', listener: () => void): this;
+  on(event: 'error', listener: (error: Error & { code?: string }) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 
 /** An SOE client endpoint. */
 export declare class SoeClient extends Endpoint {
   constructor(options?: ClientOptions);
-  /** Opens a session to "host:port" or { host, port }. */
-  connect(target: string | { host?: string; port: number }): Promise<SoeSession>;
-  /** A new client with one session; the client is `session.client`. */
-  static connect(target: string | { host?: string; port: number }, options?: ClientOptions): Promise<SoeSession & { client: SoeClient }>;
+  /** Opens a session to "host:port" or { host, port } (host names through dns.lookup). */
+  connect(target: Target): Promise<SoeSession>;
+  /** A new client with one session; the client is `session.client` and closes with the session. */
+  static connect(target: Target, options?: ClientOptions): Promise<SoeSession & { client: SoeClient }>;
+  on(event: 'close', listener: () => void): this;
+  on(event: 'error', listener: (error: Error & { code?: string }) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
 }

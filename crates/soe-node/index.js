@@ -3,31 +3,18 @@
 // SoeServer and SoeClient own an endpoint that runs off the JS thread; SoeSession is one peer.
 // Messages are Buffers; connect and listen return Promises; send() returns false and a 'drain'
 // event follows when the session's queue is full, as stream.write does; errors are Error
-// objects with a `code`.
+// objects with a `code`. Arguments are checked here, before they reach the addon: a wrong type
+// is a TypeError with code ERR_INVALID_ARG_TYPE, a wrong value a RangeError with code
+// ERR_INVALID_ARG_VALUE, each naming the argument.
 'use strict';
 
 const { EventEmitter } = require('node:events');
-const path = require('node:path');
-const fs = require('node:fs');
+const dns = require('node:dns');
+const net = require('node:net');
+const { inspect } = require('node:util');
 
-function loadAddon() {
-  const candidates = [
-    process.env.SOE_NODE_ADDON,
-    path.join(__dirname, 'soe_node.node'),
-  ].filter(Boolean);
-  for (const file of candidates) {
-    if (fs.existsSync(file)) {
-      return require(file);
-    }
-  }
-  const err = new Error(
-    'soe-node: the native addon is not built: run `npm run build` (cargo build -p soe-node) first',
-  );
-  err.code = 'ERR_SOE_NO_ADDON';
-  throw err;
-}
-
-const native = loadAddon();
+const addon = require('./binding.js').load();
+const native = addon.binding;
 
 // Event kinds in a native batch.
 const KIND_ACCEPTED = 1;
@@ -36,10 +23,12 @@ const KIND_DISCONNECT = 3;
 const KIND_DRAIN = 4;
 const KIND_END = 5;
 const DELIVERY = ['reliable', 'unreliable', 'ordered'];
-// The info object of each kind of message, shared (read-only) by every message of that kind.
+// The info object of each kind of message, shared (frozen) by every message of that kind.
 const INFOS = [0, 1, 2, 3].map((channel) =>
   DELIVERY.map((kind) => Object.freeze({ channel, kind, unreliable: kind !== 'reliable' })),
 );
+// Lets this module, and only it, construct sessions.
+const INTERNAL = Symbol('soe-node internal');
 
 /** SOE disconnect reasons by name, and back. */
 const REASONS = Object.freeze({
@@ -67,91 +56,231 @@ function reasonName(code) {
   return REASON_NAMES[code] || `reason${code}`;
 }
 
+// ----- errors -----
+
+function describe(value) {
+  if (value == null) return ` Received ${value}`;
+  if (typeof value === 'function') return ` Received function ${value.name || '<anonymous>'}`;
+  if (typeof value === 'object') {
+    const name = value.constructor && value.constructor.name;
+    return name ? ` Received an instance of ${name}` : ` Received ${inspect(value, { depth: -1 })}`;
+  }
+  let shown = inspect(value, { colors: false });
+  if (shown.length > 28) shown = `${shown.slice(0, 25)}...`;
+  return ` Received type ${typeof value} (${shown})`;
+}
+
+/** A TypeError with code ERR_INVALID_ARG_TYPE: `name` must be `expected`. */
+function argType(name, expected, value) {
+  const err = new TypeError(`The "${name}" argument must be ${expected}.${describe(value)}`);
+  err.code = 'ERR_INVALID_ARG_TYPE';
+  return err;
+}
+
+/** A RangeError with code ERR_INVALID_ARG_VALUE: `name` `must` (be ...). */
+function argValue(name, must, value) {
+  const shown = typeof value === 'string' ? JSON.stringify(value) : inspect(value, { depth: 0 });
+  const err = new RangeError(`The "${name}" argument ${must}. Received ${shown}`);
+  err.code = 'ERR_INVALID_ARG_VALUE';
+  return err;
+}
+
+function coded(code, message) {
+  const err = new Error(message);
+  err.code = code;
+  return err;
+}
+
 // Native errors carry their code in front of the message: "ERR_SOE_X: text".
-function rethrow(e) {
+function fromNative(e) {
   if (e && typeof e.message === 'string') {
-    const m = /^(ERR_[A-Z_]+): ([\s\S]*)$/.exec(e.message);
+    const m = /^(ERR_[A-Z0-9_]+): ([\s\S]*)$/.exec(e.message);
     if (m) {
-      const err = new Error(m[2]);
-      err.code = m[1];
-      throw err;
+      if (m[1] === 'ERR_INVALID_ARG_VALUE') {
+        const err = new RangeError(m[2]);
+        err.code = m[1];
+        return err;
+      }
+      return coded(m[1], m[2]);
     }
   }
-  throw e;
+  return e;
 }
 
 function call(fn) {
   try {
     return fn();
   } catch (e) {
-    return rethrow(e);
+    throw fromNative(e);
   }
 }
 
-function typeError(what, expected, value) {
-  const err = new TypeError(`The "${what}" argument must be ${expected}. Received ${typeof value}`);
-  err.code = 'ERR_INVALID_ARG_TYPE';
-  return err;
-}
+// ----- arguments -----
 
-function toBuffer(data, what = 'data') {
+function toBuffer(data, name = 'data') {
   if (Buffer.isBuffer(data)) return data;
   if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   if (typeof data === 'string') return Buffer.from(data);
-  throw typeError(what, 'a Buffer, Uint8Array or string', data);
+  throw argType(name, 'of type string or an instance of Buffer or Uint8Array', data);
 }
 
-function nativeOptions(server, options, bind) {
-  if (options != null && typeof options !== 'object') {
-    throw typeError('options', 'an object', options);
+function checkInteger(name, value, min, max) {
+  if (typeof value !== 'number') throw argType(name, 'of type number', value);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw argValue(name, `must be an integer from ${min} to ${max}`, value);
   }
-  const o = options || {};
-  const num = (name) => {
-    const v = o[name];
-    if (v === undefined) return undefined;
-    if (!Number.isInteger(v) || v < 0) {
-      const err = new RangeError(`options.${name} must be a non-negative integer. Received ${v}`);
-      err.code = 'ERR_OUT_OF_RANGE';
-      throw err;
-    }
-    return v;
-  };
-  return {
-    server,
-    bind,
-    protocol: o.protocol,
-    udpLength: num('udpLength'),
-    crcLength: num('crcLength'),
-    compression: o.compression,
-    rc4Key: o.rc4Key === undefined ? undefined : toBuffer(o.rc4Key, 'options.rc4Key'),
-    rc4AtStart: o.rc4AtStart,
-    idleTimeoutMs: num('idleTimeout'),
-    connectTimeoutMs: num('connectTimeout'),
-    maxSessions: num('maxSessions'),
-    maxQueuedMessages: num('maxQueuedMessages'),
-    maxMessageSize: num('maxMessageSize'),
-    receiveQueueBytes: num('receiveQueueBytes'),
-  };
+  return value;
 }
+
+function checkBoolean(name, value) {
+  if (typeof value !== 'boolean') throw argType(name, 'of type boolean', value);
+  return value;
+}
+
+function checkString(name, value) {
+  if (typeof value !== 'string') throw argType(name, 'of type string', value);
+  return value;
+}
+
+const U32 = 0xffff_ffff;
+// The numeric options: their name in JS, in the addon, and their range.
+const NUMBERS = [
+  ['udpLength', 'udpLength', 64, 65_507],
+  ['idleTimeout', 'idleTimeoutMs', 0, U32],
+  ['connectTimeout', 'connectTimeoutMs', 0, U32],
+  ['maxSessions', 'maxSessions', 1, U32],
+  ['maxQueuedMessages', 'maxQueuedMessages', 1, U32],
+  ['maxMessageSize', 'maxMessageSize', 1, U32 - 1],
+  ['receiveQueueBytes', 'receiveQueueBytes', 1, U32],
+];
+
+/** Checks every option (the error names the one that is wrong) and builds the addon's. */
+function nativeOptions(server, options, bind) {
+  const o = options;
+  const out = { server, bind };
+  for (const [name, key, min, max] of NUMBERS) {
+    if (o[name] !== undefined) out[key] = checkInteger(`options.${name}`, o[name], min, max);
+  }
+  if (o.protocol !== undefined) {
+    checkString('options.protocol', o.protocol);
+    if (o.protocol.includes('\0')) throw argValue('options.protocol', 'must not contain a NUL character', o.protocol);
+    out.protocol = o.protocol;
+  }
+  if (o.crcLength !== undefined) {
+    if (typeof o.crcLength !== 'number') throw argType('options.crcLength', 'of type number', o.crcLength);
+    if (![0, 2, 4].includes(o.crcLength)) throw argValue('options.crcLength', 'must be 0, 2 or 4', o.crcLength);
+    out.crcLength = o.crcLength;
+  }
+  if (o.compression !== undefined) out.compression = checkBoolean('options.compression', o.compression);
+  if (o.rc4AtStart !== undefined) out.rc4AtStart = checkBoolean('options.rc4AtStart', o.rc4AtStart);
+  if (o.acceptAnyProtocol !== undefined) {
+    out.acceptAnyProtocol = checkBoolean('options.acceptAnyProtocol', o.acceptAnyProtocol);
+  }
+  if (o.rc4Key !== undefined) {
+    const key = toBuffer(o.rc4Key, 'options.rc4Key');
+    if (key.length < 1 || key.length > 256) {
+      throw argValue('options.rc4Key', 'must be 1 to 256 bytes long', `${key.length} bytes`);
+    }
+    out.rc4Key = key;
+  }
+  return out;
+}
+
+function checkOptions(options) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object') throw argType('options', 'of type object', options);
+  return options;
+}
+
+/**
+ * Splits "host:port", "[v6]:port" or { host, port } into [host, port]; `what` names the argument
+ * in errors. `defaultHost` fills a missing host of an object.
+ */
+function hostPort(target, what, defaultHost, minPort) {
+  let host;
+  let port;
+  if (typeof target === 'string') {
+    const m = /^\[([^\]]*)\]:(\d+)$/.exec(target) || /^([^:]*):(\d+)$/.exec(target);
+    if (!m) throw argValue(what, 'must be "host:port" or "[IPv6]:port"', target);
+    host = m[1];
+    port = Number(m[2]);
+    if (port > 65_535 || port < minPort) throw argValue(what, `must have a port from ${minPort} to 65535`, target);
+  } else if (target !== null && typeof target === 'object') {
+    host = target.host === undefined ? defaultHost : checkString(`${what}.host`, target.host);
+    port = checkInteger(`${what}.port`, target.port, minPort, 65_535);
+  } else {
+    throw argType(what, 'a "host:port" string or an object { host, port }', target);
+  }
+  if (host === '') throw argValue(`${what}.host`, 'must not be empty', host);
+  return [host, port];
+}
+
+function joinHostPort(host, port) {
+  return net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** The error of a connect to an address of the other family than the client's socket. */
+function familyMismatch(target, local) {
+  const want = net.isIPv6(target.replace(/^\[|\]:\d+$/g, '')) || target.startsWith('[') ? 'IPv6' : 'IPv4';
+  return coded(
+    'ERR_SOE_ADDRESS_FAMILY',
+    `cannot reach ${target} (${want}) from a client bound to ${joinHostPort(local.address, local.port)} ` +
+      `(${local.family}): bind the client to an ${want} address (options.bind, e.g. ` +
+      `"${want === 'IPv6' ? '[::]:0' : '0.0.0.0:0'}")`,
+  );
+}
+
+/** An IP address for `host` without asking DNS: IP literals, and "localhost" as 127.0.0.1. */
+function literalHost(host) {
+  if (net.isIP(host)) return host;
+  if (host.toLowerCase() === 'localhost') return '127.0.0.1';
+  return null;
+}
+
+/** An IP address for `host` of `family` (4 or 6; 0 either), through dns.lookup for names. */
+async function resolveHost(host, family) {
+  if (net.isIP(host)) return host;
+  const { address } = await dns.promises.lookup(host, { family });
+  return address;
+}
+
+/** The reason code of `reason` (a name of REASONS or one of their numbers), or the error. */
+function reasonCode(reason, name) {
+  if (typeof reason === 'string') {
+    if (Object.prototype.hasOwnProperty.call(REASONS, reason)) return REASONS[reason];
+    throw argValue(name, `must be a reason name (${Object.keys(REASONS).join(', ')}) or its number`, reason);
+  }
+  if (typeof reason === 'number') {
+    if (Number.isInteger(reason) && REASON_NAMES[reason] !== undefined) return reason;
+    throw argValue(name, 'must be a reason number from 0 to 16 or its name', reason);
+  }
+  throw argType(name, 'a reason name (string) or number', reason);
+}
+
+// ----- sessions -----
 
 /** One SOE session (a connected peer). Events: 'message', 'drain', 'disconnect'. */
 class SoeSession extends EventEmitter {
-  constructor(endpoint, id, remoteAddress) {
+  constructor(token, endpoint, id, remoteAddress, sessionId, protocol) {
+    if (token !== INTERNAL) {
+      const err = new TypeError('Illegal constructor: sessions come from a SoeServer or SoeClient');
+      err.code = 'ERR_ILLEGAL_CONSTRUCTOR';
+      throw err;
+    }
     super();
     this._endpoint = endpoint;
     this.id = id;
     this.remoteAddress = remoteAddress;
+    this.sessionId = sessionId;
+    this.protocol = protocol;
     this.closed = false;
     this.writableNeedDrain = false;
+    this._drainEpoch = -1;
     this._batched = 0;
   }
 
   _native() {
-    if (this.closed) {
-      const err = new Error(`session ${this.id} is closed`);
-      err.code = 'ERR_SOE_SESSION_CLOSED';
-      throw err;
-    }
+    if (this.closed) throw coded('ERR_SOE_SESSION_CLOSED', `session ${this.id} is closed`);
     return this._endpoint._native;
   }
 
@@ -161,19 +290,17 @@ class SoeSession extends EventEmitter {
    */
   send(data, channel = 0) {
     const buf = toBuffer(data);
-    if (!Number.isInteger(channel) || channel < 0 || channel > 3) {
-      const err = new RangeError(`channel must be 0 to 3. Received ${channel}`);
-      err.code = 'ERR_OUT_OF_RANGE';
-      throw err;
+    if (channel !== 0 && (!Number.isInteger(channel) || channel < 0 || channel > 3)) {
+      if (typeof channel !== 'number') throw argType('channel', 'of type number', channel);
+      throw argValue('channel', 'must be 0, 1, 2 or 3', channel);
     }
-    this._native(); // throws when closed
+    if (this.closed) this._native(); // throws
     const endpoint = this._endpoint;
     if (buf.length > endpoint._maxMessageSize) {
-      const err = new Error(
+      throw coded(
+        'ERR_SOE_MESSAGE_TOO_LARGE',
         `a message of ${buf.length} bytes exceeds the limit of ${endpoint._maxMessageSize} bytes`,
       );
-      err.code = 'ERR_SOE_MESSAGE_TOO_LARGE';
-      throw err;
     }
     // Messages go to the addon in one call per turn of the event loop (or as soon as a
     // session has a queue's worth waiting), which is what lets a JS echo keep up.
@@ -181,21 +308,50 @@ class SoeSession extends EventEmitter {
     return !this.writableNeedDrain;
   }
 
-  /** Sends an unreliable message: one datagram at most, not empty, first byte not 0. */
+  /**
+   * Sends an unreliable message: one datagram at most, in any order, at most once. Not empty,
+   * and its first byte not 0 (the receiver reads a datagram that starts with 0 as a protocol
+   * packet).
+   */
   sendUnreliable(data) {
-    const buf = toBuffer(data);
+    const buf = this._datagram(data);
     call(() => this._native().sendUnreliable(this.id, buf));
   }
 
-  /** Turns RC4 on or off for this session from now on (the H1Z1 gateway's login switch). */
+  /**
+   * Sends an ordered message: unreliable, one datagram with a 4-byte header, never delivered
+   * after a newer one (the receiver drops stale ones). Any first byte.
+   */
+  sendOrdered(data) {
+    const buf = toBuffer(data);
+    call(() => this._native().sendOrdered(this.id, buf));
+  }
+
+  _datagram(data) {
+    const buf = toBuffer(data);
+    if (buf.length === 0) throw argValue('data', 'must not be empty (an unreliable message is one datagram)', '<empty>');
+    if (buf[0] === 0) {
+      throw argValue(
+        'data',
+        'must not start with byte 0 (the receiver reads such a datagram as a protocol packet; send it reliably)',
+        `<${buf.length} bytes starting 00>`,
+      );
+    }
+    return buf;
+  }
+
+  /**
+   * Turns RC4 on or off for this session, both directions: messages sent from now on are
+   * encrypted (or not), and so are messages that arrive complete from now on. Switch before
+   * sending the reply that must be encrypted (see the README).
+   */
   setEncryption(on) {
-    if (typeof on !== 'boolean') throw typeError('on', 'of type boolean', on);
+    checkBoolean('on', on);
+    if (!this._endpoint._hasKey) throw coded('ERR_SOE_NO_KEY', 'this session has no RC4 key (options.rc4Key)');
+    this._native();
     this._endpoint._flush(); // messages sent before the switch go out as they were
-    const switched = call(() => this._native().setEncryption(this.id, on));
-    if (!switched) {
-      const err = new Error('this session has no RC4 key (options.rc4Key)');
-      err.code = 'ERR_SOE_NO_KEY';
-      throw err;
+    if (!call(() => this._native().setEncryption(this.id, on))) {
+      throw coded('ERR_SOE_NO_KEY', 'this session has no RC4 key (options.rc4Key)');
     }
   }
 
@@ -208,6 +364,11 @@ class SoeSession extends EventEmitter {
       resends: s.resends,
       loss: s.reliablePacketsSent > 0 ? s.resends / s.reliablePacketsSent : 0,
       reliablePacketsSent: s.reliablePacketsSent,
+      fastResends: s.fastResends,
+      duplicates: s.duplicates,
+      outOfOrder: s.outOfOrder,
+      acksSent: s.acksSent,
+      acksReceived: s.acksReceived,
       datagramsSent: s.datagramsSent,
       datagramsReceived: s.datagramsReceived,
       bytesSent: s.bytesSent,
@@ -222,22 +383,27 @@ class SoeSession extends EventEmitter {
   }
 
   /**
-   * Closes the session with a reason (a name of REASONS, default 'application'). Resolves
-   * with the reason once it has ended.
+   * Closes the session with a reason (a name of REASONS or its number, default
+   * 'application'). Resolves with the reason's name once it has ended.
    */
   close(reason = 'application') {
-    const code = typeof reason === 'number' ? reason : REASONS[reason];
-    if (code === undefined) {
-      const err = new TypeError(`unknown disconnect reason ${String(reason)}`);
-      err.code = 'ERR_INVALID_ARG_VALUE';
-      throw err;
+    let code;
+    try {
+      code = reasonCode(reason, 'reason');
+    } catch (e) {
+      return Promise.reject(e);
     }
     const ended = this.closed
       ? Promise.resolve(this._reason)
       : new Promise((resolve) => this.once('disconnect', resolve));
     if (!this.closed) {
       this._endpoint._flush(); // what was sent before the close goes first
-      call(() => this._endpoint._native.closeSession(this.id, code));
+      try {
+        call(() => this._endpoint._native.closeSession(this.id, code));
+      } catch (e) {
+        // The addon forgot the session first: its 'disconnect' is on its way.
+        if (e.code !== 'ERR_SOE_SESSION_CLOSED') return Promise.reject(e);
+      }
     }
     return ended;
   }
@@ -248,6 +414,7 @@ class SoeSession extends EventEmitter {
         this.emit('message', ev.data, INFOS[ev.channel][ev.delivery]);
         break;
       case KIND_DRAIN:
+        if (ev.reason !== this._drainEpoch) break;
         this.writableNeedDrain = false;
         this.emit('drain');
         break;
@@ -262,67 +429,139 @@ class SoeSession extends EventEmitter {
   }
 }
 
+// ----- endpoints -----
+
 class Endpoint extends EventEmitter {
   constructor(server, options, bind) {
     super();
     this._sessions = new Map();
-    const o = options || {};
-    this._maxMessageSize = o.maxMessageSize ?? 4 * 1024 * 1024;
-    this._highWater = Math.max(1, o.maxQueuedMessages ?? 4096);
+    this._maxMessageSize = options.maxMessageSize ?? 4 * 1024 * 1024;
+    this._highWater = options.maxQueuedMessages ?? 4096;
+    this._hasKey = options.rc4Key !== undefined;
     this._outMeta = [];
     this._outData = [];
     this._flushScheduled = false;
+    this._flushLater = () => this._deferredFlush();
     this._batchedSessions = [];
+    // Set by the h1z1 facade: takes every message instead of the session's 'message' event.
+    this._onMessage = null;
+    // Connects in flight, and whether the endpoint closes with its last session.
+    this._connecting = 0;
+    this._closeWithLastSession = false;
+    this._closing = false;
+    this._endedFlag = false;
+    // Batches (and the rest of one) held back after a listener threw, to keep their order.
+    this._held = [];
+    this._heldScheduled = false;
     // Events of a session opened by connect() that came before its callback.
     this._early = new Map();
     this._ended = new Promise((resolve) => {
       this._resolveEnded = resolve;
     });
-    this._native = call(
-      () => new native.NativeEndpoint(nativeOptions(server, options, bind), (batch) => this._onBatch(batch)),
-    );
+    const settings = nativeOptions(server, options, bind);
+    this._native = call(() => new native.NativeEndpoint(settings, (batch) => this._onBatch(batch)));
   }
 
   // A batch: `meta` has 8 numbers per event (kind, id, channel, delivery, offset, length,
-  // reason, byPeer); messages are views into `data`; `remotes` the accepted sessions' addresses.
-  _onBatch({ meta, data, remotes }) {
-    let remote = 0;
-    for (let i = 0; i < meta.length; i += 8) {
-      const kind = meta[i];
-      const id = meta[i + 1];
-      if (kind === KIND_END) {
-        this._resolveEnded();
-        this.emit('close');
-        continue;
+  // reason or session id, byPeer); messages are views into `data`; `remotes` and `protocols`
+  // describe the accepted sessions in order.
+  _onBatch(batch) {
+    if (this._held.length === 0) this._run(batch, 0, 0);
+    else {
+      this._held.push({ batch, at: 0, remote: 0 });
+      this._runHeld();
+    }
+  }
+
+  // Runs the batches held back by a listener that threw, oldest first.
+  _runHeld() {
+    this._heldScheduled = false;
+    while (this._held.length > 0) {
+      const { batch, at, remote } = this._held.shift();
+      this._run(batch, at, remote);
+    }
+  }
+
+  // Runs a batch from event `from`. A listener that throws ends this call, as an uncaught
+  // exception does: the rest of the batch is held, ahead of any batch that comes meanwhile, and
+  // runs on the next turn of the event loop (or with the next batch, if that comes first).
+  _run(batch, from, firstRemote) {
+    const { meta, data, remotes, protocols } = batch;
+    let i = from;
+    let remote = firstRemote;
+    try {
+      for (; i < meta.length; i += 8) {
+        const kind = meta[i];
+        const id = meta[i + 1];
+        if (kind === KIND_MESSAGE) {
+          const session = this._sessions.get(id);
+          if (session !== undefined) {
+            const at = meta[i + 4];
+            const message = data.subarray(at, at + meta[i + 5]);
+            if (this._onMessage !== null) this._onMessage(session, message, meta[i + 3], meta[i + 2]);
+            else session.emit('message', message, INFOS[meta[i + 2]][meta[i + 3]]);
+            continue;
+          }
+        }
+        if (kind === KIND_ACCEPTED) {
+          const at = remote++;
+          const session = new SoeSession(INTERNAL, this, id, remotes[at], meta[i + 6], protocols[at]);
+          this._sessions.set(id, session);
+          this.emit('session', session);
+          continue;
+        }
+        if (kind === KIND_END) {
+          this._end();
+          continue;
+        }
+        this._event(kind, id, meta, i, data);
       }
-      if (kind === KIND_ACCEPTED) {
-        const session = new SoeSession(this, id, remotes[remote++]);
-        this._sessions.set(id, session);
-        this.emit('session', session);
-        continue;
+    } catch (e) {
+      if (i + 8 < meta.length) this._held.unshift({ batch, at: i + 8, remote });
+      if (this._held.length > 0 && !this._heldScheduled) {
+        this._heldScheduled = true;
+        setImmediate(() => this._runHeld());
       }
-      const session = this._sessions.get(id);
-      if (session && kind === KIND_MESSAGE) {
-        const at = meta[i + 4];
-        session.emit('message', data.subarray(at, at + meta[i + 5]), INFOS[meta[i + 2]][meta[i + 3]]);
-        continue;
-      }
-      const ev = {
-        kind,
-        id,
-        channel: meta[i + 2],
-        delivery: meta[i + 3],
-        data: kind === KIND_MESSAGE ? data.subarray(meta[i + 4], meta[i + 4] + meta[i + 5]) : undefined,
-        reason: meta[i + 6],
-        byPeer: meta[i + 7] === 1,
-      };
-      if (!session) {
-        if (!this._early.has(id)) this._early.set(id, []);
-        this._early.get(id).push(ev);
-        continue;
-      }
-      if (kind === KIND_DISCONNECT) this._sessions.delete(id);
+      throw e;
+    }
+  }
+
+  _event(kind, id, meta, i, data) {
+    const ev = {
+      kind,
+      id,
+      channel: meta[i + 2],
+      delivery: meta[i + 3],
+      data: kind === KIND_MESSAGE ? data.subarray(meta[i + 4], meta[i + 4] + meta[i + 5]) : undefined,
+      reason: meta[i + 6],
+      byPeer: meta[i + 7] === 1,
+    };
+    const session = this._sessions.get(id);
+    if (session === undefined) {
+      if (!this._early.has(id)) this._early.set(id, []);
+      this._early.get(id).push(ev);
+      return;
+    }
+    if (kind === KIND_DISCONNECT) this._sessions.delete(id);
+    try {
       session._deliver(ev);
+    } finally {
+      if (kind === KIND_DISCONNECT) this._maybeCloseEmpty();
+    }
+  }
+
+  _end() {
+    if (this._endedFlag) return;
+    this._endedFlag = true;
+    this._native.release();
+    this._resolveEnded();
+    this.emit('close');
+  }
+
+  // A client made by SoeClient.connect ends with its last session.
+  _maybeCloseEmpty() {
+    if (this._closeWithLastSession && this._sessions.size === 0 && this._connecting === 0 && !this._closing) {
+      this.close().catch(() => {});
     }
   }
 
@@ -335,7 +574,16 @@ class Endpoint extends EventEmitter {
       this._flush();
     } else if (!this._flushScheduled) {
       this._flushScheduled = true;
-      queueMicrotask(() => this._flush());
+      queueMicrotask(this._flushLater);
+    }
+  }
+
+  // The flush at the end of the tick: nobody's call to fail, so a failure is an 'error' event.
+  _deferredFlush() {
+    try {
+      this._flush();
+    } catch (e) {
+      this.emit('error', e);
     }
   }
 
@@ -348,10 +596,15 @@ class Endpoint extends EventEmitter {
     this._outData = [];
     for (const s of this._batchedSessions) s._batched = 0;
     this._batchedSessions = [];
+    // (id, epoch) of each session whose queue is full: its 'drain' is the one of that epoch (a
+    // late drain of an earlier flushing task does not count).
     const full = call(() => this._native.sendBatch(meta, data));
-    for (const id of full) {
-      const session = this._sessions.get(id);
-      if (session) session.writableNeedDrain = true;
+    for (let k = 0; k < full.length; k += 2) {
+      const session = this._sessions.get(full[k]);
+      if (session) {
+        session.writableNeedDrain = true;
+        session._drainEpoch = full[k + 1];
+      }
     }
   }
 
@@ -373,91 +626,153 @@ class Endpoint extends EventEmitter {
     };
   }
 
-  /** The bound address: { address, port }. */
+  /** The bound address: { address, port, family }. */
   address() {
     const text = this._native.localAddress();
     const at = text.lastIndexOf(':');
-    return { address: text.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(text.slice(at + 1)) };
+    const address = text.slice(0, at).replace(/^\[|\]$/g, '');
+    return { address, port: Number(text.slice(at + 1)), family: net.isIPv6(address) ? 'IPv6' : 'IPv4' };
   }
 
-  /** Closes every session (reason managerDeleted) and the endpoint; resolves when done. */
+  /** Lets the process exit while this endpoint is open, as socket.unref() does. */
+  unref() {
+    if (!this._endedFlag) this._native.unref();
+    return this;
+  }
+
+  /** Undoes unref(): the open endpoint keeps the process alive again. */
+  ref() {
+    if (!this._endedFlag) this._native.ref();
+    return this;
+  }
+
+  /**
+   * Closes every session (with `reason`, default 'managerDeleted') and the endpoint; resolves
+   * once done.
+   */
   close(reason = 'managerDeleted') {
-    const code = typeof reason === 'number' ? reason : REASONS[reason] ?? 4;
-    this._flush();
-    this._native.close(code);
+    let code;
+    try {
+      code = reasonCode(reason, 'reason');
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (!this._endedFlag) {
+      this._closing = true;
+      try {
+        this._flush();
+      } catch (e) {
+        this.emit('error', e);
+      }
+      this._native.close(code);
+    }
     return this._ended;
   }
 }
 
-/** An SOE server. Events: 'session' (SoeSession), 'close'. */
+function serverBind(o) {
+  const port = o.port === undefined ? 0 : checkInteger('options.port', o.port, 0, 65_535);
+  const host = o.host === undefined ? '0.0.0.0' : checkString('options.host', o.host);
+  return [host, port];
+}
+
+/** An SOE server. Events: 'session' (SoeSession), 'close', 'error'. */
 class SoeServer extends Endpoint {
-  /** Binds at once; `options.port` (default 0: any) and `options.host` (default 0.0.0.0). */
-  constructor(options = {}) {
-    const port = options.port ?? 0;
-    const host = options.host ?? '0.0.0.0';
-    super(true, options, `${host.includes(':') ? `[${host}]` : host}:${port}`);
+  /**
+   * Binds at once: `options.port` (default 0: any) on `options.host` (default 0.0.0.0; an IP
+   * address, or "localhost"; SoeServer.listen also resolves other host names).
+   */
+  constructor(options) {
+    const o = checkOptions(options);
+    const [host, port] = serverBind(o);
+    const ip = literalHost(host);
+    if (ip === null) {
+      throw argValue('options.host', 'must be an IP address or "localhost" (SoeServer.listen() resolves other names)', host);
+    }
+    super(true, o, joinHostPort(ip, port));
   }
 
-  /** Creates and binds a server: `await SoeServer.listen({ port: 20042 })`. */
-  static async listen(options = {}) {
-    return new SoeServer(options);
+  /** Creates and binds a server, resolving a host name first: `await SoeServer.listen({ port })`. */
+  static async listen(options) {
+    const o = checkOptions(options);
+    const [host] = serverBind(o);
+    if (literalHost(host) !== null) return new SoeServer(o);
+    return new SoeServer({ ...o, host: await resolveHost(host, 0) });
   }
 }
 
-/** An SOE client endpoint; `connect` opens sessions from it. */
+/** An SOE client endpoint; `connect` opens sessions from it. Events: 'close', 'error'. */
 class SoeClient extends Endpoint {
-  constructor(options = {}) {
-    super(false, options, options.bind ?? '0.0.0.0:0');
+  /** Binds `options.bind` (default "0.0.0.0:0"; "[::]:0" to reach IPv6 servers). */
+  constructor(options) {
+    const o = checkOptions(options);
+    let bind = '0.0.0.0:0';
+    if (o.bind !== undefined) {
+      const [host, port] = hostPort(checkString('options.bind', o.bind), 'options.bind', '0.0.0.0', 0);
+      const ip = literalHost(host);
+      if (ip === null) throw argValue('options.bind', 'must be an IP address (or "localhost") and a port', o.bind);
+      bind = joinHostPort(ip, port);
+    }
+    super(false, o, bind);
   }
 
-  /** Opens a session to `host:port` (or `{ host, port }`); resolves with the SoeSession. */
-  connect(target) {
-    let text = target;
-    if (target && typeof target === 'object') {
-      text = `${target.host ?? '127.0.0.1'}:${target.port}`;
+  /**
+   * Opens a session to "host:port" (or { host, port }; host names go through dns.lookup, for an
+   * address of the family the client is bound to); resolves with the SoeSession.
+   */
+  async connect(target) {
+    const [host, port] = hostPort(target, 'target', '127.0.0.1', 1);
+    const family = this.address().family === 'IPv6' ? 6 : 4;
+    if (net.isIP(host) && net.isIP(host) !== family) throw familyMismatch(joinHostPort(host, port), this.address());
+    this._connecting += 1;
+    try {
+      const ip = await resolveHost(host, family);
+      const text = joinHostPort(ip, port);
+      return await new Promise((resolve, reject) => {
+        call(() =>
+          this._native.connect(text, (err, id, sessionId) => {
+            if (err) {
+              reject(fromNative(new Error(err)));
+              return;
+            }
+            const session = new SoeSession(INTERNAL, this, id, text, sessionId, undefined);
+            this._sessions.set(id, session);
+            resolve(session);
+            // Events that came before the callback, once the caller has attached its listeners.
+            const early = this._early.get(id);
+            if (early) {
+              this._early.delete(id);
+              setImmediate(() => {
+                for (const ev of early) {
+                  if (ev.kind === KIND_DISCONNECT) this._sessions.delete(ev.id);
+                  session._deliver(ev);
+                  if (ev.kind === KIND_DISCONNECT) this._maybeCloseEmpty();
+                }
+              });
+            }
+          }),
+        );
+      });
+    } finally {
+      this._connecting -= 1;
     }
-    if (typeof text !== 'string') {
-      return Promise.reject(typeError('target', 'a "host:port" string or { host, port }', target));
-    }
-    return new Promise((resolve, reject) => {
-      try {
-        this._native.connect(text, (err, id) => {
-          if (err) {
-            const m = /^(ERR_[A-Z_]+): ([\s\S]*)$/.exec(err);
-            const e = new Error(m ? m[2] : err);
-            e.code = m ? m[1] : 'ERR_SOE_CONNECT';
-            reject(e);
-            return;
-          }
-          const session = new SoeSession(this, id, text);
-          this._sessions.set(id, session);
-          resolve(session);
-          // Events that came before the callback, once the caller has attached its listeners.
-          const early = this._early.get(id);
-          if (early) {
-            this._early.delete(id);
-            setImmediate(() => {
-              for (const ev of early) {
-                if (ev.kind === KIND_DISCONNECT) this._sessions.delete(ev.id);
-                session._deliver(ev);
-              }
-            });
-          }
-        });
-      } catch (e) {
-        try {
-          rethrow(e);
-        } catch (coded) {
-          reject(coded);
-        }
-      }
-    });
   }
 
-  /** Creates a client and opens one session: `await SoeClient.connect('127.0.0.1:20042')`. */
-  static async connect(target, options = {}) {
+  /**
+   * A new client with one session: `await SoeClient.connect('127.0.0.1:20042')`. The client is
+   * `session.client`; it closes with its session (or when the connect fails), so nothing is
+   * left to close.
+   */
+  static async connect(target, options) {
     const client = new SoeClient(options);
-    const session = await client.connect(target);
+    client._closeWithLastSession = true;
+    let session;
+    try {
+      session = await client.connect(target);
+    } catch (e) {
+      await client.close();
+      throw e;
+    }
     session.client = client;
     return session;
   }

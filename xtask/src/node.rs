@@ -1,20 +1,42 @@
-//! `cargo xtask node`: the Node addon (soe-node) built and tested with Node's own runner.
+//! `cargo xtask node`: the Node addon (soe-node) built, tested with Node's own runner, packed
+//! and installed the way a user installs it.
 //!
-//! Builds `soe-node` (the addon) and `soe-cli` (the `soe` tool the interop test runs), copies
-//! the addon next to `crates/soe-node/index.js` as `soe_node.node`, and runs `npm test`
-//! (`node --test test/`) there. The package has no npm dependencies, so nothing is installed.
+//! 1. Builds `soe-node` (the addon) and `soe-cli` (the `soe` tool the tests drive), and copies
+//!    the addon next to `crates/soe-node/index.js` as `soe_node.node` (the local build the
+//!    loader falls back to).
+//! 2. Installs the package's dev dependencies (`typescript`, `@types/node`, from the npm
+//!    registry) for the types test; where that fails the types test skips, except under
+//!    `CI=true`, where it fails.
+//! 3. Runs `npm test` (`node --test`: every test has its own deadline) under a deadline of its
+//!    own, killing the whole process group if it is reached, so that nothing hangs CI.
+//! 4. Stages this machine's platform package from the debug build, then runs
+//!    `scripts/pack-install-test.mjs` with no Rust toolchain on `PATH`: it packs the main and the
+//!    platform package, installs the tarballs offline into an empty directory, and runs an echo
+//!    from there.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use crate::cmd;
 use crate::{Error, Result};
+
+/// The most `npm test` may take before it is killed (it takes about a minute).
+const TEST_DEADLINE: Duration = Duration::from_secs(10 * 60);
+/// The most the pack-and-install test may take.
+const PACK_DEADLINE: Duration = Duration::from_secs(5 * 60);
 
 /// Whether `node` and `npm` run here.
 pub(crate) fn present() -> bool {
     ["node", "npm"].into_iter().all(cmd::program_runs)
 }
 
-/// Builds the addon and runs the package's tests.
+/// Whether the run is CI's: the runner sets `CI=true`.
+fn running_in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|value| value == "true")
+}
+
+/// Builds the addon and runs the package's tests, then the pack-and-install test.
 pub(crate) fn run() -> Result<()> {
     if !present() {
         return Err(Error::new(
@@ -23,6 +45,8 @@ pub(crate) fn run() -> Result<()> {
         ));
     }
     let root = cmd::workspace_root();
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let mut build = cmd::cargo();
     build.args(["build", "--quiet", "-p", "soe-node", "-p", "soe-cli"]);
     println!("==> node: {}", cmd::describe(&build));
@@ -35,15 +59,169 @@ pub(crate) fn run() -> Result<()> {
         .current_dir(&package);
     println!("==> node: {}", cmd::describe(&install));
     cmd::run_timed(&mut install)?;
+
+    let mut dev = Command::new("npm");
+    dev.args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&package);
+    println!("==> node: {}", cmd::describe(&dev));
+    if let Err(e) = cmd::run_timed(&mut dev) {
+        if running_in_ci() {
+            return Err(Error::new(format!(
+                "{e}: the dev dependencies (typescript, @types/node) are needed for the types \
+                 test, and CI=true requires it"
+            )));
+        }
+        println!("==> node: {e}; the types test will be SKIPPED (under CI=true this fails)");
+    }
+
     let mut test = Command::new("npm");
     test.args(["test", "--silent"])
         .current_dir(&package)
-        .env("SOE_BIN", root.join("target/debug/soe"));
+        .env("SOE_BIN", target.join("debug").join(exe("soe")));
     println!("==> node: {}", cmd::describe(&test));
-    let took = cmd::run_timed(&mut test)?;
+    let took = run_with_deadline(&mut test, TEST_DEADLINE)?;
     println!(
         "==> node: the addon's tests passed in {}",
         cmd::format_duration(took)
     );
+
+    let mut stage = Command::new("node");
+    stage
+        .args(["scripts/stage-platform.js", "debug"])
+        .current_dir(&package)
+        .env("CARGO_TARGET_DIR", &target);
+    println!("==> node: {}", cmd::describe(&stage));
+    cmd::run_timed(&mut stage)?;
+    let path = path_without_rust()?;
+    let mut pack = Command::new(which("node", &path).unwrap_or_else(|| PathBuf::from("node")));
+    pack.arg("scripts/pack-install-test.mjs")
+        .current_dir(&package)
+        .env("PATH", &path);
+    println!(
+        "==> node: node scripts/pack-install-test.mjs (PATH without cargo, rustc and rustup: {})",
+        path.to_string_lossy()
+    );
+    let took = run_with_deadline(&mut pack, PACK_DEADLINE)?;
+    println!(
+        "==> node: packed, installed without a Rust toolchain and echoed in {}",
+        cmd::format_duration(took)
+    );
     Ok(())
+}
+
+/// `name` with the platform's executable suffix.
+fn exe(name: &str) -> String {
+    format!("{name}{}", std::env::consts::EXE_SUFFIX)
+}
+
+/// Where `program` is found on `path`, if anywhere.
+fn which(program: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .map(|dir| dir.join(exe(program)))
+        .find(|file| file.is_file())
+}
+
+/// This process's `PATH` without the directories that hold `cargo`, `rustc` or `rustup`. A
+/// directory that also holds `node` or `npm` (a system directory with a packaged Rust) is
+/// replaced by one that links to those alone. Fails if `cargo` can still be found.
+fn path_without_rust() -> Result<std::ffi::OsString> {
+    let current = std::env::var_os("PATH").unwrap_or_default();
+    let rust = ["cargo", "rustc", "rustup"];
+    let node = ["node", "npm", "npx"];
+    let mut kept: Vec<PathBuf> = Vec::new();
+    let mut shim: Option<PathBuf> = None;
+    for dir in std::env::split_paths(&current) {
+        let has = |name: &str| dir.join(exe(name)).is_file();
+        if !rust.iter().any(|r| has(r)) {
+            kept.push(dir);
+            continue;
+        }
+        for tool in node.iter().filter(|t| has(t)) {
+            let shim_dir = shim.get_or_insert_with(|| {
+                std::env::temp_dir().join(format!("soe-node-shim-{}", std::process::id()))
+            });
+            std::fs::create_dir_all(&*shim_dir)
+                .map_err(|e| Error::new(format!("cannot create {}: {e}", shim_dir.display())))?;
+            link(&dir.join(exe(tool)), &shim_dir.join(exe(tool)))?;
+        }
+    }
+    if let Some(dir) = shim {
+        kept.push(dir);
+    }
+    let path = std::env::join_paths(kept).map_err(|e| Error::new(format!("PATH: {e}")))?;
+    if let Some(cargo) = which("cargo", &path) {
+        return Err(Error::new(format!(
+            "cargo is still on the scrubbed PATH at {}",
+            cargo.display()
+        )));
+    }
+    Ok(path)
+}
+
+#[cfg(unix)]
+fn link(from: &Path, to: &Path) -> Result<()> {
+    let _ = std::fs::remove_file(to);
+    std::os::unix::fs::symlink(from, to)
+        .map_err(|e| Error::new(format!("cannot link {}: {e}", to.display())))
+}
+
+#[cfg(not(unix))]
+fn link(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| Error::new(format!("cannot copy {}: {e}", to.display())))
+}
+
+/// Runs `cmd` like [`cmd::run_timed`], but kills it once `deadline` has passed: a test that
+/// hangs fails the step instead of holding CI until its time limit. Under `CI=true` on Unix the
+/// command gets a process group of its own, and the whole group is killed (the test runner's
+/// children too); elsewhere it stays in the terminal's group, so that Ctrl-C reaches it.
+fn run_with_deadline(cmd: &mut Command, deadline: Duration) -> Result<Duration> {
+    #[cfg(unix)]
+    if running_in_ci() {
+        std::os::unix::process::CommandExt::process_group(cmd, 0);
+    }
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|err| Error::new(format!("could not start `{}`: {err}", cmd::describe(cmd))))?;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(started.elapsed()),
+            Ok(Some(status)) => {
+                return Err(Error::new(format!(
+                    "`{}` failed ({status}) after {}",
+                    cmd::describe(cmd),
+                    cmd::format_duration(started.elapsed())
+                )));
+            }
+            Ok(None) if started.elapsed() > deadline => {
+                kill_group(&mut child);
+                return Err(Error::new(format!(
+                    "`{}` was still running after {}: killed",
+                    cmd::describe(cmd),
+                    cmd::format_duration(deadline)
+                )));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => {
+                return Err(Error::new(format!(
+                    "waiting for `{}`: {e}",
+                    cmd::describe(cmd)
+                )));
+            }
+        }
+    }
+}
+
+/// Kills `child` and, under `CI=true` on Unix, every process of its group (the test runner's
+/// children).
+fn kill_group(child: &mut std::process::Child) {
+    #[cfg(unix)]
+    if running_in_ci() {
+        let group = format!("-{}", child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

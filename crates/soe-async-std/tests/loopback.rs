@@ -75,3 +75,8 @@ fn reuse_port_shards_share_one_port() {
 fn the_driver_stops_and_releases_the_port() {
     block_on(scenarios::driver_stops_and_releases_the_port::<R>());
 }
+
+#[test]
+fn accepted_sessions_report_their_protocol_and_id() {
+    block_on(scenarios::accepted_sessions_report_their_protocol_and_id::<R>());
+}

@@ -2,11 +2,15 @@
 //
 //   addon   a Node SoeServer whose JS handler echoes every message, loaded by the Rust
 //           `soe load` (so the load generator is not what limits it);
+//   h1z1    the same through soe-node/h1z1: an EchoServer written as h1z1-server writes its
+//           echo benchmark server (a subclass of SOEServer that echoes in 'appdata'; RC4 off,
+//           as for the addon), loaded the same way;
 //   dgram   a bare Node `dgram` echo server, loaded by 64 Node dgram sockets in a worker
 //           thread keeping 16 datagrams outstanding each: the limit of plain Node UDP;
 //   rust    the Rust `soe serve` loaded by the Rust `soe load`.
 //
-// Targets: addon >= 2x dgram, and addon >= 50 % of rust (messages per second).
+// Targets: addon >= 2x dgram, addon >= 50 % of rust, and h1z1 >= 90 % of addon (messages per
+// second).
 //   node bench/echo.mjs [--seconds S] [--json]
 // Needs the release addon (`npm run build`) and the release `soe` tool
 // (`cargo build --release -p soe-cli`; SOE_BIN overrides its path).
@@ -16,6 +20,7 @@ import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import soe from '../index.js';
+import { SOEServer } from '../h1z1.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -48,6 +53,31 @@ async function addon() {
     return await load(server.address().port);
   } finally {
     await server.close();
+  }
+}
+
+/** h1z1-server's echo benchmark server (benchmarks/src/echo/echo-server.ts), on the facade. */
+class EchoServer extends SOEServer {
+  constructor(serverPort, cryptoKey) {
+    super(serverPort, cryptoKey);
+    this.on('disconnect', (client) => {
+      this.deleteClient(client);
+    });
+    this.on('appdata', (client, data) => {
+      this.sendAppData(client, data);
+    });
+  }
+}
+
+async function h1z1() {
+  const server = new EchoServer(0, Buffer.from('F70IaxuU8C/w7FPXY1ibXw==', 'base64'));
+  server._useEncryption = false;
+  server._serverAddress = '127.0.0.1';
+  server.start();
+  try {
+    return await load(server.address().port);
+  } finally {
+    await server.stop();
   }
 }
 
@@ -93,17 +123,19 @@ async function bareDgram() {
   return rate;
 }
 
-const results = { addon: await addon(), dgram: await bareDgram(), rust: await rust() };
+const results = { addon: await addon(), h1z1: await h1z1(), dgram: await bareDgram(), rust: await rust() };
 const vsDgram = results.addon / results.dgram;
 const vsRust = results.addon / results.rust;
+const facade = results.h1z1 / results.addon;
 const verdict = (ok) => (ok ? 'met' : 'MISSED');
 if (args.includes('--json')) {
-  console.log(JSON.stringify({ ...results, vsDgram, vsRust }));
+  console.log(JSON.stringify({ ...results, vsDgram, vsRust, facade }));
 } else {
   const f = (n) => Math.round(n).toLocaleString('en-US');
   console.log(`| ${SESSIONS}x${DEPTH}, ${SIZE} B echo, ${seconds} s | msg/s | vs addon |`);
   console.log('|---|---:|---|');
   console.log(`| addon (Node SoeServer, JS handler; soe load) | ${f(results.addon)} | |`);
+  console.log(`| h1z1 facade (EchoServer extends SOEServer; soe load) | ${f(results.h1z1)} | ${(facade * 100).toFixed(0)} % of addon: target >= 90 %, ${verdict(facade >= 0.9)} |`);
   console.log(`| bare Node dgram pipelined echo | ${f(results.dgram)} | addon ${vsDgram.toFixed(2)}x: target >= 2x, ${verdict(vsDgram >= 2)} |`);
   console.log(`| Rust soe serve (soe load) | ${f(results.rust)} | addon ${(vsRust * 100).toFixed(0)} %: target >= 50 %, ${verdict(vsRust >= 0.5)} |`);
 }

@@ -9,7 +9,9 @@
 //! whose reader stays behind past that bound is closed with `reliableOverflow` (both sides are
 //! told) rather than let a peer fill memory. Sends that meet a full queue are kept in order and
 //! go out as room appears; `send` returns `false` then, and a `drain` event follows, as with
-//! `stream.write`.
+//! `stream.write`. While any wait, later sends and RC4 switches queue behind them, so that
+//! nothing overtakes a message on its way and each message is encrypted (or not) as it was when
+//! the application sent it.
 //!
 //! Errors thrown to JS carry a code in front of their message (`ERR_SOE_...: ...`), which
 //! `index.js` moves to the `code` property.
@@ -24,7 +26,7 @@ use napi::bindgen_prelude::{Buffer, Float64Array};
 use napi::threadsafe_function::{
     ErrorStrategy, ThreadSafeCallContext, ThreadsafeFunction, ThreadsafeFunctionCallMode,
 };
-use napi::{Error, JsFunction, Result, Status};
+use napi::{Env, Error, JsFunction, Result, Status};
 use napi_derive::napi;
 use soe_tokio::bytes::Bytes;
 use soe_tokio::soe_session::ReliableConfig;
@@ -88,6 +90,8 @@ pub struct NativeOptions {
     pub max_message_size: Option<u32>,
     /// Bytes of received messages one session may hold before JS takes them.
     pub receive_queue_bytes: Option<u32>,
+    /// A server accepts any application protocol name (sessions report the client's).
+    pub accept_any_protocol: Option<bool>,
 }
 
 /// One event, before it is packed into a batch.
@@ -97,9 +101,11 @@ struct Ev {
     channel: u8,
     delivery: u8,
     data: Option<Bytes>,
-    reason: u16,
+    /// The disconnect reason, or the SOE session id of an accepted session.
+    reason: u32,
     by_peer: bool,
     remote: Option<String>,
+    protocol: Option<String>,
 }
 
 impl Ev {
@@ -113,6 +119,7 @@ impl Ev {
             reason: 0,
             by_peer: false,
             remote: None,
+            protocol: None,
         }
     }
 }
@@ -123,21 +130,26 @@ const MESSAGE: u8 = 2;
 const DISCONNECT: u8 = 3;
 const DRAIN: u8 = 4;
 const END: u8 = 5;
-/// Numbers per event in `meta`: kind, id, channel, delivery, offset, length, reason, by_peer.
+/// Numbers per event in `meta`: kind, id, channel, delivery, offset, length, reason (the SOE
+/// session id for an accepted session), by_peer.
 const META: usize = 8;
 
 /// A batch of events for JS, packed so that one N-API call carries hundreds of them: `meta`
 /// holds 8 numbers per event, `data` every message's bytes back to back (each message
-/// is a view into it), `remotes` the address of each accepted session in order.
+/// is a view into it), `remotes` the address and `protocols` the application protocol name of
+/// each accepted session, in order.
 #[napi(object)]
 pub struct NativeBatch {
     /// Kind, id, channel, delivery (0 reliable, 1 unreliable, 2 ordered), offset and length in
-    /// `data`, reason code, by_peer (0 or 1), for each event.
+    /// `data`, reason code (or the session id of an accepted session), by_peer (0 or 1), for
+    /// each event.
     pub meta: Float64Array,
     /// The messages' bytes.
     pub data: Buffer,
     /// Remote addresses of accepted sessions.
     pub remotes: Vec<String>,
+    /// Application protocol names of accepted sessions.
+    pub protocols: Vec<String>,
 }
 
 fn pack(events: Vec<Ev>) -> NativeBatch {
@@ -149,6 +161,7 @@ fn pack(events: Vec<Ev>) -> NativeBatch {
         .sum();
     let mut data = Vec::with_capacity(bytes);
     let mut remotes = Vec::new();
+    let mut protocols = Vec::new();
     for e in events {
         let (offset, len) = match &e.data {
             Some(d) => {
@@ -160,6 +173,7 @@ fn pack(events: Vec<Ev>) -> NativeBatch {
         };
         if let Some(r) = e.remote {
             remotes.push(r);
+            protocols.push(e.protocol.unwrap_or_default());
         }
         meta.extend_from_slice(&[
             f64::from(e.kind),
@@ -176,6 +190,7 @@ fn pack(events: Vec<Ev>) -> NativeBatch {
         meta: Float64Array::new(meta),
         data: Buffer::from(data),
         remotes,
+        protocols,
     }
 }
 
@@ -204,6 +219,16 @@ pub struct NativeStats {
     pub unreliable_sent: f64,
     /// Unreliable and ordered messages received.
     pub unreliable_received: f64,
+    /// Reliable packets that arrived ahead of the next expected one.
+    pub out_of_order: f64,
+    /// Reliable packets sent again because later ones were acknowledged (no timer waited).
+    pub fast_resends: f64,
+    /// Reliable packets received again.
+    pub duplicates: f64,
+    /// Acknowledge and AcknowledgeAll packets sent.
+    pub acks_sent: f64,
+    /// Acknowledge and AcknowledgeAll packets received.
+    pub acks_received: f64,
     /// Messages waiting in this addon for room in the session's queue (the backpressure
     /// buffer), and their bytes.
     pub pending_messages: f64,
@@ -211,12 +236,54 @@ pub struct NativeStats {
     pub pending_bytes: f64,
 }
 
+/// What waits for room in a session's queue, in the order the application asked for it.
+enum Item {
+    /// A reliable message.
+    Message(Channel, Bytes),
+    /// An RC4 switch, which must fall between the messages sent before it and after it.
+    Encryption(bool),
+}
+
 /// A session's writes that met a full queue, in order.
 #[derive(Default)]
 struct Pending {
-    queue: VecDeque<(Channel, Bytes)>,
+    queue: VecDeque<Item>,
+    /// Messages in `queue` (it also holds RC4 switches), and their bytes.
+    messages: usize,
     bytes: usize,
+    /// Whether a flushing task runs. While it does, it may hold a message it took from `queue`
+    /// and has not yet handed to the session: everything else queues behind it, even when
+    /// `queue` is empty.
     flushing: bool,
+    /// Counts the flushing tasks started: a `drain` names the task that sent it, so that JS
+    /// can tell a late `drain` of an earlier task from the one it waits for.
+    epoch: u32,
+}
+
+impl Pending {
+    fn push(&mut self, item: Item) {
+        if let Item::Message(_, data) = &item {
+            self.messages += 1;
+            self.bytes += data.len();
+        }
+        self.queue.push_back(item);
+    }
+
+    fn pop(&mut self) -> Option<Item> {
+        let item = self.queue.pop_front()?;
+        if let Item::Message(_, data) = &item {
+            self.messages -= 1;
+            self.bytes -= data.len();
+        }
+        Some(item)
+    }
+
+    fn clear(&mut self) {
+        self.queue.clear();
+        self.messages = 0;
+        self.bytes = 0;
+        self.flushing = false;
+    }
 }
 
 struct Session {
@@ -230,10 +297,19 @@ struct Shared {
     internal: mpsc::UnboundedSender<Ev>,
 }
 
+/// The function that takes the event batches, as the pump calls it from the runtime.
+type EventsFn = ThreadsafeFunction<NativeBatch, ErrorStrategy::Fatal>;
+
 /// An endpoint with its event pump.
 #[napi]
 pub struct NativeEndpoint {
     shared: Arc<Shared>,
+    /// A second handle on the pump's function, for `ref` and `unref` (which act on the function
+    /// itself, whichever handle calls them); given up by `release` once the endpoint has ended,
+    /// so that it no longer keeps the process alive.
+    events: Option<EventsFn>,
+    /// Whether the application let the endpoint stop keeping the process alive (`unref`).
+    unrefed: bool,
 }
 
 fn endpoint_config(o: &NativeOptions) -> Result<Config> {
@@ -275,6 +351,9 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(on) = o.rc4_at_start {
         s = s.with_encryption_at_start(on);
     }
+    if let Some(on) = o.accept_any_protocol {
+        s = s.with_any_application_protocol(on);
+    }
     if let Some(ms) = o.idle_timeout_ms {
         s = s.with_idle_timeout((ms > 0).then(|| Duration::from_millis(u64::from(ms))));
     }
@@ -299,7 +378,7 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
 
 fn reason_event(id: u64, reason: DisconnectReason, by_peer: bool) -> Ev {
     let mut ev = Ev::new(DISCONNECT, id);
-    ev.reason = reason.to_u16();
+    ev.reason = u32::from(reason.to_u16());
     ev.by_peer = by_peer;
     ev
 }
@@ -372,6 +451,10 @@ fn convert(shared: &Shared, ev: EndpointEvent) -> Option<Ev> {
             let id = conn.id().value();
             let mut out = Ev::new(ACCEPTED, id);
             out.remote = Some(conn.remote_addr().to_string());
+            out.reason = conn.session_id().unwrap_or_default();
+            out.protocol = conn
+                .application_protocol()
+                .map(|p| String::from_utf8_lossy(&p).into_owned());
             shared.sessions.lock().ok()?.insert(
                 id,
                 Session {
@@ -429,11 +512,13 @@ impl NativeEndpoint {
 
 fn send_error(e: TrySendError) -> Error {
     match e {
+        TrySendError::Session(e @ soe_tokio::soe_session::SendError::TooLarge { .. }) => {
+            code_error("ERR_SOE_MESSAGE_TOO_LARGE", e)
+        }
         TrySendError::Session(
-            e @ (soe_tokio::soe_session::SendError::TooLarge { .. }
-            | soe_tokio::soe_session::SendError::EmptyUnreliable
+            e @ (soe_tokio::soe_session::SendError::EmptyUnreliable
             | soe_tokio::soe_session::SendError::ZeroFirstByte),
-        ) => code_error("ERR_SOE_MESSAGE_TOO_LARGE", e),
+        ) => code_error("ERR_INVALID_ARG_VALUE", e),
         TrySendError::Session(soe_tokio::soe_session::SendError::Closed) => {
             code_error("ERR_SOE_SESSION_CLOSED", "the session is closing")
         }
@@ -450,57 +535,73 @@ fn channel_of(channel: u32) -> Result<Channel> {
 }
 
 /// Hands one message to a session, or keeps it in order behind earlier ones that wait for room;
-/// `false` when it waits (a flushing task sends it and reports `drain`).
-fn submit(shared: &Shared, s: &Session, id: u64, channel: Channel, data: Bytes) -> Result<bool> {
+/// `Some(epoch)` when it waits: the flushing task `epoch` sends it and reports `drain`.
+fn submit(
+    shared: &Shared,
+    s: &Session,
+    id: u64,
+    channel: Channel,
+    data: Bytes,
+) -> Result<Option<u32>> {
     let mut pending = s
         .pending
         .lock()
         .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
-    if pending.queue.is_empty() {
+    // Straight to the session only when nothing waits and no flushing task holds a message.
+    if pending.queue.is_empty() && !pending.flushing {
         match s.conn.try_send_on(channel, data) {
-            Ok(()) => return Ok(true),
-            Err(TrySendError::Full(data)) => {
-                pending.bytes += data.len();
-                pending.queue.push_back((channel, data));
-            }
+            Ok(()) => return Ok(None),
+            Err(TrySendError::Full(data)) => pending.push(Item::Message(channel, data)),
             Err(e) => return Err(send_error(e)),
         }
     } else {
-        pending.bytes += data.len();
-        pending.queue.push_back((channel, data));
+        pending.push(Item::Message(channel, data));
     }
     if !pending.flushing {
         pending.flushing = true;
-        let conn = s.conn.clone();
-        let pending = s.pending.clone();
-        let internal = shared.internal.clone();
-        runtime().spawn(async move {
-            loop {
-                let next = pending.lock().ok().and_then(|mut p| {
-                    let item = p.queue.pop_front();
-                    if let Some((_, d)) = &item {
-                        p.bytes -= d.len();
-                    } else {
-                        p.flushing = false;
-                    }
-                    item
-                });
-                let Some((channel, data)) = next else {
-                    let _ = internal.send(Ev::new(DRAIN, id));
-                    return;
-                };
-                if conn.send_on(channel, data).await.is_err() {
-                    if let Ok(mut p) = pending.lock() {
-                        p.queue.clear();
-                        p.bytes = 0;
-                        p.flushing = false;
-                    }
+        pending.epoch = pending.epoch.wrapping_add(1);
+        spawn_flush(shared, s, id, pending.epoch);
+    }
+    Ok(Some(pending.epoch))
+}
+
+/// Sends what waits in a session's queue, in order, as room appears; reports `drain` when it is
+/// empty. Started with `flushing` set; clears it when it finds the queue empty (under the lock,
+/// so a send either sees it set or finds the queue empty and the task gone).
+fn spawn_flush(shared: &Shared, s: &Session, id: u64, epoch: u32) {
+    let conn = s.conn.clone();
+    let pending = s.pending.clone();
+    let internal = shared.internal.clone();
+    runtime().spawn(async move {
+        loop {
+            let next = pending.lock().ok().and_then(|mut p| {
+                let item = p.pop();
+                if item.is_none() {
+                    p.flushing = false;
+                }
+                item
+            });
+            let sent = match next {
+                None => {
+                    let mut drain = Ev::new(DRAIN, id);
+                    drain.reason = epoch;
+                    let _ = internal.send(drain);
                     return;
                 }
+                Some(Item::Encryption(on)) => {
+                    conn.set_encryption(on);
+                    Ok(())
+                }
+                Some(Item::Message(channel, data)) => conn.send_on(channel, data).await,
+            };
+            if sent.is_err() {
+                if let Ok(mut p) = pending.lock() {
+                    p.clear();
+                }
+                return;
             }
-        });
-    }
-    Ok(false)
+        }
+    });
 }
 
 #[napi]
@@ -518,12 +619,14 @@ impl NativeEndpoint {
         // Batches handed to JS and not yet taken by it (see `pump`).
         let flow = Arc::new((AtomicUsize::new(0), Notify::new()));
         let taken = flow.clone();
-        let js: ThreadsafeFunction<NativeBatch, ErrorStrategy::Fatal> = on_events
-            .create_threadsafe_function(0, move |ctx: ThreadSafeCallContext<NativeBatch>| {
+        let js: EventsFn = on_events.create_threadsafe_function(
+            0,
+            move |ctx: ThreadSafeCallContext<NativeBatch>| {
                 taken.0.fetch_sub(1, Ordering::AcqRel);
                 taken.1.notify_one();
                 Ok(vec![ctx.value])
-            })?;
+            },
+        )?;
         let endpoint = {
             let _guard = runtime().enter();
             Endpoint::bind(addr, config)
@@ -535,8 +638,40 @@ impl NativeEndpoint {
             sessions: Mutex::new(HashMap::new()),
             internal: tx,
         });
+        let events = Some(js.clone());
         runtime().spawn(pump(shared.clone(), rx, js, flow));
-        Ok(Self { shared })
+        Ok(Self {
+            shared,
+            events,
+            unrefed: false,
+        })
+    }
+
+    /// Lets the process exit while this endpoint is open (Node's `unref`); connects started
+    /// afterwards do not keep it alive either.
+    #[napi]
+    pub fn unref(&mut self, env: Env) -> Result<()> {
+        self.unrefed = true;
+        match self.events.as_mut() {
+            Some(events) => events.unref(&env),
+            None => Ok(()),
+        }
+    }
+
+    /// Undoes `unref`: the open endpoint keeps the process alive again.
+    #[napi(js_name = "ref")]
+    pub fn refer(&mut self, env: Env) -> Result<()> {
+        self.unrefed = false;
+        match self.events.as_mut() {
+            Some(events) => events.refer(&env),
+            None => Ok(()),
+        }
+    }
+
+    /// Gives up the second handle on the event function once the endpoint has ended.
+    #[napi]
+    pub fn release(&mut self) {
+        self.events = None;
     }
 
     /// The bound address, `host:port`.
@@ -545,34 +680,57 @@ impl NativeEndpoint {
         self.shared.endpoint.local_addr().to_string()
     }
 
-    /// Opens a session to `address`; `callback(error, id)` follows.
+    /// Opens a session to `address`; `callback(error, id)` follows. An address of the other
+    /// family than the bound socket's is refused at once: the socket cannot send to it.
     #[napi]
-    pub fn connect(&self, address: String, callback: JsFunction) -> Result<()> {
+    pub fn connect(&self, env: Env, address: String, callback: JsFunction) -> Result<()> {
         let addr: SocketAddr = address.parse().map_err(|_| {
             code_error(
                 "ERR_INVALID_ARG_VALUE",
                 format!("{address:?} is not an IP address and port"),
             )
         })?;
-        let done: ThreadsafeFunction<std::result::Result<f64, String>, ErrorStrategy::Fatal> =
-            callback.create_threadsafe_function(
-                0,
-                |ctx: ThreadSafeCallContext<std::result::Result<f64, String>>| {
-                    let env = ctx.env;
-                    Ok(match ctx.value {
-                        Ok(id) => vec![
-                            env.get_null()?.into_unknown(),
-                            env.create_double(id)?.into_unknown(),
-                        ],
-                        Err(m) => vec![env.create_string(&m)?.into_unknown()],
-                    })
-                },
-            )?;
+        let local = self.shared.endpoint.local_addr();
+        if addr.is_ipv4() != local.is_ipv4() {
+            let family = |a: &SocketAddr| if a.is_ipv4() { "IPv4" } else { "IPv6" };
+            return Err(code_error(
+                "ERR_SOE_ADDRESS_FAMILY",
+                format!(
+                    "cannot reach {addr} ({}) from a client bound to {local} ({}): bind the \
+                     client to an {} address (options.bind, e.g. {:?})",
+                    family(&addr),
+                    family(&local),
+                    family(&addr),
+                    if addr.is_ipv4() {
+                        "0.0.0.0:0"
+                    } else {
+                        "[::]:0"
+                    },
+                ),
+            ));
+        }
+        type Connected = std::result::Result<(f64, f64), String>;
+        let mut done: ThreadsafeFunction<Connected, ErrorStrategy::Fatal> = callback
+            .create_threadsafe_function(0, |ctx: ThreadSafeCallContext<Connected>| {
+                let env = ctx.env;
+                Ok(match ctx.value {
+                    Ok((id, session_id)) => vec![
+                        env.get_null()?.into_unknown(),
+                        env.create_double(id)?.into_unknown(),
+                        env.create_double(session_id)?.into_unknown(),
+                    ],
+                    Err(m) => vec![env.create_string(&m)?.into_unknown()],
+                })
+            })?;
+        if self.unrefed {
+            done.unref(&env)?;
+        }
         let shared = self.shared.clone();
         runtime().spawn(async move {
             let result = match shared.endpoint.connect(addr).await {
                 Ok(conn) => {
                     let id = conn.id().value();
+                    let session_id = f64::from(conn.session_id().unwrap_or_default());
                     if let Ok(mut s) = shared.sessions.lock() {
                         s.insert(
                             id,
@@ -582,7 +740,7 @@ impl NativeEndpoint {
                             },
                         );
                     }
-                    Ok(id as f64)
+                    Ok((id as f64, session_id))
                 }
                 Err(e) => Err(format!("ERR_SOE_CONNECT: {e}")),
             };
@@ -593,7 +751,8 @@ impl NativeEndpoint {
 
     /// Queues many reliable messages in one call: `meta` holds (id, channel, length) for each,
     /// `data` their bytes back to back. Messages of sessions that have closed are dropped.
-    /// Returns the ids of the sessions whose queue is full now (a `drain` follows for each).
+    /// Returns (id, epoch) pairs for the sessions whose queue is full now: the flushing task
+    /// `epoch` of each reports a `drain` carrying that epoch.
     #[napi]
     pub fn send_batch(&self, meta: Float64Array, data: Buffer) -> Result<Vec<f64>> {
         let all = Bytes::copy_from_slice(&data);
@@ -614,10 +773,15 @@ impl NativeEndpoint {
             };
             let channel = channel_of(channel as u32)?;
             match submit(&self.shared, s, id as u64, channel, message) {
-                Ok(true) => {}
-                Ok(false) => {
-                    if full.last() != Some(&id) {
+                Ok(None) => {}
+                Ok(Some(epoch)) => {
+                    let epoch = f64::from(epoch);
+                    if full.len() >= 2 && full[full.len() - 2] == id {
+                        let at = full.len() - 1;
+                        full[at] = epoch;
+                    } else {
                         full.push(id);
+                        full.push(epoch);
                     }
                 }
                 // A session that is closing takes nothing more; its disconnect event follows.
@@ -637,6 +801,16 @@ impl NativeEndpoint {
         })
     }
 
+    /// Sends an ordered message (one datagram; first byte not 0; stale ones dropped on arrival).
+    #[napi]
+    pub fn send_ordered(&self, id: f64, data: Buffer) -> Result<()> {
+        self.with_session(id, |s| {
+            s.conn
+                .send_ordered(Bytes::copy_from_slice(&data))
+                .map_err(send_error)
+        })
+    }
+
     /// Closes a session with a reason code.
     #[napi]
     pub fn close_session(&self, id: f64, reason: u32) -> Result<()> {
@@ -647,10 +821,21 @@ impl NativeEndpoint {
         })
     }
 
-    /// Turns RC4 on or off for one session; `false` when it has no key.
+    /// Turns RC4 on or off for one session, after the messages sent before (some may still
+    /// wait for room); `false` when it has no key (JS checks that first when messages wait).
     #[napi]
     pub fn set_encryption(&self, id: f64, on: bool) -> Result<bool> {
-        self.with_session(id, |s| Ok(s.conn.set_encryption(on)))
+        self.with_session(id, |s| {
+            let mut pending = s
+                .pending
+                .lock()
+                .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
+            if pending.queue.is_empty() && !pending.flushing {
+                return Ok(s.conn.set_encryption(on));
+            }
+            pending.push(Item::Encryption(on));
+            Ok(true)
+        })
     }
 
     /// A session's counters.
@@ -661,7 +846,7 @@ impl NativeEndpoint {
             let (pending_messages, pending_bytes) = s
                 .pending
                 .lock()
-                .map(|p| (p.queue.len() as f64, p.bytes as f64))
+                .map(|p| (p.messages as f64, p.bytes as f64))
                 .unwrap_or_default();
             Ok(NativeStats {
                 rtt_ms: st.rtt.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
@@ -675,6 +860,11 @@ impl NativeEndpoint {
                 reliable_messages_received: st.reliable_messages_received as f64,
                 unreliable_sent: st.unreliable_sent as f64,
                 unreliable_received: st.unreliable_received as f64,
+                out_of_order: st.out_of_order as f64,
+                fast_resends: st.fast_resends as f64,
+                duplicates: st.duplicates as f64,
+                acks_sent: st.acks_sent as f64,
+                acks_received: st.acks_received as f64,
                 pending_messages,
                 pending_bytes,
             })

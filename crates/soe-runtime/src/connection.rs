@@ -112,6 +112,26 @@ impl Connection {
         }
     }
 
+    /// The SOE session id (the client chose it in its SessionRequest); `None` once the session
+    /// has left the endpoint.
+    pub fn session_id(&self) -> Option<u32> {
+        let state = self.inner.shared.lock();
+        let conn = state.conns.get(&self.inner.id)?;
+        state.proto.session(conn.handle).map(|s| s.session_id())
+    }
+
+    /// The application protocol name the session runs: for a server that
+    /// [accepts any name](soe_session::SessionConfig::with_any_application_protocol), the one the
+    /// client asked for. `None` once the session has left the endpoint.
+    pub fn application_protocol(&self) -> Option<Vec<u8>> {
+        let state = self.inner.shared.lock();
+        let conn = state.conns.get(&self.inner.id)?;
+        state
+            .proto
+            .session(conn.handle)
+            .map(|s| s.config().application_protocol().to_vec())
+    }
+
     /// Sends `data` reliably on channel 0, waiting while the session's send queue is full.
     pub async fn send(&self, data: Bytes) -> Result<(), SendError> {
         self.send_on(Channel::ZERO, data).await

@@ -46,6 +46,7 @@ pub struct SessionConfig {
     max_queued_unreliable: usize,
     rng_seed: Option<u64>,
     encryption_at_start: bool,
+    any_application_protocol: bool,
 }
 
 impl Default for SessionConfig {
@@ -70,6 +71,7 @@ impl Default for SessionConfig {
             max_queued_unreliable: 256,
             rng_seed: None,
             encryption_at_start: true,
+            any_application_protocol: false,
         }
     }
 }
@@ -96,6 +98,19 @@ impl SessionConfig {
         let name = name.as_ref();
         let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
         self.application_protocol = name.get(..end).unwrap_or_default().into();
+        self
+    }
+
+    /// Whether a server accepts a SessionRequest whatever application protocol name it carries,
+    /// as h1z1-server does (its login server takes `LoginUdp_9` and `LoginUdp_11` clients on one
+    /// port and tells them apart by the name). An accepted session then runs with a copy of this
+    /// config that carries the client's name, so
+    /// [`Session::config`](crate::Session::config)`().application_protocol()` says which one it
+    /// asked for (the copy is made only when the names differ). The protocol version is still
+    /// checked. Clients ignore it. Default `false`: the names must match.
+    #[must_use]
+    pub fn with_any_application_protocol(mut self, on: bool) -> Self {
+        self.any_application_protocol = on;
         self
     }
 
@@ -295,6 +310,10 @@ impl SessionConfig {
     /// See [`with_encryption_at_start`](Self::with_encryption_at_start).
     pub fn encryption_at_start(&self) -> bool {
         self.encryption_at_start
+    }
+    /// See [`with_any_application_protocol`](Self::with_any_application_protocol).
+    pub fn any_application_protocol(&self) -> bool {
+        self.any_application_protocol
     }
     /// See [`with_reliable`](Self::with_reliable).
     pub fn reliable(&self) -> &Arc<ReliableConfig> {

@@ -182,7 +182,8 @@ pub struct Session {
 
 /// Checks a SessionRequest against a server config: the refusal reason, if any.
 ///
-/// A wrong protocol version or application protocol name is
+/// A wrong protocol version or application protocol name (unless the config
+/// [accepts any name](SessionConfig::with_any_application_protocol)) is
 /// [`DisconnectReason::ProtocolMismatch`]; a `udp_length` below [`MIN_UDP_LENGTH`] is
 /// [`DisconnectReason::ConnectionRefused`].
 pub fn check_request(
@@ -190,7 +191,8 @@ pub fn check_request(
     request: &SessionRequest<'_>,
 ) -> Result<(), DisconnectReason> {
     if request.protocol_version != PROTOCOL_VERSION
-        || request.application_protocol != config.application_protocol()
+        || (request.application_protocol != config.application_protocol()
+            && !config.any_application_protocol())
     {
         return Err(DisconnectReason::ProtocolMismatch);
     }
@@ -228,7 +230,9 @@ impl Session {
     /// [`Session::poll_transmit`] sends the SessionResponse. The session is half-open until the
     /// client's first valid packet arrives ([`Event::Accepted`]); it is dropped silently if that
     /// does not happen within the connect timeout. Fails with the refusal reason when
-    /// [`check_request`] does (send it with [`encode_refusal`]).
+    /// [`check_request`] does (send it with [`encode_refusal`]). A config that
+    /// [accepts any name](SessionConfig::with_any_application_protocol) is copied with the
+    /// client's name when it differs.
     pub fn server(
         now: Instant,
         config: Arc<SessionConfig>,
@@ -236,6 +240,15 @@ impl Session {
         crc_seed: u32,
     ) -> Result<Self, DisconnectReason> {
         check_request(&config, request)?;
+        let config = if request.application_protocol == config.application_protocol() {
+            config
+        } else {
+            Arc::new(
+                (*config)
+                    .clone()
+                    .with_application_protocol(request.application_protocol),
+            )
+        };
         let mut s = Self::blank(now, config, Side::Server, request.session_id);
         s.crc_seed = crc_seed;
         s.remote_udp_length = request.udp_length.min(s.config.udp_length());

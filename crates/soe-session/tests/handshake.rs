@@ -122,6 +122,50 @@ fn protocol_mismatch_is_refused_with_a_reason_the_client_sees() {
 }
 
 #[test]
+fn a_server_that_accepts_any_protocol_name_reports_the_clients() {
+    // h1z1-server's login server takes LoginUdp_9 and LoginUdp_11 clients on one port and
+    // tells them apart by the name in their SessionRequest.
+    for (i, name) in ["LoginUdp_9", "LoginUdp_11", "TestProto_1"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut p = Pair::new(
+            common::seed(30 + i as u64),
+            server_config().with_any_application_protocol(true),
+            SessionConfig::new(name),
+            NetConfig::default(),
+        );
+        let (c, s) = p.connect();
+        assert_eq!(p.client.state(c), Some(State::Connected), "{name}");
+        let session = p.server.session(s).unwrap();
+        assert_eq!(session.config().application_protocol(), name.as_bytes());
+        assert!(session.config().any_application_protocol());
+    }
+    // The protocol version is still checked.
+    let cfg = server_config().with_any_application_protocol(true);
+    let req = SessionRequest {
+        protocol_version: 2,
+        session_id: 7,
+        udp_length: 512,
+        application_protocol: b"Anything",
+    };
+    assert_eq!(
+        soe_session::check_request(&cfg, &req).unwrap_err(),
+        DisconnectReason::ProtocolMismatch
+    );
+    assert!(
+        soe_session::check_request(
+            &cfg,
+            &SessionRequest {
+                protocol_version: 3,
+                ..req
+            }
+        )
+        .is_ok()
+    );
+}
+
+#[test]
 fn refusal_is_an_unframed_disconnect_no_larger_than_the_request() {
     let mut buf = Vec::new();
     let n = soe_session::encode_refusal(0xDEAD_BEEF, DisconnectReason::ProtocolMismatch, &mut buf);

@@ -77,3 +77,8 @@ async fn reuse_port_shards_share_one_port() {
 async fn the_driver_stops_and_releases_the_port() {
     scenarios::driver_stops_and_releases_the_port::<R>().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepted_sessions_report_their_protocol_and_id() {
+    scenarios::accepted_sessions_report_their_protocol_and_id::<R>().await;
+}

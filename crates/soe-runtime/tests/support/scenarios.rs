@@ -676,3 +676,41 @@ pub async fn connected_socket_hears_a_closed_port<R: Runtime + Default>() {
     })
     .await;
 }
+
+/// A server that accepts any application protocol name reports, for each accepted session, the
+/// name its client asked for and the session id both sides share.
+pub async fn accepted_sessions_report_their_protocol_and_id<R: Runtime + Default>() {
+    let any = EndpointConfig::server(Arc::new(
+        session_config(false).with_any_application_protocol(true),
+    ));
+    let server = Endpoint::<R>::bind(loopback(), any).unwrap();
+    for name in ["LoginUdp_9", "LoginUdp_11"] {
+        let client = Endpoint::<R>::bind(
+            loopback(),
+            EndpointConfig::client(Arc::new(SessionConfig::new(name))),
+        )
+        .unwrap();
+        let conn = within::<R, _>(
+            Duration::from_secs(10),
+            "connect",
+            client.connect(server.local_addr()),
+        )
+        .await
+        .unwrap();
+        conn.try_send(Bytes::from_static(b"hello")).unwrap();
+        let accepted = within::<R, _>(Duration::from_secs(10), "accept", server.accept())
+            .await
+            .unwrap();
+        assert_eq!(
+            accepted.application_protocol().as_deref(),
+            Some(name.as_bytes())
+        );
+        assert_eq!(accepted.session_id(), conn.session_id());
+        assert!(accepted.session_id().is_some());
+        assert_eq!(
+            conn.application_protocol().as_deref(),
+            Some(name.as_bytes())
+        );
+        client.close(DisconnectReason::Application);
+    }
+}
