@@ -222,7 +222,6 @@ fn in_memory_rows(rows: &mut Vec<Row>, sizes: Sizes, rc4: f64) {
             rows.push(row);
         }
     }
-
 }
 
 /// An echo workload of the loopback rows.
@@ -310,7 +309,6 @@ fn echo_latency_rows(rows: &mut Vec<Row>, sizes: Sizes, rt: &tokio::runtime::Run
         .with_target(Target::RatioAtMost(1.5))
         .with_note("single message in flight: no batching to gain from"),
     );
-
 }
 
 /// 64 sessions × 16 in flight: echoes per second, latency, drops, compression.
@@ -388,7 +386,6 @@ fn echo_saturation_rows(rows: &mut Vec<Row>, sizes: Sizes, rt: &tokio::runtime::
         .with_target(Target::RatioAtLeast(0.5))
         .with_note("limit: our own uncompressed figure"),
     );
-
 }
 
 /// Allocations per message, end to end, against bare UDP with the same client.
@@ -425,7 +422,6 @@ fn echo_allocation_rows(
              the same run (the session layer adds no allocation of its own)",
         ),
     );
-
 }
 
 /// One session × 64 messages of 4 KiB: bulk throughput against the datagram ceiling.

@@ -156,7 +156,7 @@ impl Shared {
 
 /// Runs the command.
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
-    crate::block_on(true, serve(args))?
+    crate::block_on(false, serve(args))?
 }
 
 async fn serve(args: ServeArgs) -> Result<ExitCode> {

@@ -8,7 +8,6 @@
 
 use std::future::Future;
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,7 +16,7 @@ use std::time::Instant;
 use quinn_udp::{BATCH_SIZE, RecvMeta};
 
 use crate::config::Config;
-use crate::runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
+use crate::runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
 use crate::shared::{Shared, State, is_port_unreachable};
 
 /// The most datagrams one wake-up reads before yielding (with GRO, the last receive call may
@@ -28,6 +27,10 @@ pub(crate) const RECV_BUDGET: usize = 64;
 pub(crate) const SEND_BUDGET: usize = 64;
 /// The most bytes one segmented send carries (a UDP datagram's limit, before splitting).
 const GSO_MAX_BYTES: usize = 64_000;
+/// The most entries (single datagrams or segmented runs) of one batch.
+const MAX_BATCH_ENTRIES: usize = 32;
+/// A batch stops taking datagrams once it holds this many bytes.
+const MAX_BATCH_BYTES: usize = 256 * 1024;
 /// The smallest receive buffer per datagram, when one is configured.
 const MIN_DATAGRAM_SIZE: usize = 512;
 /// The smallest receive buffer per datagram by default: peers that ignore the udp_length this
@@ -52,10 +55,11 @@ pub(crate) struct Driver {
     tx_buf: Vec<u8>,
     /// The datagrams of the batch being sent, back to back.
     batch: Vec<u8>,
-    /// `batch` when the socket would not take it yet: destination, segment size, datagrams.
-    pending: Option<(SocketAddr, usize, usize)>,
-    /// A datagram in `tx_buf` that did not fit the last batch: destination, length.
-    carry: Option<(SocketAddr, usize)>,
+    /// The batch's entries: single datagrams, or runs of equal-size datagrams to one
+    /// destination sent as one segmented send (GSO).
+    entries: Vec<Outgoing>,
+    /// How many of `entries` went already; the rest wait for the socket.
+    entries_sent: usize,
     /// How many datagrams one send may carry (the socket's GSO limit; 1 without GSO).
     max_send_segments: usize,
 }
@@ -89,8 +93,8 @@ impl Driver {
             metas: [RecvMeta::default(); BATCH_SIZE],
             tx_buf: Vec::with_capacity(datagram),
             batch: Vec::with_capacity(datagram),
-            pending: None,
-            carry: None,
+            entries: Vec::with_capacity(MAX_BATCH_ENTRIES),
+            entries_sent: 0,
             max_send_segments,
         }
     }
@@ -166,37 +170,33 @@ impl Driver {
     /// Sends up to [`SEND_BUDGET`] datagrams; returns whether the budget ran out with more to
     /// send.
     ///
-    /// Consecutive datagrams to one destination go out in one call where the socket has
-    /// segmentation offload (GSO): a batch is a run of datagrams of the first one's size, closed
-    /// by a shorter one (as when a message is split into fragments) or by the socket's limit.
+    /// The datagrams due go out in batches: each batch in as few system calls as the socket
+    /// allows (one `sendmmsg` for datagrams to many peers on Linux), and consecutive datagrams of
+    /// one size to one destination in one segmented send where the socket has segmentation
+    /// offload (GSO), as when a message is split into fragments.
     fn transmit(&mut self, cx: &mut Context<'_>, state: &mut State, now: Instant) -> bool {
         let mut sent = 0;
         loop {
-            let (destination, segment, count) = match self.pending {
-                Some(pending) => pending,
-                None => {
-                    if sent >= SEND_BUDGET {
-                        return true;
-                    }
-                    match self.fill_batch(state, now, SEND_BUDGET.saturating_sub(sent)) {
-                        Some(batch) => batch,
-                        None => return false,
-                    }
+            if !self.has_pending() {
+                if sent >= SEND_BUDGET {
+                    return true;
                 }
-            };
-            let result = if count > 1 {
-                self.socket
-                    .try_send_segments(destination, &self.batch, segment)
-            } else {
-                self.socket.try_send(destination, &self.batch)
-            };
-            match result {
-                Ok(()) => {
-                    self.pending = None;
-                    sent += count;
+                if self.fill_batch(state, now, SEND_BUDGET.saturating_sub(sent)) == 0 {
+                    return false;
+                }
+            }
+            let pending = self.entries.get(self.entries_sent..).unwrap_or_default();
+            match self.socket.try_send_batch(&self.batch, pending) {
+                Ok(n) => {
+                    let n = n.clamp(1, pending.len());
+                    sent += pending
+                        .iter()
+                        .take(n)
+                        .map(Outgoing::datagrams)
+                        .sum::<usize>();
+                    self.entries_sent += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.pending = Some((destination, segment, count));
                     match self.socket.poll_writable(cx) {
                         Poll::Ready(_) if sent < SEND_BUDGET => sent += 1,
                         Poll::Ready(_) => return true,
@@ -207,64 +207,65 @@ impl Driver {
                     // Lost like any datagram; the protocol resends what matters. A connected
                     // socket may report an earlier datagram's ICMP error here instead of on
                     // the next receive.
-                    tracing::debug!(%destination, error = %e, "UDP send error; datagram dropped");
+                    let dropped = pending.first().copied();
+                    tracing::debug!(
+                        destination = ?dropped.map(|d| d.destination),
+                        error = %e,
+                        "UDP send error; datagram dropped"
+                    );
                     if is_port_unreachable(&e) {
                         state.port_unreachable += 1;
                     }
-                    self.pending = None;
-                    sent += count;
+                    sent += dropped.map_or(1, |d| d.datagrams());
+                    self.entries_sent += 1;
                 }
             }
         }
     }
 
-    /// Moves the next batch of at most `budget` datagrams into `batch`: (destination, segment
-    /// size, datagrams), or `None` when the endpoint has nothing to send. A datagram that cannot
-    /// join stays in `tx_buf` for the next batch.
-    fn fill_batch(
-        &mut self,
-        state: &mut State,
-        now: Instant,
-        budget: usize,
-    ) -> Option<(SocketAddr, usize, usize)> {
+    /// Takes the next batch of at most `budget` datagrams from the endpoint into `batch` and
+    /// `entries`; returns how many it took (0: nothing to send).
+    fn fill_batch(&mut self, state: &mut State, now: Instant, budget: usize) -> usize {
         self.batch.clear();
-        let (destination, segment) = match self.carry.take() {
-            Some(first) => first,
-            None => {
-                let t = state.proto.poll_transmit(now, &mut self.tx_buf)?;
-                (t.destination, t.len)
-            }
-        };
-        self.batch
-            .extend_from_slice(self.tx_buf.get(..segment).unwrap_or(&self.tx_buf));
-        let max = self
-            .max_send_segments
-            .min(GSO_MAX_BYTES / segment.max(1))
-            .min(budget)
-            .max(1);
-        let mut count = 1;
-        while count < max {
+        self.entries.clear();
+        self.entries_sent = 0;
+        let mut taken = 0;
+        while taken < budget
+            && self.entries.len() < MAX_BATCH_ENTRIES
+            && self.batch.len() < MAX_BATCH_BYTES
+        {
             let Some(t) = state.proto.poll_transmit(now, &mut self.tx_buf) else {
                 break;
             };
-            if t.destination != destination || t.len > segment {
-                self.carry = Some((t.destination, t.len));
-                break;
-            }
-            self.batch
-                .extend_from_slice(self.tx_buf.get(..t.len).unwrap_or(&self.tx_buf));
-            count += 1;
-            if t.len < segment {
-                break;
+            let datagram = self.tx_buf.get(..t.len).unwrap_or(&self.tx_buf);
+            let offset = self.batch.len();
+            self.batch.extend_from_slice(datagram);
+            taken += 1;
+            let joins = self.entries.last().is_some_and(|last| {
+                self.max_send_segments > 1
+                    && last.destination == t.destination
+                    // Every datagram so far of full size, and this one no longer.
+                    && last.len % last.segment_size.max(1) == 0
+                    && t.len <= last.segment_size
+                    && last.datagrams() < self.max_send_segments
+                    && last.len + t.len <= GSO_MAX_BYTES
+            });
+            match self.entries.last_mut() {
+                Some(last) if joins => last.len += t.len,
+                _ => self.entries.push(Outgoing {
+                    destination: t.destination,
+                    offset,
+                    len: t.len,
+                    segment_size: t.len,
+                }),
             }
         }
-        Some((destination, segment, count))
+        taken
     }
 
-    /// Whether datagrams wait for the socket (a batch it refused, or one taken from the endpoint
-    /// but not yet batched).
+    /// Whether datagrams taken from the endpoint wait for the socket.
     fn has_pending(&self) -> bool {
-        self.pending.is_some() || self.carry.is_some()
+        self.entries_sent < self.entries.len()
     }
 }
 
@@ -369,6 +370,7 @@ fn announced(config: &Config) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Waker;
@@ -386,6 +388,8 @@ mod tests {
         buffer_sizes: Mutex<Vec<usize>>,
         /// Datagrams sent, segments of a GSO send counted one by one.
         sent: AtomicUsize,
+        /// The entries of each batch handed to `try_send_batch`.
+        batches: Mutex<Vec<usize>>,
     }
 
     impl AsyncUdpSocket for Flood {
@@ -421,6 +425,10 @@ mod tests {
         fn max_send_segments(&self) -> usize {
             64
         }
+        fn try_send_batch(&self, buf: &[u8], batch: &[Outgoing]) -> io::Result<usize> {
+            self.batches.lock().unwrap().push(batch.len());
+            crate::runtime::send_one_by_one(self, buf, batch)
+        }
         fn poll_writable(&self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
             Poll::Ready(Ok(()))
         }
@@ -452,6 +460,7 @@ mod tests {
             handed: AtomicUsize::new(0),
             buffer_sizes: Mutex::new(Vec::new()),
             sent: AtomicUsize::new(0),
+            batches: Mutex::new(Vec::new()),
         });
         let driver = Driver::new(shared, socket.clone(), Arc::new(NoRuntime), &config);
         (driver, socket)
@@ -496,6 +505,29 @@ mod tests {
         // The rest goes out over the next wake-ups.
         while driver.transmit(&mut cx, &mut state, now) {}
         assert_eq!(socket.sent.load(Ordering::SeqCst), 151);
+    }
+
+    #[test]
+    fn datagrams_to_many_peers_go_in_one_batch_and_runs_to_one_in_one_entry() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let (mut driver, socket) = driver(0, 512);
+        let shared = driver.shared.clone();
+        let now = Instant::now();
+        let mut state = shared.lock();
+        // Stateless UnknownSender replies to 20 peers, then 5 to one more: 20 single entries
+        // and one segmented run of 5, all in one batch.
+        for port in 0..20 {
+            let peer = SocketAddr::from(([127, 0, 0, 1], 1000 + port));
+            state.proto.handle_datagram(now, peer, &[0, 9, 0, 0]);
+        }
+        let last = SocketAddr::from(([127, 0, 0, 1], 999));
+        for _ in 0..5 {
+            state.proto.handle_datagram(now, last, &[0, 9, 0, 0]);
+        }
+        let more = driver.transmit(&mut cx, &mut state, now);
+        assert!(!more);
+        assert_eq!(socket.sent.load(Ordering::SeqCst), 25);
+        assert_eq!(*socket.batches.lock().unwrap(), vec![21]);
     }
 
     #[test]

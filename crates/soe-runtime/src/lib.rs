@@ -69,7 +69,7 @@ pub use config::{Config, DEFAULT_RECEIVE_QUEUE_BYTES, EventMode, MESSAGE_OVERHEA
 pub use connection::{CloseReason, Connection, ConnectionId};
 pub use endpoint::{Endpoint, EndpointEvent, Events};
 pub use error::{ConnectError, RecvTimeoutError, SendError, TrySendError};
-pub use runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
+pub use runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
 pub use socket::SocketConfig;
 
 /// The batched UDP I/O layer (`quinn-udp`) the adapters use.

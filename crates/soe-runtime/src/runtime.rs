@@ -31,6 +31,65 @@ pub trait Runtime: Send + Sync + Debug + 'static {
     }
 }
 
+/// One entry of a batch for [`AsyncUdpSocket::try_send_batch`]: the `len` bytes at `offset` in
+/// the batch's buffer go to `destination`, as one datagram, or as datagrams of `segment_size`
+/// bytes each (the last one maybe shorter) when `segment_size` is less than `len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outgoing {
+    /// Where the datagrams go.
+    pub destination: SocketAddr,
+    /// Where they start in the batch's buffer.
+    pub offset: usize,
+    /// Their bytes, together.
+    pub len: usize,
+    /// The size of each datagram (all but the last, which may be shorter); `len` for one.
+    pub segment_size: usize,
+}
+
+impl Outgoing {
+    /// How many datagrams the entry holds.
+    pub fn datagrams(&self) -> usize {
+        self.len.div_ceil(self.segment_size.max(1)).max(1)
+    }
+
+    /// Whether the entry is several datagrams sent as one segmented send.
+    pub fn is_segmented(&self) -> bool {
+        self.segment_size < self.len
+    }
+
+    /// The entry's bytes in `buf` (empty when `buf` is too short).
+    pub fn contents<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        buf.get(self.offset..self.offset.saturating_add(self.len))
+            .unwrap_or_default()
+    }
+}
+
+/// [`AsyncUdpSocket::try_send_batch`] one entry at a time: [`AsyncUdpSocket::try_send`] or
+/// [`AsyncUdpSocket::try_send_segments`] each. Adapters may call it for what their platform does
+/// not batch.
+pub fn send_one_by_one<S: AsyncUdpSocket + ?Sized>(
+    socket: &S,
+    buf: &[u8],
+    batch: &[Outgoing],
+) -> io::Result<usize> {
+    let mut sent = 0;
+    for entry in batch {
+        let contents = entry.contents(buf);
+        let result = if entry.is_segmented() {
+            socket.try_send_segments(entry.destination, contents, entry.segment_size)
+        } else {
+            socket.try_send(entry.destination, contents)
+        };
+        match result {
+            Ok(()) => sent += 1,
+            Err(e) if sent == 0 => return Err(e),
+            // Reported when the caller sends this entry again, first of its batch.
+            Err(_) => break,
+        }
+    }
+    Ok(sent)
+}
+
 /// A timer that can be moved to a new deadline without being rebuilt.
 pub trait AsyncTimer: Send + Debug + 'static {
     /// Moves the timer to `deadline`, whether or not it already fired.
@@ -80,6 +139,20 @@ pub trait AsyncUdpSocket: Send + Sync + Debug + 'static {
             self.try_send(destination, datagram)?;
         }
         Ok(())
+    }
+
+    /// Sends the entries of a batch in order, each to its own destination, in as few system
+    /// calls as the platform allows (one `sendmmsg` on Linux for a run of single datagrams).
+    /// An entry of several segments (`segment_size < len`) goes as one segmented send.
+    ///
+    /// Returns how many entries went: at least one, and the first `n` of them. Fails with the
+    /// first entry's error when none went: [`io::ErrorKind::WouldBlock`] as for
+    /// [`try_send`](Self::try_send), or an error of that datagram alone (the caller drops it and
+    /// goes on with the rest).
+    ///
+    /// The default sends them one by one; adapters whose platform batches override it.
+    fn try_send_batch(&self, buf: &[u8], batch: &[Outgoing]) -> io::Result<usize> {
+        send_one_by_one(self, buf, batch)
     }
 
     /// How many datagrams one [`try_send_segments`](Self::try_send_segments) may carry (1: the

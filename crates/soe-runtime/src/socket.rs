@@ -121,6 +121,56 @@ pub fn datagram_transmit(destination: SocketAddr, datagram: &[u8]) -> quinn_udp:
     }
 }
 
+/// The most entries [`send_many`] passes to one `sendmmsg`.
+#[cfg(target_os = "linux")]
+pub const SEND_MANY_MAX: usize = 32;
+
+/// Sends the leading run of single datagrams of `batch` (up to [`SEND_MANY_MAX`], stopping at
+/// the first segmented entry) in one `sendmmsg` on `socket`, a non-blocking UDP socket. Returns
+/// how many entries went (at least one), or the first entry's error when none went, as
+/// [`AsyncUdpSocket::try_send_batch`](crate::AsyncUdpSocket::try_send_batch) does; `Ok(0)` only
+/// when the batch is empty or starts with a segmented entry (send that one apart).
+///
+/// No ECN and no source address are set, as [`datagram_transmit`] sets none.
+#[cfg(target_os = "linux")]
+pub fn send_many(
+    socket: impl std::os::fd::AsFd,
+    buf: &[u8],
+    batch: &[crate::Outgoing],
+) -> io::Result<usize> {
+    use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny, sendmmsg};
+    use std::io::IoSlice;
+
+    let run = batch
+        .iter()
+        .take(SEND_MANY_MAX)
+        .take_while(|e| !e.is_segmented())
+        .count();
+    let Some(batch) = batch.get(..run).filter(|b| !b.is_empty()) else {
+        return Ok(0);
+    };
+    let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+    let addrs: [SocketAddrAny; SEND_MANY_MAX] = std::array::from_fn(|i| {
+        SocketAddrAny::from(batch.get(i).map_or(unspecified, |e| e.destination))
+    });
+    let iovs: [[IoSlice<'_>; 1]; SEND_MANY_MAX] = std::array::from_fn(|i| {
+        [IoSlice::new(
+            batch.get(i).map_or(&[][..], |e| e.contents(buf)),
+        )]
+    });
+    let mut controls: [SendAncillaryBuffer<'_, '_, '_>; SEND_MANY_MAX] =
+        std::array::from_fn(|_| SendAncillaryBuffer::default());
+    // One header per slot, each borrowing its own address, bytes and (empty) control buffer.
+    let mut slot = 0;
+    let mut headers = controls.each_mut().map(|control| {
+        let i = slot % SEND_MANY_MAX;
+        slot += 1;
+        MMsgHdr::new_with_addr(&addrs[i], &iovs[i], control)
+    });
+    let headers = headers.get_mut(..batch.len()).unwrap_or_default();
+    sendmmsg(socket, headers, SendFlags::empty()).map_err(io::Error::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +196,44 @@ mod tests {
         assert_eq!(b.local_addr().unwrap(), addr);
         // Without the option the port is taken.
         assert!(SocketConfig::default().bind(addr).is_err());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn send_many_sends_a_run_to_many_peers_and_stops_at_a_segmented_entry() {
+        let loopback = "127.0.0.1:0".parse().unwrap();
+        let sender = SocketConfig::default().bind(loopback).unwrap();
+        sender.set_nonblocking(true).unwrap();
+        let peers: Vec<UdpSocket> = (0..3)
+            .map(|_| SocketConfig::default().bind(loopback).unwrap())
+            .collect();
+        let mut buf = Vec::new();
+        let mut batch = Vec::new();
+        for (i, peer) in peers.iter().enumerate() {
+            let offset = buf.len();
+            buf.extend(std::iter::repeat_n(b'a' + i as u8, 10 + i));
+            batch.push(crate::Outgoing {
+                destination: peer.local_addr().unwrap(),
+                offset,
+                len: 10 + i,
+                segment_size: 10 + i,
+            });
+        }
+        // A segmented entry after the run: left for its own send.
+        batch.push(crate::Outgoing {
+            destination: peers[0].local_addr().unwrap(),
+            offset: 0,
+            len: 20,
+            segment_size: 10,
+        });
+        assert_eq!(send_many(&sender, &buf, &batch).unwrap(), 3);
+        for (i, peer) in peers.iter().enumerate() {
+            let mut got = [0u8; 64];
+            let (n, from) = peer.recv_from(&mut got).unwrap();
+            assert_eq!(from, sender.local_addr().unwrap());
+            assert_eq!(&got[..n], &vec![b'a' + i as u8; 10 + i][..]);
+        }
+        assert_eq!(send_many(&sender, &buf, &batch[3..]).unwrap(), 0);
+        assert_eq!(send_many(&sender, &buf, &[]).unwrap(), 0);
     }
 }

@@ -150,13 +150,26 @@ impl AsyncUdpSocket for Socket {
         if let Some(e) = self.poll_error(cx) {
             return Poll::Ready(Err(e));
         }
+        let slots = bufs.len();
         loop {
             ready!(self.io.poll_recv_ready(cx))?;
-            match self.io.try_io(Interest::READABLE, || {
-                self.state.recv((&self.io).into(), bufs, meta)
-            }) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                other => return Poll::Ready(other),
+            // A receive that fills fewer slots than offered emptied the socket: tell tokio so
+            // (a WouldBlock clears its readiness), sparing the next wake-up's receive call that
+            // would only find nothing. tokio keeps the readiness when a datagram came in since
+            // it was observed, so none is missed.
+            let mut short = None;
+            let received = self.io.try_io(Interest::READABLE, || {
+                let n = self.state.recv((&self.io).into(), bufs, meta)?;
+                if n < slots {
+                    short = Some(n);
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
+            });
+            match (received, short) {
+                (_, Some(n)) => return Poll::Ready(Ok(n)),
+                (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                (other, None) => return Poll::Ready(other),
             }
         }
     }
@@ -178,6 +191,24 @@ impl AsyncUdpSocket for Socket {
         transmit.segment_size = Some(segment_size);
         self.io.try_io(Interest::WRITABLE, || {
             self.state.try_send((&self.io).into(), &transmit)
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    fn try_send_batch(&self, buf: &[u8], batch: &[soe_runtime::Outgoing]) -> io::Result<usize> {
+        // A leading segmented entry goes on its own; a run of single datagrams in one sendmmsg.
+        if batch
+            .first()
+            .is_some_and(soe_runtime::Outgoing::is_segmented)
+        {
+            return soe_runtime::runtime::send_one_by_one(
+                self,
+                buf,
+                batch.get(..1).unwrap_or_default(),
+            );
+        }
+        self.io.try_io(Interest::WRITABLE, || {
+            soe_runtime::socket::send_many(&*self.io, buf, batch)
         })
     }
 

@@ -27,7 +27,11 @@ fn main() -> ExitCode {
     // The server ends when the parent goes: its end of our stdin closes.
     std::thread::spawn(|| {
         let mut line = String::new();
-        while std::io::stdin().lock().read_line(&mut line).is_ok_and(|n| n > 0) {
+        while std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .is_ok_and(|n| n > 0)
+        {
             line.clear();
         }
         std::process::exit(0);

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use soe_bench::{
-    PageInfo, fixed, Sizes, machine_description, markdown_page, run_all, svg_chart, text_table,
+    PageInfo, Sizes, fixed, machine_description, markdown_page, run_all, svg_chart, text_table,
 };
 use soe_netem::{GridOptions, run_grid};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
@@ -92,7 +92,9 @@ fn main() -> ExitCode {
             soe: args.soe_bin.clone(),
             bench_server: std::env::current_exe()
                 .ok()
-                .map(|exe| exe.with_file_name(format!("bench-server{}", std::env::consts::EXE_SUFFIX)))
+                .map(|exe| {
+                    exe.with_file_name(format!("bench-server{}", std::env::consts::EXE_SUFFIX))
+                })
                 .filter(|p| p.exists()),
             node_script: args.node_script.clone(),
         };

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token};
-use soe_session::{DisconnectReason, Endpoint, EndpointConfig, Event, SessionConfig, SessionHandle};
+use soe_session::{
+    DisconnectReason, Endpoint, EndpointConfig, Event, SessionConfig, SessionHandle,
+};
 
 use super::{Load, Outcome, Target, Timing, Wire, process_cpu};
 
@@ -377,7 +379,11 @@ impl Generator {
             }
             let slot = usize::from(stream.reliable);
             let seq = client.seqs[slot];
-            let kind = if stream.reliable { RELIABLE } else { UNRELIABLE };
+            let kind = if stream.reliable {
+                RELIABLE
+            } else {
+                UNRELIABLE
+            };
             let data = message(kind, i as u32, seq, self.clock.us(now), stream.size);
             let queued = match (&mut self.proto, client.session) {
                 (Some(proto), Some(h)) if stream.reliable => {
@@ -535,7 +541,14 @@ mod tests {
         record.on_echo(&clock, now, 3, &good, Some(&mut next), size_of);
         assert_eq!((record.bad, record.in_window), (0, 1));
         // Another session's message, a changed byte, a repeat: each counted bad.
-        record.on_echo(&clock, now, 4, &message(RELIABLE, 3, 1, 0, 100), Some(&mut next), size_of);
+        record.on_echo(
+            &clock,
+            now,
+            4,
+            &message(RELIABLE, 3, 1, 0, 100),
+            Some(&mut next),
+            size_of,
+        );
         let mut changed = message(RELIABLE, 3, 2, 0, 100).to_vec();
         changed[50] ^= 1;
         record.on_echo(&clock, now, 3, &changed, Some(&mut next), size_of);

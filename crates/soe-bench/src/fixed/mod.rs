@@ -158,23 +158,35 @@ impl Outcome {
     /// Whether the run is sound: every session connected and stayed, every reliable message
     /// came back once, in order, intact.
     pub fn sound(&self, load: &Load) -> bool {
-        self.connected == load.sessions && self.failed == 0 && self.reliable_lost == 0 && self.bad == 0
+        self.connected == load.sessions
+            && self.failed == 0
+            && self.reliable_lost == 0
+            && self.bad == 0
     }
 
     /// Why the run is not sound, in a few words (empty when it is).
     pub fn problems(&self, load: &Load) -> String {
         let mut out = Vec::new();
         if self.connected < load.sessions {
-            out.push(format!("{} of {} sessions connected", self.connected, load.sessions));
+            out.push(format!(
+                "{} of {} sessions connected",
+                self.connected, load.sessions
+            ));
         }
         if self.failed > 0 {
             out.push(format!("{} sessions ended during the run", self.failed));
         }
         if self.reliable_lost > 0 {
-            out.push(format!("{} reliable messages never echoed", self.reliable_lost));
+            out.push(format!(
+                "{} reliable messages never echoed",
+                self.reliable_lost
+            ));
         }
         if self.bad > 0 {
-            out.push(format!("{} echoes wrong, duplicated or out of order", self.bad));
+            out.push(format!(
+                "{} echoes wrong, duplicated or out of order",
+                self.bad
+            ));
         }
         out.join(", ")
     }
@@ -239,7 +251,6 @@ impl Process {
             }
         }
     }
-
 }
 
 impl Drop for Process {
@@ -257,7 +268,9 @@ fn listening_address(line: &str) -> Option<SocketAddr> {
         return None;
     }
     let words = line.split_whitespace().map(|w| {
-        w.trim_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ':' || c == '[' || c == ']'))
+        w.trim_matches(|c: char| {
+            !(c.is_ascii_alphanumeric() || c == '.' || c == ':' || c == '[' || c == ']')
+        })
     });
     let mut port_only = None;
     for word in words {
@@ -407,7 +420,10 @@ impl Servers {
                 ],
                 Wire::Soe,
             )),
-            None => missing.push(format!("{}: the soe binary was not given", label::SOE_SERVE)),
+            None => missing.push(format!(
+                "{}: the soe binary was not given",
+                label::SOE_SERVE
+            )),
         }
         match &self.node_script {
             Some(script) if node_runs() => {
@@ -431,12 +447,19 @@ impl Servers {
                 }
             }
             Some(_) => missing.push("Node addon and facade: node is not installed".to_owned()),
-            None => missing.push("Node addon and facade: the server script was not given".to_owned()),
+            None => {
+                missing.push("Node addon and facade: the server script was not given".to_owned())
+            }
         }
         match &self.bench_server {
             Some(bench) => {
                 servers.push(soe_server(label::PEER, bench, &["peer"], Wire::Soe));
-                servers.push(soe_server(label::UDP_TOKIO, bench, &["udp-tokio"], Wire::Udp));
+                servers.push(soe_server(
+                    label::UDP_TOKIO,
+                    bench,
+                    &["udp-tokio"],
+                    Wire::Udp,
+                ));
                 servers.push(soe_server(label::UDP_STD, bench, &["udp-std"], Wire::Udp));
             }
             None => missing.push(
@@ -538,8 +561,14 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
             .flatten()
             .reduce(f64::min);
         if let Some(ours) = ours {
-            let mut row = Row::new(F, &format!("{name}: soe serve vs soe-protocol"), ours, "µs", Better::Lower)
-                .vs_peer(per(label::PEER));
+            let mut row = Row::new(
+                F,
+                &format!("{name}: soe serve vs soe-protocol"),
+                ours,
+                "µs",
+                Better::Lower,
+            )
+            .vs_peer(per(label::PEER));
             if per(label::PEER).is_none() {
                 row = row.with_note("peer: not measured or its run was not sound");
             }
@@ -561,14 +590,26 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
             }
             if at_target {
                 rows.push(
-                    Row::new(F, &format!("{name}: soe serve per echo"), ours, "µs", Better::Lower)
-                        .with_target(Target::AtMost(5.0)),
+                    Row::new(
+                        F,
+                        &format!("{name}: soe serve per echo"),
+                        ours,
+                        "µs",
+                        Better::Lower,
+                    )
+                    .with_target(Target::AtMost(5.0)),
                 );
             }
         }
         if let Some(node) = per(label::NODE) {
-            let mut row = Row::new(F, &format!("{name}: Node addon vs soe serve"), node, "µs", Better::Lower)
-                .with_note("limit: soe serve, same load, same run");
+            let mut row = Row::new(
+                F,
+                &format!("{name}: Node addon vs soe serve"),
+                node,
+                "µs",
+                Better::Lower,
+            )
+            .with_note("limit: soe serve, same load, same run");
             if let Some(ours) = ours {
                 row = row.vs_limit(ours);
             }
@@ -644,7 +685,11 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
                 );
             }
             Err(e) => {
-                let _ = writeln!(out, "| {} | {label} | – | – | – | – | – | – | – | {e} |", load.label());
+                let _ = writeln!(
+                    out,
+                    "| {} | {label} | – | – | – | – | – | – | – | {e} |",
+                    load.label()
+                );
             }
         }
     }
@@ -711,4 +756,3 @@ mod tests {
         assert!(process_cpu(std::process::id()) > before);
     }
 }
-
