@@ -1284,6 +1284,12 @@ impl Session {
     }
 
     /// [`Session::poll_transmit`] with the caller's reusable buffers.
+    ///
+    /// One datagram per call, in this order of precedence: a contextless handshake packet
+    /// (alone, unframed); while draining, the Disconnect; otherwise a MultiPacket filled with,
+    /// in turn, the packet left over from the last datagram, the control packets, the ordered
+    /// unreliable messages and the reliable channels' packets. A bare unreliable datagram, or a
+    /// packet too large to share a MultiPacket, goes alone.
     pub(crate) fn poll_transmit_with(
         &mut self,
         now: Instant,
@@ -1296,7 +1302,39 @@ impl Session {
         if self.state == State::Closed {
             return None;
         }
-        // Contextless packets go alone and unframed.
+        if let Some(n) = self.transmit_contextless(now, buf) {
+            return Some(n);
+        }
+        if self.framer.is_none() || self.state == State::Handshake {
+            return None;
+        }
+        if self.state == State::Draining {
+            return self.transmit_disconnect(now, buf);
+        }
+        let Scratch { multi, packet } = scratch;
+        debug_assert!(multi.is_empty());
+        multi.set_budget(self.max_packet_len());
+        // Each step adds to the MultiPacket, or sends one datagram alone and ends the call.
+        if let Some(n) = self.take_carry_or_bare(buf, multi) {
+            return Some(n);
+        }
+        self.push_control(now, multi);
+        if let Some(n) = self.push_ordered(buf, multi) {
+            return Some(n);
+        }
+        if let Some(n) = self.push_reliable(now, buf, multi, packet) {
+            return Some(n);
+        }
+        if multi.is_empty() {
+            return None;
+        }
+        multi.finish(buf);
+        Some(self.seal_and_count(buf))
+    }
+
+    /// A pending SessionRequest, SessionResponse or RemapConnection: these go alone and
+    /// unframed.
+    fn transmit_contextless(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
         if self.take(P_REQUEST) {
             Packet::SessionRequest(SessionRequest {
                 protocol_version: PROTOCOL_VERSION,
@@ -1307,9 +1345,7 @@ impl Session {
             .encode(buf);
             self.timers
                 .set(Timer::HandshakeResend, now + self.config.retry_interval());
-            return Some(self.sent(buf));
-        }
-        if self.take(P_RESPONSE) {
+        } else if self.take(P_RESPONSE) {
             Packet::SessionResponse(SessionResponse {
                 session_id: self.session_id,
                 crc_seed: self.crc_seed,
@@ -1320,101 +1356,78 @@ impl Session {
                 protocol_version: PROTOCOL_VERSION,
             })
             .encode(buf);
-            return Some(self.sent(buf));
-        }
-        if self.take(P_REMAP) {
+        } else if self.take(P_REMAP) {
             Packet::RemapConnection(RemapConnection {
                 session_id: self.session_id,
                 crc_seed: self.crc_seed,
             })
             .encode(buf);
-            return Some(self.sent(buf));
-        }
-        if self.framer.is_none() || self.state == State::Handshake {
+        } else {
             return None;
         }
-        let budget = self.max_packet_len();
-        let multi = &mut scratch.multi;
-        debug_assert!(multi.is_empty());
-        multi.set_budget(budget);
+        Some(self.sent(buf))
+    }
 
-        if self.state == State::Draining {
-            if !self.take(P_DISCONNECT) {
-                return None;
-            }
-            let packet = Packet::Disconnect(Disconnect {
-                session_id: self.session_id,
-                reason: self.close_reason,
-            });
-            packet.encode(buf);
-            self.disconnects_left = self.disconnects_left.saturating_sub(1);
-            self.timers.set(
-                Timer::DisconnectRepeat,
-                now + self.config.disconnect_interval(),
-            );
-            return Some(self.seal_and_count(buf));
+    /// While draining: the next of the configured Disconnects, if one is due.
+    fn transmit_disconnect(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
+        if !self.take(P_DISCONNECT) {
+            return None;
         }
+        Packet::Disconnect(Disconnect {
+            session_id: self.session_id,
+            reason: self.close_reason,
+        })
+        .encode(buf);
+        self.disconnects_left = self.disconnects_left.saturating_sub(1);
+        self.timers.set(
+            Timer::DisconnectRepeat,
+            now + self.config.disconnect_interval(),
+        );
+        Some(self.seal_and_count(buf))
+    }
 
-        // A packet left over from the last datagram goes first.
-        if let Some(d) = &mut self.data {
-            if !d.carry.is_empty() {
-                if d.carry.len() <= MAX_SUB_PACKET && multi.fits(d.carry.len()) {
-                    multi.push(&d.carry);
-                    d.carry.clear();
-                } else {
-                    buf.extend_from_slice(&d.carry);
-                    d.carry.clear();
-                    return Some(self.seal_and_count(buf));
-                }
-            }
-            // A bare unreliable datagram travels alone.
-            if multi.is_empty() && matches!(d.unreliable_out.front(), Some(Outgoing::Bare(_))) {
-                if let Some(Outgoing::Bare(data)) = d.unreliable_out.pop_front() {
-                    buf.extend_from_slice(&data);
-                    self.counters.unreliable_sent += 1;
-                    return Some(self.seal_and_count(buf));
-                }
+    /// The packet left over from the last datagram goes first: into the MultiPacket, or alone
+    /// when it cannot share one. Then a bare unreliable datagram at the head of the queue goes
+    /// alone, if nothing else is in the MultiPacket.
+    fn take_carry_or_bare(
+        &mut self,
+        buf: &mut Vec<u8>,
+        multi: &mut MultiPacketWriter,
+    ) -> Option<usize> {
+        let d = self.data.as_deref_mut()?;
+        if !d.carry.is_empty() {
+            if d.carry.len() <= MAX_SUB_PACKET && multi.fits(d.carry.len()) {
+                multi.push(&d.carry);
+                d.carry.clear();
+            } else {
+                buf.extend_from_slice(&d.carry);
+                d.carry.clear();
+                return Some(self.seal_and_count(buf));
             }
         }
+        if multi.is_empty() && matches!(d.unreliable_out.front(), Some(Outgoing::Bare(_))) {
+            if let Some(Outgoing::Bare(data)) = d.unreliable_out.pop_front() {
+                buf.extend_from_slice(&data);
+                self.counters.unreliable_sent += 1;
+                return Some(self.seal_and_count(buf));
+            }
+        }
+        None
+    }
 
-        // Control packets.
+    /// The pending Heartbeat, NetStatusResponse and NetStatusRequest, each if it fits.
+    fn push_control(&mut self, now: Instant, multi: &mut MultiPacketWriter) {
         if self.pending & P_HEARTBEAT != 0 && multi.push_packet(&Packet::Heartbeat) {
             self.pending &= !P_HEARTBEAT;
             self.counters.heartbeats_sent += 1;
         }
-        if self.pending & P_NET_RESPONSE != 0 {
-            let answer = self.net_answer.unwrap_or(NetAnswer {
-                tick: 0,
-                sent: 0,
-                received: 0,
-            });
-            let packet = Packet::NetStatusResponse(NetStatusResponse {
-                client_tick: answer.tick,
-                server_tick: self.millis(now),
-                client_packets_sent: answer.sent,
-                client_packets_received: answer.received,
-                server_packets_sent: self.counters.datagrams_sent,
-                server_packets_received: self.counters.datagrams_received,
-            });
-            if multi.push_packet(&packet) {
-                self.pending &= !P_NET_RESPONSE;
-                self.net_answer = None;
-            }
+        if self.pending & P_NET_RESPONSE != 0 && multi.push_packet(&self.net_response(now)) {
+            self.pending &= !P_NET_RESPONSE;
+            self.net_answer = None;
         }
         if self.pending & P_NET_REQUEST != 0 {
             let tick = self.millis(now) as u16;
-            let rtt_ms = |us: Option<NonZeroU32>| us.map_or(0, |us| us.get() / 1000);
-            let packet = Packet::NetStatusRequest(NetStatusRequest {
-                client_tick: tick,
-                last_update_ms: rtt_ms(self.net_rtt_us),
-                average_update_ms: rtt_ms(self.net_rtt_us),
-                shortest_update_ms: rtt_ms(self.net_min_rtt_us),
-                longest_update_ms: rtt_ms(self.net_rtt_us),
-                last_server_update_ms: 0,
-                packets_sent: self.counters.datagrams_sent,
-                packets_received: self.counters.datagrams_received,
-            });
-            if multi.push_packet(&packet) {
+            if multi.push_packet(&self.net_request(tick)) {
                 self.pending &= !P_NET_REQUEST;
                 self.net_tick = tick;
                 self.net_sent_at = Some(now);
@@ -1423,52 +1436,97 @@ impl Session {
                 }
             }
         }
+    }
 
-        if let Some(d) = &mut self.data {
-            // Ordered unreliable packets.
-            while let Some(Outgoing::Ordered(seq, data)) = d.unreliable_out.front() {
-                let packet = Packet::Ordered(Ordered {
-                    sequence: *seq,
-                    data,
-                });
-                let len = packet.encoded_len();
+    /// The NetStatusResponse to the last request heard.
+    fn net_response(&self, now: Instant) -> Packet<'static> {
+        let answer = self.net_answer.unwrap_or(NetAnswer {
+            tick: 0,
+            sent: 0,
+            received: 0,
+        });
+        Packet::NetStatusResponse(NetStatusResponse {
+            client_tick: answer.tick,
+            server_tick: self.millis(now),
+            client_packets_sent: answer.sent,
+            client_packets_received: answer.received,
+            server_packets_sent: self.counters.datagrams_sent,
+            server_packets_received: self.counters.datagrams_received,
+        })
+    }
+
+    /// A NetStatusRequest stamped `tick`, carrying the round-trip times measured so far.
+    fn net_request(&self, tick: u16) -> Packet<'static> {
+        let rtt_ms = |us: Option<NonZeroU32>| us.map_or(0, |us| us.get() / 1000);
+        Packet::NetStatusRequest(NetStatusRequest {
+            client_tick: tick,
+            last_update_ms: rtt_ms(self.net_rtt_us),
+            average_update_ms: rtt_ms(self.net_rtt_us),
+            shortest_update_ms: rtt_ms(self.net_min_rtt_us),
+            longest_update_ms: rtt_ms(self.net_rtt_us),
+            last_server_update_ms: 0,
+            packets_sent: self.counters.datagrams_sent,
+            packets_received: self.counters.datagrams_received,
+        })
+    }
+
+    /// Ordered unreliable messages, as many as fit; one too large to share a MultiPacket goes
+    /// alone if the MultiPacket is still empty.
+    fn push_ordered(&mut self, buf: &mut Vec<u8>, multi: &mut MultiPacketWriter) -> Option<usize> {
+        let d = self.data.as_deref_mut()?;
+        while let Some(Outgoing::Ordered(seq, data)) = d.unreliable_out.front() {
+            let packet = Packet::Ordered(Ordered {
+                sequence: *seq,
+                data,
+            });
+            let len = packet.encoded_len();
+            let alone = if len <= MAX_SUB_PACKET && multi.fits(len) {
+                multi.push_packet(&packet);
+                false
+            } else if multi.is_empty() {
+                packet.encode(buf);
+                true
+            } else {
+                break;
+            };
+            d.unreliable_out.pop_front();
+            self.counters.unreliable_sent += 1;
+            if alone {
+                return Some(self.seal_and_count(buf));
+            }
+        }
+        None
+    }
+
+    /// The reliable channels' packets (acks, resends, new data) as long as they fit; the first
+    /// that does not is carried to the next datagram, or goes alone if the MultiPacket is
+    /// still empty.
+    fn push_reliable(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        multi: &mut MultiPacketWriter,
+        packet: &mut Vec<u8>,
+    ) -> Option<usize> {
+        let d = self.data.as_deref_mut()?;
+        for ch in d.channels.iter_mut().flatten() {
+            loop {
+                packet.clear();
+                let Some(len) = ch.poll_transmit(now, packet) else {
+                    break;
+                };
                 if len <= MAX_SUB_PACKET && multi.fits(len) {
-                    multi.push_packet(&packet);
+                    multi.push(packet);
                 } else if multi.is_empty() {
-                    packet.encode(buf);
-                    d.unreliable_out.pop_front();
-                    self.counters.unreliable_sent += 1;
+                    buf.extend_from_slice(packet);
                     return Some(self.seal_and_count(buf));
                 } else {
-                    break;
-                }
-                d.unreliable_out.pop_front();
-                self.counters.unreliable_sent += 1;
-            }
-            // The reliable channels: acks, resends, new data.
-            'channels: for ch in d.channels.iter_mut().flatten() {
-                loop {
-                    scratch.packet.clear();
-                    let Some(len) = ch.poll_transmit(now, &mut scratch.packet) else {
-                        break;
-                    };
-                    if len <= MAX_SUB_PACKET && multi.fits(len) {
-                        multi.push(&scratch.packet);
-                    } else if multi.is_empty() {
-                        buf.extend_from_slice(&scratch.packet);
-                        return Some(self.seal_and_count(buf));
-                    } else {
-                        std::mem::swap(&mut d.carry, &mut scratch.packet);
-                        break 'channels;
-                    }
+                    std::mem::swap(&mut d.carry, packet);
+                    return None;
                 }
             }
         }
-        if multi.is_empty() {
-            return None;
-        }
-        multi.finish(buf);
-        Some(self.seal_and_count(buf))
+        None
     }
 
     fn take(&mut self, flag: u8) -> bool {
