@@ -69,6 +69,9 @@ const P_DISCONNECT: u8 = 1 << 3;
 const P_HEARTBEAT: u8 = 1 << 4;
 const P_NET_REQUEST: u8 = 1 << 5;
 const P_NET_RESPONSE: u8 = 1 << 6;
+/// A liveness probe (a Heartbeat) that must travel after the Heartbeat answering the peer's,
+/// not merged with it: see [`Session::probe_liveness`].
+const P_PROBE: u8 = 1 << 7;
 
 /// Reusable buffers for assembling datagrams. An endpoint shares one among all its sessions; a
 /// standalone session makes its own on first use.
@@ -380,9 +383,15 @@ impl Session {
     /// Sends the peer a Heartbeat, which a live peer answers: the check the endpoint makes
     /// before a new SessionRequest from this session's address may replace it. A probe already
     /// unanswered is sent again (it may have been lost) but keeps its start.
+    ///
+    /// When the peer's own Heartbeat is still to be answered, the probe is a second Heartbeat
+    /// after the answer: a single one would answer the peer's, and the peer would not answer
+    /// it, leaving a live peer silent until a new SessionRequest from its address (spoofed,
+    /// say) replaced its session.
     pub(crate) fn probe_liveness(&mut self, now: Instant) {
         if self.state == State::Connected {
-            self.pending |= P_HEARTBEAT;
+            let answer_owed = self.pending & P_HEARTBEAT != 0 && !self.heartbeat_outstanding;
+            self.pending |= if answer_owed { P_PROBE } else { P_HEARTBEAT };
             self.heartbeat_outstanding = true;
             if self.unanswered_probe(now).is_none() {
                 let secs = now.saturating_duration_since(self.start).as_secs();
@@ -1151,8 +1160,8 @@ impl Session {
             Packet::Heartbeat => {
                 self.counters.heartbeats_received += 1;
                 // An answer to ours needs no answer; anything else gets one (so two sides never
-                // ping-pong).
-                if self.heartbeat_outstanding {
+                // ping-pong). A probe not sent yet has no answer.
+                if self.heartbeat_outstanding && self.pending & P_PROBE == 0 {
                     self.heartbeat_outstanding = false;
                 } else {
                     self.pending |= P_HEARTBEAT;
@@ -1415,10 +1424,18 @@ impl Session {
         None
     }
 
-    /// The pending Heartbeat, NetStatusResponse and NetStatusRequest, each if it fits.
+    /// The pending Heartbeat (and a probe after it), NetStatusResponse and NetStatusRequest,
+    /// each if it fits.
     fn push_control(&mut self, now: Instant, multi: &mut MultiPacketWriter) {
         if self.pending & P_HEARTBEAT != 0 && multi.push_packet(&Packet::Heartbeat) {
             self.pending &= !P_HEARTBEAT;
+            self.counters.heartbeats_sent += 1;
+        }
+        // A probe after the answer it must not merge with (same MultiPacket or the next).
+        if self.pending & (P_PROBE | P_HEARTBEAT) == P_PROBE
+            && multi.push_packet(&Packet::Heartbeat)
+        {
+            self.pending &= !P_PROBE;
             self.counters.heartbeats_sent += 1;
         }
         if self.pending & P_NET_RESPONSE != 0 && multi.push_packet(&self.net_response(now)) {

@@ -87,6 +87,9 @@ pub struct NetStats {
     pub delivered: u64,
 }
 
+/// See [`Pair::server_hook`].
+pub type ServerHook = Box<dyn FnMut(Instant, &mut Endpoint<u32>, u32, &[u8])>;
+
 /// Two endpoints, a clock and a network.
 pub struct Pair {
     pub seed: u64,
@@ -111,6 +114,9 @@ pub struct Pair {
     /// The client's address as the server sees it (a NAT may change it mid-session).
     pub client_public: u32,
     pub net: NetStats,
+    /// Called after each datagram the server handles, before anything is sent: `(now, server,
+    /// source, datagram)`. Lets a test put a datagram in the same turn as one of the peer's.
+    pub server_hook: Option<ServerHook>,
     rng: SplitMix64,
     flight: BinaryHeap<Reverse<InFlight>>,
     order: u64,
@@ -172,6 +178,7 @@ impl Pair {
             log_datagrams: false,
             client_public: CLIENT,
             net: NetStats::default(),
+            server_hook: None,
             rng: SplitMix64::new(seed),
             flight: BinaryHeap::new(),
             order: 0,
@@ -308,6 +315,9 @@ impl Pair {
                     self.to_server_log.push(f.data.clone());
                 }
                 self.server.handle_datagram(self.now, f.from, &f.data);
+                if let Some(hook) = &mut self.server_hook {
+                    hook(self.now, &mut self.server, f.from, &f.data);
+                }
             } else {
                 self.client.handle_datagram(self.now, f.from, &f.data);
             }
