@@ -772,6 +772,9 @@ impl Session {
             }
             Timer::Heartbeat => {
                 if self.state == State::Connected {
+                    if self.side == Side::Client && self.heartbeat_outstanding {
+                        self.remap_unprompted(now);
+                    }
                     self.pending |= P_HEARTBEAT;
                     self.heartbeat_outstanding = true;
                     self.timers.set(Timer::Heartbeat, now + retry);
@@ -969,6 +972,17 @@ impl Session {
         self.pending |= P_NET_REQUEST;
         self.timers
             .set(Timer::NetStatus, now + self.config.retry_interval());
+    }
+
+    /// A client whose Heartbeat went unanswered for a retry interval sends RemapConnection as
+    /// if told UnknownSender: its NAT may have given it a new address, and the server's
+    /// UnknownSender been lost, or withheld by its reply budget during a flood. (A server of
+    /// this crate ignores a RemapConnection from the address it knows for the session.) Not
+    /// counted against the remaps before `UnreachableConnection`, and within their pace.
+    fn remap_unprompted(&mut self, now: Instant) {
+        if self.remap_next.is_none_or(|t| now >= t) {
+            self.pending |= P_REMAP;
+        }
     }
 
     fn on_unknown_sender(&mut self, now: Instant) {

@@ -113,6 +113,10 @@ pub struct Pair {
     pub log_datagrams: bool,
     /// The client's address as the server sees it (a NAT may change it mid-session).
     pub client_public: u32,
+    /// When true, the client hears only datagrams sent to `client_public` (a NAT forgets the
+    /// old port; replies to other addresses, spoofed ones say, go nowhere). When false (the
+    /// default), it hears everything the server sends.
+    pub nat: bool,
     pub net: NetStats,
     /// Called after each datagram the server handles, before anything is sent: `(now, server,
     /// source, datagram)`. Lets a test put a datagram in the same turn as one of the peer's.
@@ -177,6 +181,7 @@ impl Pair {
             from_server_log: Vec::new(),
             log_datagrams: false,
             client_public: CLIENT,
+            nat: false,
             net: NetStats::default(),
             server_hook: None,
             rng: SplitMix64::new(seed),
@@ -318,7 +323,7 @@ impl Pair {
                 if let Some(hook) = &mut self.server_hook {
                     hook(self.now, &mut self.server, f.from, &f.data);
                 }
-            } else {
+            } else if !self.nat || f.to == self.client_public {
                 self.client.handle_datagram(self.now, f.from, &f.data);
             }
         }
