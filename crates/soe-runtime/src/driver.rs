@@ -452,7 +452,10 @@ mod tests {
 
     fn driver(per_call: usize, udp_length: u32) -> (Driver, Arc<Flood>) {
         let session = Arc::new(SessionConfig::new("T").with_udp_length(udp_length));
-        let config = Config::new(Arc::new(EndpointConfig::server(session)));
+        // Many stateless replies to one source at one instant: more than its own share allows.
+        let config = Config::new(Arc::new(
+            EndpointConfig::server(session).with_stateless_replies_per_source(1000),
+        ));
         let proto = soe_session::Endpoint::new(config.endpoint.clone());
         let shared = Arc::new(Shared::new(proto, &config));
         let socket = Arc::new(Flood {

@@ -384,6 +384,8 @@ pub struct EndpointConfig {
     requests_per_source_per_minute: u32,
     source_table_size: usize,
     stateless_reply_rate: u32,
+    stateless_replies_per_source: u32,
+    stateless_reply_slots: usize,
     max_queued_replies: usize,
     replace_after_silence: Duration,
     remap_interval: Duration,
@@ -401,6 +403,8 @@ impl Default for EndpointConfig {
             requests_per_source_per_minute: 30,
             source_table_size: 4096,
             stateless_reply_rate: 200,
+            stateless_replies_per_source: 4,
+            stateless_reply_slots: 1024,
             max_queued_replies: 256,
             replace_after_silence: Duration::from_secs(2),
             remap_interval: Duration::from_secs(1),
@@ -475,10 +479,42 @@ impl EndpointConfig {
 
     /// Replies per second the endpoint sends without a session (UnknownSender, and refusals of
     /// SessionRequests), for all sources together; a token bucket of one second's worth.
+    /// Each source also has a share of its own
+    /// ([`with_stateless_replies_per_source`](Self::with_stateless_replies_per_source)).
     /// Default 200; 0 sends none.
     #[must_use]
     pub fn with_stateless_reply_rate(mut self, per_second: u32) -> Self {
         self.stateless_reply_rate = per_second;
+        self
+    }
+
+    /// Stateless replies per second for one source (a token bucket of one second's worth),
+    /// within the endpoint-wide rate: a flood from a few sources uses up their own shares, and
+    /// the rest of the endpoint's budget still answers everyone else (a client whose NAT
+    /// rebinding needs one UnknownSender, say). Sources are filed in a fixed table of
+    /// [`with_stateless_reply_slots`](Self::with_stateless_reply_slots) buckets under a keyed
+    /// hash of their address (SipHash, with a key drawn from the endpoint's generator), so a
+    /// flooder can neither grow the table nor aim at another source's bucket: it must flood
+    /// every bucket to starve one, and a flood spoofed from addresses spread over all of them
+    /// leaves each source a share of the endpoint's budget in proportion to its part of the
+    /// traffic. (A client of this crate whose NAT rebinds also recovers without the reply: it
+    /// sends RemapConnection unprompted once its Heartbeat goes unanswered; see the crate
+    /// documentation.)
+    /// Default 4 (a client needs one UnknownSender per RemapConnection, at most one a
+    /// second, and one refusal per SessionRequest); 0 sends none.
+    #[must_use]
+    pub fn with_stateless_replies_per_source(mut self, per_second: u32) -> Self {
+        self.stateless_replies_per_source = per_second;
+        self
+    }
+
+    /// The buckets of the per-source stateless-reply limit (see
+    /// [`with_stateless_replies_per_source`](Self::with_stateless_replies_per_source)): sources
+    /// sharing a bucket share its rate. About 24 bytes each, allocated on the first stateless
+    /// reply. Default 1,024; at least 1, at most 1,048,576.
+    #[must_use]
+    pub fn with_stateless_reply_slots(mut self, n: usize) -> Self {
+        self.stateless_reply_slots = n.clamp(1, 1 << 20);
         self
     }
 
@@ -566,6 +602,14 @@ impl EndpointConfig {
     /// See [`with_stateless_reply_rate`](Self::with_stateless_reply_rate).
     pub fn stateless_reply_rate(&self) -> u32 {
         self.stateless_reply_rate
+    }
+    /// See [`with_stateless_replies_per_source`](Self::with_stateless_replies_per_source).
+    pub fn stateless_replies_per_source(&self) -> u32 {
+        self.stateless_replies_per_source
+    }
+    /// See [`with_stateless_reply_slots`](Self::with_stateless_reply_slots).
+    pub fn stateless_reply_slots(&self) -> usize {
+        self.stateless_reply_slots
     }
     /// See [`with_max_queued_replies`](Self::with_max_queued_replies).
     pub fn max_queued_replies(&self) -> usize {

@@ -124,15 +124,54 @@ impl Bucket {
     }
 
     fn take(&mut self, now: Instant, capacity: f32, per_sec: f32) -> bool {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f32();
-        self.last = self.last.max(now);
-        self.tokens = (self.tokens + elapsed * per_sec).min(capacity);
+        self.refill(now, capacity, per_sec);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true
         } else {
             false
         }
+    }
+
+    fn refill(&mut self, now: Instant, capacity: f32, per_sec: f32) {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f32();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + elapsed * per_sec).min(capacity);
+    }
+}
+
+/// The budget of stateless replies: the endpoint's bucket, and a fixed table of per-source
+/// buckets, a source's chosen by a keyed hash of its address (see
+/// [`EndpointConfig::with_stateless_replies_per_source`]).
+#[derive(Debug, Default)]
+struct ReplyBudget {
+    endpoint: Option<Bucket>,
+    /// Allocated on the first reply, `stateless_reply_slots` long.
+    sources: Vec<Bucket>,
+}
+
+impl ReplyBudget {
+    /// Takes a token from both the endpoint's bucket and bucket `slot`, or from neither: a
+    /// source past its share takes nothing from everyone else's.
+    fn take(&mut self, now: Instant, slot: usize, config: &EndpointConfig) -> bool {
+        let rate = config.stateless_reply_rate() as f32;
+        let per_source = config.stateless_replies_per_source() as f32;
+        let slots = config.stateless_reply_slots().max(1);
+        if self.sources.len() != slots {
+            self.sources = vec![Bucket::full(now, per_source); slots];
+        }
+        let endpoint = self.endpoint.get_or_insert_with(|| Bucket::full(now, rate));
+        let Some(source) = self.sources.get_mut(slot % slots) else {
+            return false;
+        };
+        source.refill(now, per_source, per_source);
+        endpoint.refill(now, rate, rate);
+        if source.tokens < 1.0 || endpoint.tokens < 1.0 {
+            return false;
+        }
+        source.tokens -= 1.0;
+        endpoint.tokens -= 1.0;
+        true
     }
 }
 
@@ -275,7 +314,7 @@ pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
     /// its time (the table was full).
     tombstones_lost_until: Option<Instant>,
     replies: VecDeque<(A, [u8; MAX_REPLY], u8)>,
-    reply_bucket: Option<Bucket>,
+    reply_budget: ReplyBudget,
     sources: SourceLimiter<A>,
     scratch: Scratch,
     due: Vec<usize>,
@@ -306,7 +345,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             tombstone_order: VecDeque::new(),
             tombstones_lost_until: None,
             replies: VecDeque::new(),
-            reply_bucket: None,
+            reply_budget: ReplyBudget::default(),
             sources: SourceLimiter {
                 buckets: HashMap::new(),
                 order: VecDeque::new(),
@@ -823,13 +862,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     }
 
     fn queue_reply(&mut self, now: Instant, remote: A, bytes: &[u8]) -> bool {
-        let rate = self.config.stateless_reply_rate() as f32;
-        let bucket = self
-            .reply_bucket
-            .get_or_insert_with(|| Bucket::full(now, rate));
         if self.replies.len() >= self.config.max_queued_replies()
             || bytes.len() > MAX_REPLY
-            || !bucket.take(now, rate, rate)
+            || !self
+                .reply_budget
+                .take(now, self.reply_slot(&remote), &self.config)
         {
             self.stats.replies_dropped += 1;
             if let Some(dropped) = self.log.replies_dropped.hit(now) {
@@ -837,6 +874,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     ?remote,
                     dropped,
                     rate_per_sec = self.config.stateless_reply_rate(),
+                    per_source_per_sec = self.config.stateless_replies_per_source(),
                     "flood limit: stateless replies dropped"
                 );
             }
@@ -1202,6 +1240,16 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
 
     /// The CRC seed for a client: a keyed hash of the epoch, its address and its session id
     /// under the endpoint's 128-bit secret (SipHash-1-3 keyed with it).
+    /// The bucket of `remote`'s stateless-reply share: a keyed hash of the address, so that
+    /// nobody outside can tell which sources share one.
+    fn reply_slot(&self, remote: &A) -> usize {
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.secret[0], self.secret[1]);
+        // Domain separation from the cookies, which hash under the same secret.
+        h.write(b"stateless reply slot");
+        remote.hash(&mut h);
+        (h.finish() % self.config.stateless_reply_slots().max(1) as u64) as usize
+    }
+
     fn cookie(&self, epoch: u64, remote: &A, session_id: u32) -> u32 {
         let mut h = siphasher::sip::SipHasher13::new_with_keys(self.secret[0], self.secret[1]);
         h.write_u64(epoch);

@@ -92,8 +92,10 @@
 //! * Established sessions are capped (`max_sessions`, 10,000); past it requests are refused,
 //!   and a half-open session is refused (not promoted) whatever datagram would complete it.
 //! * Requests per source address are rate limited (30 per minute, a bounded table of 4096
-//!   sources), and all replies sent without a session (UnknownSender, refusals) share one
-//!   budget (200 per second) and one bounded queue.
+//!   sources). Replies sent without a session (UnknownSender, refusals) share one budget (200
+//!   per second) and one bounded queue, and each source has a share of its own (4 per second,
+//!   in a fixed table of 1,024 buckets under a keyed hash of the address), so a flood from a
+//!   few sources cannot use up everyone's replies, nor aim at another source's share.
 //! * CRC seeds are **cookies**: a keyed hash (SipHash under a 128-bit secret drawn once from
 //!   the random source) of a 30-second epoch, the client's address and its session id. A real
 //!   client whose half-open state was evicted by a fast flood is not lost: its first packet
@@ -126,7 +128,11 @@
 //!   the CRC seed match, at most once per `remap_interval` (1 s) per session, and within the
 //!   per-source request limit of the new address. A client told UnknownSender by its server
 //!   sends RemapConnection (once per `retry_interval`, ten times at most, then
-//!   `UnreachableConnection`).
+//!   `UnreachableConnection`). A client whose Heartbeat has gone unanswered for a
+//!   `retry_interval` sends one too, unprompted, with each retry of the Heartbeat: its NAT may
+//!   have rebound and the UnknownSender been lost, or withheld by the server's reply budget
+//!   during a flood. A RemapConnection from the address the server already knows for the
+//!   session changes nothing there.
 //! * A second SessionRequest from the address of a live session with the same session id is
 //!   answered again. One with another session id (a client restarted on the same address, or
 //!   anyone spoofing that address) does not end an established session at once: the server

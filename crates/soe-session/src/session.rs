@@ -69,6 +69,9 @@ const P_DISCONNECT: u8 = 1 << 3;
 const P_HEARTBEAT: u8 = 1 << 4;
 const P_NET_REQUEST: u8 = 1 << 5;
 const P_NET_RESPONSE: u8 = 1 << 6;
+/// A liveness probe (a Heartbeat) that must travel after the Heartbeat answering the peer's,
+/// not merged with it: see [`Session::probe_liveness`].
+const P_PROBE: u8 = 1 << 7;
 
 /// Reusable buffers for assembling datagrams. An endpoint shares one among all its sessions; a
 /// standalone session makes its own on first use.
@@ -393,9 +396,15 @@ impl Session {
     /// Sends the peer a Heartbeat, which a live peer answers: the check the endpoint makes
     /// before a new SessionRequest from this session's address may replace it. A probe already
     /// unanswered is sent again (it may have been lost) but keeps its start.
+    ///
+    /// When the peer's own Heartbeat is still to be answered, the probe is a second Heartbeat
+    /// after the answer: a single one would answer the peer's, and the peer would not answer
+    /// it, leaving a live peer silent until a new SessionRequest from its address (spoofed,
+    /// say) replaced its session.
     pub(crate) fn probe_liveness(&mut self, now: Instant) {
         if self.state == State::Connected {
-            self.pending |= P_HEARTBEAT;
+            let answer_owed = self.pending & P_HEARTBEAT != 0 && !self.heartbeat_outstanding;
+            self.pending |= if answer_owed { P_PROBE } else { P_HEARTBEAT };
             self.heartbeat_outstanding = true;
             if self.unanswered_probe(now).is_none() {
                 let secs = now.saturating_duration_since(self.start).as_secs();
@@ -776,6 +785,9 @@ impl Session {
             }
             Timer::Heartbeat => {
                 if self.state == State::Connected {
+                    if self.side == Side::Client && self.heartbeat_outstanding {
+                        self.remap_unprompted(now);
+                    }
                     self.pending |= P_HEARTBEAT;
                     self.heartbeat_outstanding = true;
                     self.timers.set(Timer::Heartbeat, now + retry);
@@ -975,6 +987,17 @@ impl Session {
             .set(Timer::NetStatus, now + self.config.retry_interval());
     }
 
+    /// A client whose Heartbeat went unanswered for a retry interval sends RemapConnection as
+    /// if told UnknownSender: its NAT may have given it a new address, and the server's
+    /// UnknownSender been lost, or withheld by its reply budget during a flood. (A server of
+    /// this crate ignores a RemapConnection from the address it knows for the session.) Not
+    /// counted against the remaps before `UnreachableConnection`, and within their pace.
+    fn remap_unprompted(&mut self, now: Instant) {
+        if self.remap_next.is_none_or(|t| now >= t) {
+            self.pending |= P_REMAP;
+        }
+    }
+
     fn on_unknown_sender(&mut self, now: Instant) {
         if self.remap_next.is_some_and(|t| now < t) {
             return;
@@ -1164,8 +1187,8 @@ impl Session {
             Packet::Heartbeat => {
                 self.counters.heartbeats_received += 1;
                 // An answer to ours needs no answer; anything else gets one (so two sides never
-                // ping-pong).
-                if self.heartbeat_outstanding {
+                // ping-pong). A probe not sent yet has no answer.
+                if self.heartbeat_outstanding && self.pending & P_PROBE == 0 {
                     self.heartbeat_outstanding = false;
                 } else {
                     self.pending |= P_HEARTBEAT;
@@ -1297,6 +1320,12 @@ impl Session {
     }
 
     /// [`Session::poll_transmit`] with the caller's reusable buffers.
+    ///
+    /// One datagram per call, in this order of precedence: a contextless handshake packet
+    /// (alone, unframed); while draining, the Disconnect; otherwise a MultiPacket filled with,
+    /// in turn, the packet left over from the last datagram, the control packets, the ordered
+    /// unreliable messages and the reliable channels' packets. A bare unreliable datagram, or a
+    /// packet too large to share a MultiPacket, goes alone.
     pub(crate) fn poll_transmit_with(
         &mut self,
         now: Instant,
@@ -1309,7 +1338,39 @@ impl Session {
         if self.state == State::Closed {
             return None;
         }
-        // Contextless packets go alone and unframed.
+        if let Some(n) = self.transmit_contextless(now, buf) {
+            return Some(n);
+        }
+        if self.framer.is_none() || self.state == State::Handshake {
+            return None;
+        }
+        if self.state == State::Draining {
+            return self.transmit_disconnect(now, buf);
+        }
+        let Scratch { multi, packet } = scratch;
+        debug_assert!(multi.is_empty());
+        multi.set_budget(self.max_packet_len());
+        // Each step adds to the MultiPacket, or sends one datagram alone and ends the call.
+        if let Some(n) = self.take_carry_or_bare(buf, multi) {
+            return Some(n);
+        }
+        self.push_control(now, multi);
+        if let Some(n) = self.push_ordered(buf, multi) {
+            return Some(n);
+        }
+        if let Some(n) = self.push_reliable(now, buf, multi, packet) {
+            return Some(n);
+        }
+        if multi.is_empty() {
+            return None;
+        }
+        multi.finish(buf);
+        Some(self.seal_and_count(buf))
+    }
+
+    /// A pending SessionRequest, SessionResponse or RemapConnection: these go alone and
+    /// unframed.
+    fn transmit_contextless(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
         if self.take(P_REQUEST) {
             Packet::SessionRequest(SessionRequest {
                 protocol_version: PROTOCOL_VERSION,
@@ -1320,9 +1381,7 @@ impl Session {
             .encode(buf);
             self.timers
                 .set(Timer::HandshakeResend, now + self.config.retry_interval());
-            return Some(self.sent(buf));
-        }
-        if self.take(P_RESPONSE) {
+        } else if self.take(P_RESPONSE) {
             Packet::SessionResponse(SessionResponse {
                 session_id: self.session_id,
                 crc_seed: self.crc_seed,
@@ -1333,101 +1392,86 @@ impl Session {
                 protocol_version: PROTOCOL_VERSION,
             })
             .encode(buf);
-            return Some(self.sent(buf));
-        }
-        if self.take(P_REMAP) {
+        } else if self.take(P_REMAP) {
             Packet::RemapConnection(RemapConnection {
                 session_id: self.session_id,
                 crc_seed: self.crc_seed,
             })
             .encode(buf);
-            return Some(self.sent(buf));
-        }
-        if self.framer.is_none() || self.state == State::Handshake {
+        } else {
             return None;
         }
-        let budget = self.max_packet_len();
-        let multi = &mut scratch.multi;
-        debug_assert!(multi.is_empty());
-        multi.set_budget(budget);
+        Some(self.sent(buf))
+    }
 
-        if self.state == State::Draining {
-            if !self.take(P_DISCONNECT) {
-                return None;
-            }
-            let packet = Packet::Disconnect(Disconnect {
-                session_id: self.session_id,
-                reason: self.close_reason,
-            });
-            packet.encode(buf);
-            self.disconnects_left = self.disconnects_left.saturating_sub(1);
-            self.timers.set(
-                Timer::DisconnectRepeat,
-                now + self.config.disconnect_interval(),
-            );
-            return Some(self.seal_and_count(buf));
+    /// While draining: the next of the configured Disconnects, if one is due.
+    fn transmit_disconnect(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
+        if !self.take(P_DISCONNECT) {
+            return None;
         }
+        Packet::Disconnect(Disconnect {
+            session_id: self.session_id,
+            reason: self.close_reason,
+        })
+        .encode(buf);
+        self.disconnects_left = self.disconnects_left.saturating_sub(1);
+        self.timers.set(
+            Timer::DisconnectRepeat,
+            now + self.config.disconnect_interval(),
+        );
+        Some(self.seal_and_count(buf))
+    }
 
-        // A packet left over from the last datagram goes first.
-        if let Some(d) = &mut self.data {
-            if !d.carry.is_empty() {
-                if d.carry.len() <= MAX_SUB_PACKET && multi.fits(d.carry.len()) {
-                    multi.push(&d.carry);
-                    d.carry.clear();
-                } else {
-                    buf.extend_from_slice(&d.carry);
-                    d.carry.clear();
-                    return Some(self.seal_and_count(buf));
-                }
-            }
-            // A bare unreliable datagram travels alone.
-            if multi.is_empty() && matches!(d.unreliable_out.front(), Some(Outgoing::Bare(_))) {
-                if let Some(Outgoing::Bare(data)) = d.unreliable_out.pop_front() {
-                    buf.extend_from_slice(&data);
-                    self.counters.unreliable_sent += 1;
-                    return Some(self.seal_and_count(buf));
-                }
+    /// The packet left over from the last datagram goes first: into the MultiPacket, or alone
+    /// when it cannot share one. Then a bare unreliable datagram at the head of the queue goes
+    /// alone, if nothing else is in the MultiPacket.
+    fn take_carry_or_bare(
+        &mut self,
+        buf: &mut Vec<u8>,
+        multi: &mut MultiPacketWriter,
+    ) -> Option<usize> {
+        let d = self.data.as_deref_mut()?;
+        if !d.carry.is_empty() {
+            if d.carry.len() <= MAX_SUB_PACKET && multi.fits(d.carry.len()) {
+                multi.push(&d.carry);
+                d.carry.clear();
+            } else {
+                buf.extend_from_slice(&d.carry);
+                d.carry.clear();
+                return Some(self.seal_and_count(buf));
             }
         }
+        if multi.is_empty() && matches!(d.unreliable_out.front(), Some(Outgoing::Bare(_))) {
+            if let Some(Outgoing::Bare(data)) = d.unreliable_out.pop_front() {
+                buf.extend_from_slice(&data);
+                self.counters.unreliable_sent += 1;
+                return Some(self.seal_and_count(buf));
+            }
+        }
+        None
+    }
 
-        // Control packets.
+    /// The pending Heartbeat (and a probe after it), NetStatusResponse and NetStatusRequest,
+    /// each if it fits.
+    fn push_control(&mut self, now: Instant, multi: &mut MultiPacketWriter) {
         if self.pending & P_HEARTBEAT != 0 && multi.push_packet(&Packet::Heartbeat) {
             self.pending &= !P_HEARTBEAT;
             self.counters.heartbeats_sent += 1;
         }
-        if self.pending & P_NET_RESPONSE != 0 {
-            let answer = self.net_answer.unwrap_or(NetAnswer {
-                tick: 0,
-                sent: 0,
-                received: 0,
-            });
-            let packet = Packet::NetStatusResponse(NetStatusResponse {
-                client_tick: answer.tick,
-                server_tick: self.millis(now),
-                client_packets_sent: answer.sent,
-                client_packets_received: answer.received,
-                server_packets_sent: self.counters.datagrams_sent,
-                server_packets_received: self.counters.datagrams_received,
-            });
-            if multi.push_packet(&packet) {
-                self.pending &= !P_NET_RESPONSE;
-                self.net_answer = None;
-            }
+        // A probe after the answer it must not merge with (same MultiPacket or the next).
+        if self.pending & (P_PROBE | P_HEARTBEAT) == P_PROBE
+            && multi.push_packet(&Packet::Heartbeat)
+        {
+            self.pending &= !P_PROBE;
+            self.counters.heartbeats_sent += 1;
+        }
+        if self.pending & P_NET_RESPONSE != 0 && multi.push_packet(&self.net_response(now)) {
+            self.pending &= !P_NET_RESPONSE;
+            self.net_answer = None;
         }
         if self.pending & P_NET_REQUEST != 0 {
             let tick = self.millis(now) as u16;
-            let rtt_ms = |us: Option<NonZeroU32>| us.map_or(0, |us| us.get() / 1000);
-            let packet = Packet::NetStatusRequest(NetStatusRequest {
-                client_tick: tick,
-                last_update_ms: rtt_ms(self.net_rtt_us),
-                average_update_ms: rtt_ms(self.net_rtt_us),
-                shortest_update_ms: rtt_ms(self.net_min_rtt_us),
-                longest_update_ms: rtt_ms(self.net_rtt_us),
-                last_server_update_ms: 0,
-                packets_sent: self.counters.datagrams_sent,
-                packets_received: self.counters.datagrams_received,
-            });
-            if multi.push_packet(&packet) {
+            if multi.push_packet(&self.net_request(tick)) {
                 self.pending &= !P_NET_REQUEST;
                 self.net_tick = tick;
                 self.net_sent_at = Some(now);
@@ -1436,52 +1480,97 @@ impl Session {
                 }
             }
         }
+    }
 
-        if let Some(d) = &mut self.data {
-            // Ordered unreliable packets.
-            while let Some(Outgoing::Ordered(seq, data)) = d.unreliable_out.front() {
-                let packet = Packet::Ordered(Ordered {
-                    sequence: *seq,
-                    data,
-                });
-                let len = packet.encoded_len();
+    /// The NetStatusResponse to the last request heard.
+    fn net_response(&self, now: Instant) -> Packet<'static> {
+        let answer = self.net_answer.unwrap_or(NetAnswer {
+            tick: 0,
+            sent: 0,
+            received: 0,
+        });
+        Packet::NetStatusResponse(NetStatusResponse {
+            client_tick: answer.tick,
+            server_tick: self.millis(now),
+            client_packets_sent: answer.sent,
+            client_packets_received: answer.received,
+            server_packets_sent: self.counters.datagrams_sent,
+            server_packets_received: self.counters.datagrams_received,
+        })
+    }
+
+    /// A NetStatusRequest stamped `tick`, carrying the round-trip times measured so far.
+    fn net_request(&self, tick: u16) -> Packet<'static> {
+        let rtt_ms = |us: Option<NonZeroU32>| us.map_or(0, |us| us.get() / 1000);
+        Packet::NetStatusRequest(NetStatusRequest {
+            client_tick: tick,
+            last_update_ms: rtt_ms(self.net_rtt_us),
+            average_update_ms: rtt_ms(self.net_rtt_us),
+            shortest_update_ms: rtt_ms(self.net_min_rtt_us),
+            longest_update_ms: rtt_ms(self.net_rtt_us),
+            last_server_update_ms: 0,
+            packets_sent: self.counters.datagrams_sent,
+            packets_received: self.counters.datagrams_received,
+        })
+    }
+
+    /// Ordered unreliable messages, as many as fit; one too large to share a MultiPacket goes
+    /// alone if the MultiPacket is still empty.
+    fn push_ordered(&mut self, buf: &mut Vec<u8>, multi: &mut MultiPacketWriter) -> Option<usize> {
+        let d = self.data.as_deref_mut()?;
+        while let Some(Outgoing::Ordered(seq, data)) = d.unreliable_out.front() {
+            let packet = Packet::Ordered(Ordered {
+                sequence: *seq,
+                data,
+            });
+            let len = packet.encoded_len();
+            let alone = if len <= MAX_SUB_PACKET && multi.fits(len) {
+                multi.push_packet(&packet);
+                false
+            } else if multi.is_empty() {
+                packet.encode(buf);
+                true
+            } else {
+                break;
+            };
+            d.unreliable_out.pop_front();
+            self.counters.unreliable_sent += 1;
+            if alone {
+                return Some(self.seal_and_count(buf));
+            }
+        }
+        None
+    }
+
+    /// The reliable channels' packets (acks, resends, new data) as long as they fit; the first
+    /// that does not is carried to the next datagram, or goes alone if the MultiPacket is
+    /// still empty.
+    fn push_reliable(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        multi: &mut MultiPacketWriter,
+        packet: &mut Vec<u8>,
+    ) -> Option<usize> {
+        let d = self.data.as_deref_mut()?;
+        for ch in d.channels.iter_mut().flatten() {
+            loop {
+                packet.clear();
+                let Some(len) = ch.poll_transmit(now, packet) else {
+                    break;
+                };
                 if len <= MAX_SUB_PACKET && multi.fits(len) {
-                    multi.push_packet(&packet);
+                    multi.push(packet);
                 } else if multi.is_empty() {
-                    packet.encode(buf);
-                    d.unreliable_out.pop_front();
-                    self.counters.unreliable_sent += 1;
+                    buf.extend_from_slice(packet);
                     return Some(self.seal_and_count(buf));
                 } else {
-                    break;
-                }
-                d.unreliable_out.pop_front();
-                self.counters.unreliable_sent += 1;
-            }
-            // The reliable channels: acks, resends, new data.
-            'channels: for ch in d.channels.iter_mut().flatten() {
-                loop {
-                    scratch.packet.clear();
-                    let Some(len) = ch.poll_transmit(now, &mut scratch.packet) else {
-                        break;
-                    };
-                    if len <= MAX_SUB_PACKET && multi.fits(len) {
-                        multi.push(&scratch.packet);
-                    } else if multi.is_empty() {
-                        buf.extend_from_slice(&scratch.packet);
-                        return Some(self.seal_and_count(buf));
-                    } else {
-                        std::mem::swap(&mut d.carry, &mut scratch.packet);
-                        break 'channels;
-                    }
+                    std::mem::swap(&mut d.carry, packet);
+                    return None;
                 }
             }
         }
-        if multi.is_empty() {
-            return None;
-        }
-        multi.finish(buf);
-        Some(self.seal_and_count(buf))
+        None
     }
 
     fn take(&mut self, flag: u8) -> bool {

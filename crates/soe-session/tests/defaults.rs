@@ -123,4 +123,9 @@ fn endpoint_defaults_are_the_documented_ones() {
         "Replies sent without a session",
         "200 per second, 256 queued",
     );
+    // Each source's share of them (documented in EndpointConfig and the crate docs).
+    assert_eq!(
+        (e.stateless_replies_per_source(), e.stateless_reply_slots()),
+        (4, 1024)
+    );
 }

@@ -130,6 +130,72 @@ fn spoofed_session_requests_do_not_end_a_live_session() {
     }
 }
 
+/// Issue 30 §4: the spoofed request lands in the same turn as the client's own keep-alive,
+/// after it and before the server sends anything (one batch of datagrams). The server owes the
+/// keep-alive its answer and probes the session at once: were both one Heartbeat, the client
+/// would take it for the answer to its own and not answer the probe, and the next spoofed
+/// request, past `replace_after_silence`, would replace a live session.
+#[test]
+fn a_spoofed_request_in_the_same_turn_as_the_clients_keep_alive_does_not_end_it() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    for seed in 0..8 {
+        let mut p = Pair::new(
+            common::seed(seed),
+            server_config(),
+            client_config(),
+            NetConfig::default(),
+        );
+        let (ch, sh) = p.connect();
+        // Spoof a request right after each of the client's keep-alives; remember when.
+        let spoofed_at: Rc<RefCell<Vec<Instant>>> = Rc::default();
+        let log = spoofed_at.clone();
+        let mut next_id = 0x6000_0000u32 + (seed as u32) * 0x100;
+        p.server_hook = Some(Box::new(move |now, server, from, datagram| {
+            if from == CLIENT && datagram.starts_with(&[0x00, 0x06]) {
+                next_id += 1;
+                server.handle_datagram(now, CLIENT, &request(next_id));
+                log.borrow_mut().push(now);
+            }
+        }));
+        // Each keep-alive turn is followed by another spoofed request once the probe would
+        // have gone unanswered for longer than replace_after_silence (2 s; the probe's age is
+        // understated by up to a second).
+        let mut followed = 0u32;
+        while p.elapsed() < Duration::from_secs(65) {
+            p.run_for(Duration::from_millis(100));
+            let due = spoofed_at.borrow().get(followed as usize).copied();
+            if due.is_some_and(|at| p.now >= at + Duration::from_millis(3500)) {
+                followed += 1;
+                let now = p.now;
+                p.server
+                    .handle_datagram(now, CLIENT, &request(0x7000_0000 + followed));
+            }
+        }
+        p.server_hook = None;
+        assert!(
+            followed >= 5,
+            "seed {seed}: the client kept the session alive with keep-alives ({followed})"
+        );
+        assert_eq!(
+            closed_events(&p.server_events),
+            vec![],
+            "seed {seed}: the server session survived"
+        );
+        assert_eq!(closed_events(&p.client_events), vec![], "seed {seed}");
+        assert_eq!(p.server.endpoint_stats().replaced, 0, "seed {seed}");
+        p.client
+            .send(ch, Channel::ZERO, Bytes::from_static(b"up"))
+            .unwrap();
+        p.server
+            .send(sh, Channel::ZERO, Bytes::from_static(b"down"))
+            .unwrap();
+        p.run_for(2 * SECOND);
+        assert_eq!(Pair::take_messages(&mut p.server_events, sh).len(), 1);
+        assert_eq!(Pair::take_messages(&mut p.client_events, ch).len(), 1);
+    }
+}
+
 #[test]
 fn a_client_that_restarted_on_the_same_address_gets_in_after_the_probe() {
     for seed in 0..4 {

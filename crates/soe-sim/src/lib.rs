@@ -43,13 +43,38 @@
 //! every datagram that client sends and receives (time, length, first bytes), its session
 //! events and its NAT rebinds go to stderr.
 //! [`Plant`] plants a bug on purpose, to prove the checks catch it.
+//!
+//! # Layout
+//!
+//! As in FoundationDB's simulation and TigerBeetle's VOPR, one loop and the parts it ties:
+//!
+//! * `world`: the loop. It advances virtual time to the next thing due, services it, moves
+//!   what the endpoints send, hands events to the applications, and runs the checks.
+//! * `cluster`: the server endpoint and the client endpoints, with what each application
+//!   remembers of its sessions, and the configs drawn from the seed.
+//! * `network`: each client's path (a seeded link each way, corruption, a NAT, outages), the
+//!   strangers' link for floods and replays, and how those are made.
+//! * `faults`: the fault schedule drawn from the seed.
+//! * `workload`: what the applications send on each tick (echo, bulk, game ticks).
+//! * `auditor`: the ledger of every session and the invariants checked against it.
+//! * `message`: the self-verifying messages; `plant`: where a planted bug strikes.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod auditor;
+mod cluster;
+mod faults;
 mod message;
+mod network;
+mod options;
+mod outcome;
+mod plant;
+mod workload;
 mod world;
 
-pub use world::{FaultCounts, Options, Outcome, Plant, run, run_long_lived};
+pub use options::{Options, Plant};
+pub use outcome::{FaultCounts, Outcome};
+pub use world::{run, run_long_lived};
 
 use std::time::Duration;
 

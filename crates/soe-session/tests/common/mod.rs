@@ -87,6 +87,9 @@ pub struct NetStats {
     pub delivered: u64,
 }
 
+/// See [`Pair::server_hook`].
+pub type ServerHook = Box<dyn FnMut(Instant, &mut Endpoint<u32>, u32, &[u8])>;
+
 /// Two endpoints, a clock and a network.
 pub struct Pair {
     pub seed: u64,
@@ -110,7 +113,14 @@ pub struct Pair {
     pub log_datagrams: bool,
     /// The client's address as the server sees it (a NAT may change it mid-session).
     pub client_public: u32,
+    /// When true, the client hears only datagrams sent to `client_public` (a NAT forgets the
+    /// old port; replies to other addresses, spoofed ones say, go nowhere). When false (the
+    /// default), it hears everything the server sends.
+    pub nat: bool,
     pub net: NetStats,
+    /// Called after each datagram the server handles, before anything is sent: `(now, server,
+    /// source, datagram)`. Lets a test put a datagram in the same turn as one of the peer's.
+    pub server_hook: Option<ServerHook>,
     rng: SplitMix64,
     flight: BinaryHeap<Reverse<InFlight>>,
     order: u64,
@@ -171,7 +181,9 @@ impl Pair {
             from_server_log: Vec::new(),
             log_datagrams: false,
             client_public: CLIENT,
+            nat: false,
             net: NetStats::default(),
+            server_hook: None,
             rng: SplitMix64::new(seed),
             flight: BinaryHeap::new(),
             order: 0,
@@ -308,7 +320,10 @@ impl Pair {
                     self.to_server_log.push(f.data.clone());
                 }
                 self.server.handle_datagram(self.now, f.from, &f.data);
-            } else {
+                if let Some(hook) = &mut self.server_hook {
+                    hook(self.now, &mut self.server, f.from, &f.data);
+                }
+            } else if !self.nat || f.to == self.client_public {
                 self.client.handle_datagram(self.now, f.from, &f.data);
             }
         }
