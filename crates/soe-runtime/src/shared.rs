@@ -6,6 +6,7 @@
 //! [`State::route_events`]; handles take messages out and queue sends.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
@@ -29,6 +30,41 @@ pub(crate) fn is_port_unreachable(e: &std::io::Error) -> bool {
     )
 }
 
+/// A hasher for the ids this crate and the protocol endpoint hand out themselves (connection
+/// ids, session handles): a multiply and a fold per word. They are counters and slab keys, never
+/// chosen by a peer, so they need none of the default hasher's resistance to collisions forced
+/// from outside (addresses, which peers choose, stay behind it in the protocol endpoint).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: the high bits (which the table uses) depend on every bit of n.
+        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// A map keyed by an id of ours (see [`IdHasher`]).
+pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
 /// The lock and what it guards.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -40,8 +76,8 @@ impl Shared {
         Self {
             state: Mutex::new(State {
                 proto,
-                conns: HashMap::new(),
-                by_handle: HashMap::new(),
+                conns: IdMap::default(),
+                by_handle: IdMap::default(),
                 next_id: 0,
                 accept_queue: VecDeque::new(),
                 accept_wakers: Wakers::default(),
@@ -153,10 +189,10 @@ pub(crate) enum RawEvent {
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) proto: soe_session::Endpoint,
-    pub(crate) conns: HashMap<ConnectionId, ConnState>,
+    pub(crate) conns: IdMap<ConnectionId, ConnState>,
     /// Live sessions only: removed when the protocol reports the close, since it may reuse the
     /// handle afterwards.
-    pub(crate) by_handle: HashMap<SessionHandle, ConnectionId>,
+    pub(crate) by_handle: IdMap<SessionHandle, ConnectionId>,
     next_id: u64,
     pub(crate) accept_queue: VecDeque<ConnectionId>,
     pub(crate) accept_wakers: Wakers,

@@ -138,9 +138,6 @@ pub fn send_many(
     buf: &[u8],
     batch: &[crate::Outgoing],
 ) -> io::Result<usize> {
-    use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny, sendmmsg};
-    use std::io::IoSlice;
-
     let run = batch
         .iter()
         .take(SEND_MANY_MAX)
@@ -149,21 +146,41 @@ pub fn send_many(
     let Some(batch) = batch.get(..run).filter(|b| !b.is_empty()) else {
         return Ok(0);
     };
+    // The headers live on the stack, as many as the run needs (rounded up), so a batch of two
+    // does not set up thirty-two.
+    if batch.len() <= 4 {
+        send_run::<4>(socket, buf, batch)
+    } else {
+        send_run::<SEND_MANY_MAX>(socket, buf, batch)
+    }
+}
+
+/// One `sendmmsg` of `batch` (at most `N` single datagrams) on `socket`.
+#[cfg(target_os = "linux")]
+fn send_run<const N: usize>(
+    socket: impl std::os::fd::AsFd,
+    buf: &[u8],
+    batch: &[crate::Outgoing],
+) -> io::Result<usize> {
+    use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny, sendmmsg};
+    use std::io::IoSlice;
+
+    let batch = batch.get(..batch.len().min(N)).unwrap_or_default();
     let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
-    let addrs: [SocketAddrAny; SEND_MANY_MAX] = std::array::from_fn(|i| {
+    let addrs: [SocketAddrAny; N] = std::array::from_fn(|i| {
         SocketAddrAny::from(batch.get(i).map_or(unspecified, |e| e.destination))
     });
-    let iovs: [[IoSlice<'_>; 1]; SEND_MANY_MAX] = std::array::from_fn(|i| {
+    let iovs: [[IoSlice<'_>; 1]; N] = std::array::from_fn(|i| {
         [IoSlice::new(
             batch.get(i).map_or(&[][..], |e| e.contents(buf)),
         )]
     });
-    let mut controls: [SendAncillaryBuffer<'_, '_, '_>; SEND_MANY_MAX] =
+    let mut controls: [SendAncillaryBuffer<'_, '_, '_>; N] =
         std::array::from_fn(|_| SendAncillaryBuffer::default());
     // One header per slot, each borrowing its own address, bytes and (empty) control buffer.
     let mut slot = 0;
     let mut headers = controls.each_mut().map(|control| {
-        let i = slot % SEND_MANY_MAX;
+        let i = slot % N;
         slot += 1;
         MMsgHdr::new_with_addr(&addrs[i], &iovs[i], control)
     });

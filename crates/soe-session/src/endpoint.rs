@@ -1,6 +1,6 @@
 //! Many sessions behind one socket: routing by address, timers ordered by deadline, limits.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
@@ -12,6 +12,7 @@ use slab::Slab;
 use soe_wire::{Channel, DisconnectReason, Packet};
 use tracing::{Level, debug, info, warn};
 
+use crate::deadlines::{Deadlines, Filed};
 use crate::session::{Scratch, check_request, encode_refusal};
 use crate::{
     ConnectError, EndpointConfig, Event, RandomSource, ReceiveBacklog, SendError, Session,
@@ -265,14 +266,21 @@ struct LogThrottles {
     replaced: LogThrottle,
 }
 
+/// Whether `stamp` is the current filing of session `key` in the timer set.
+fn is_current<A>(sessions: &Slab<Entry<A>>, key: usize, stamp: u32) -> bool {
+    sessions
+        .get(key)
+        .is_some_and(|e| e.filed.at.is_some() && e.filed.stamp == stamp)
+}
+
 /// One slab entry.
 #[derive(Debug)]
 struct Entry<A> {
     session: Session,
     remote: A,
     generation: u32,
-    /// The deadline under which the entry is filed in the timer set.
-    filed: Option<Instant>,
+    /// The deadline under which the entry is filed in the timer set, and the filing's stamp.
+    filed: Filed,
     in_tx: bool,
     in_ev: bool,
     half_open: bool,
@@ -302,7 +310,7 @@ pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
     sessions: Slab<Entry<A>>,
     by_addr: HashMap<A, usize>,
     by_id: HashMap<(u32, u32), usize>,
-    timers: BTreeSet<(Instant, usize)>,
+    timers: Deadlines,
     tx_queue: VecDeque<(usize, u32)>,
     ev_queue: VecDeque<(usize, u32)>,
     half_open: VecDeque<(usize, u32)>,
@@ -336,7 +344,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             sessions: Slab::new(),
             by_addr: HashMap::new(),
             by_id: HashMap::new(),
-            timers: BTreeSet::new(),
+            timers: Deadlines::default(),
             tx_queue: VecDeque::new(),
             ev_queue: VecDeque::new(),
             half_open: VecDeque::new(),
@@ -953,23 +961,24 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
 
     /// The earliest deadline of any session.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.first().map(|&(t, _)| t)
+        self.timers.next()
     }
 
     /// Runs the timers of the sessions due at `now`, and only those.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.stats.timer_wakes += 1;
         let mut due = std::mem::take(&mut self.due);
-        while let Some(&(t, key)) = self.timers.first() {
-            if t > now {
-                break;
-            }
-            self.timers.pop_first();
+        while let Some((key, stamp)) = self.timers.pop_due(now) {
             if let Some(e) = self.sessions.get_mut(key) {
-                e.filed = None;
-                due.push(key);
+                if e.filed.at.is_some() && e.filed.stamp == stamp {
+                    e.filed.at = None;
+                    due.push(key);
+                }
             }
         }
+        let sessions = &self.sessions;
+        self.timers
+            .settle(|k, s| is_current(sessions, k, s), sessions.len());
         // Summing the channels' counters is only worth it when the event would be recorded.
         let watch_resends = tracing::enabled!(Level::WARN);
         for &key in &due {
@@ -1044,7 +1053,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             session,
             remote,
             generation: self.generation,
-            filed: None,
+            filed: Filed::default(),
             in_tx: false,
             in_ev: false,
             half_open,
@@ -1112,18 +1121,19 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
 
     /// Re-files a session in the timer set if its deadline changed.
     fn refile(&mut self, key: usize) {
-        let Some(e) = self.sessions.get_mut(key) else {
+        let Some(e) = self.sessions.get(key) else {
             return;
         };
         let next = e.session.poll_timeout();
-        if next != e.filed {
-            if let Some(old) = e.filed {
-                self.timers.remove(&(old, key));
-            }
-            if let Some(new) = next {
-                self.timers.insert((new, key));
-            }
-            e.filed = next;
+        if next == e.filed.at {
+            return;
+        }
+        let sessions = &self.sessions;
+        let filed = self
+            .timers
+            .file(key, next, |k, s| is_current(sessions, k, s), sessions.len());
+        if let Some(e) = self.sessions.get_mut(key) {
+            e.filed = filed;
         }
     }
 
@@ -1132,9 +1142,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return;
         }
         let e = self.sessions.remove(key);
-        if let Some(at) = e.filed {
-            self.timers.remove(&(at, key));
-        }
+        let sessions = &self.sessions;
+        self.timers
+            .settle(|k, s| is_current(sessions, k, s), sessions.len());
         if self.by_addr.get(&e.remote) == Some(&key) {
             self.by_addr.remove(&e.remote);
         }
@@ -1174,15 +1184,15 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     pub fn audit_timers(&self) -> Result<(), String> {
         for (key, e) in &self.sessions {
             let next = e.session.poll_timeout();
-            if e.filed != next {
+            if e.filed.at != next {
                 return Err(format!(
                     "session {key} (id {:#x}) is filed under {:?} but its deadline is {next:?}",
                     e.session.session_id(),
-                    e.filed
+                    e.filed.at
                 ));
             }
-            if let Some(at) = e.filed {
-                if !self.timers.contains(&(at, key)) {
+            if e.filed.at.is_some() {
+                if !self.timers.contains(key, e.filed.stamp) {
                     return Err(format!("session {key} is missing from the timer set"));
                 }
             } else if !e.session.is_drained() {
@@ -1193,14 +1203,12 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 ));
             }
         }
-        if self.timers.len()
-            != self
-                .sessions
-                .iter()
-                .filter(|(_, e)| e.filed.is_some())
-                .count()
-        {
-            return Err("the timer set holds entries of no session".into());
+        let earliest = self.sessions.iter().filter_map(|(_, e)| e.filed.at).min();
+        if self.timers.next() != earliest {
+            return Err(format!(
+                "the timer set's earliest deadline is {:?}, the sessions' {earliest:?}",
+                self.timers.next()
+            ));
         }
         Ok(())
     }
@@ -1211,9 +1219,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     #[doc(hidden)]
     pub fn plant_lost_deadline(&mut self, h: SessionHandle) {
         if let Some(key) = self.key_of(h) {
-            if let Some(at) = self.sessions[key].filed {
-                self.timers.remove(&(at, key));
-            }
+            self.timers.forget(key);
+            let sessions = &self.sessions;
+            self.timers
+                .settle(|k, s| is_current(sessions, k, s), sessions.len());
         }
     }
 

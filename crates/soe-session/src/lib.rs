@@ -174,6 +174,7 @@
 struct ReadmeDoctests;
 
 mod config;
+mod deadlines;
 mod endpoint;
 mod error;
 mod event;

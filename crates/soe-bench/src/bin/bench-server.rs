@@ -41,8 +41,9 @@ fn main() -> ExitCode {
         "peer" => peer(loopback),
         "udp-tokio" => udp_tokio(loopback),
         "udp-std" => udp_std(loopback),
+        "soe-loop" => soe_loop(loopback),
         _ => {
-            eprintln!("usage: bench-server peer|udp-tokio|udp-std");
+            eprintln!("usage: bench-server peer|udp-tokio|udp-std|soe-loop");
             return ExitCode::from(2);
         }
     };
@@ -123,3 +124,103 @@ fn udp_std(addr: SocketAddr) -> std::io::Result<()> {
         let _ = socket.send_to(datagram, from);
     }
 }
+
+/// Our stack with no runtime at all: the sans-I/O endpoint driven by one thread's readiness
+/// loop (mio), batched receives and sends, echoing each message the way it came. The floor of
+/// what the protocol costs on this machine, for comparison with `soe serve`.
+fn soe_loop(addr: SocketAddr) -> std::io::Result<()> {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use mio::{Events, Interest, Poll, Token};
+    use soe_session::{Delivery, EndpointConfig, Event, SessionConfig};
+
+    let socket = soe_runtime::SocketConfig::default().bind(addr)?;
+    socket.set_nonblocking(true)?;
+    let state = soe_runtime::udp::UdpSocketState::new((&socket).into())?;
+    announce(socket.local_addr()?)?;
+    let mut io = mio::net::UdpSocket::from_std(socket.try_clone()?);
+    let mut poll = Poll::new()?;
+    poll.registry()
+        .register(&mut io, Token(0), Interest::READABLE)?;
+    let session = Arc::new(SessionConfig::new(PROTOCOL).with_udp_length(512));
+    let mut proto = soe_session::Endpoint::<SocketAddr>::new(Arc::new(
+        EndpointConfig::server(session).with_max_sessions(100_000),
+    ));
+    let mut events = Events::with_capacity(64);
+    const SLOTS: usize = 32;
+    let mut bufs = vec![[0u8; 2048]; SLOTS];
+    let mut metas = [soe_runtime::udp::RecvMeta::default(); SLOTS];
+    let mut tx = Vec::with_capacity(2048);
+    let mut batch = Vec::with_capacity(64 * 1024);
+    let mut entries: Vec<soe_runtime::Outgoing> = Vec::new();
+    loop {
+        let timeout = proto
+            .poll_timeout()
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        poll.poll(&mut events, timeout)?;
+        loop {
+            let mut slices: Vec<std::io::IoSliceMut<'_>> = bufs
+                .iter_mut()
+                .map(|b| std::io::IoSliceMut::new(&mut b[..]))
+                .collect();
+            let Ok(n) = state.recv((&socket).into(), &mut slices, &mut metas) else {
+                break;
+            };
+            let now = Instant::now();
+            for (meta, buf) in metas.iter().zip(bufs.iter()).take(n) {
+                proto.handle_datagram(now, meta.addr, &buf[..meta.len]);
+            }
+            if n < SLOTS {
+                break;
+            }
+        }
+        let now = Instant::now();
+        if proto.poll_timeout().is_some_and(|d| d <= now) {
+            proto.handle_timeout(now);
+        }
+        while let Some((h, event)) = proto.poll_event() {
+            if let Event::Message {
+                channel,
+                data,
+                kind,
+                ..
+            } = event
+            {
+                let _ = match kind {
+                    Delivery::Reliable => proto.send(h, channel, data),
+                    _ => proto.send_unreliable(h, data),
+                };
+            }
+        }
+        loop {
+            batch.clear();
+            entries.clear();
+            while entries.len() < 32 {
+                let Some(t) = proto.poll_transmit(now, &mut tx) else {
+                    break;
+                };
+                entries.push(soe_runtime::Outgoing {
+                    destination: t.destination,
+                    offset: batch.len(),
+                    len: t.len,
+                    segment_size: t.len,
+                });
+                batch.extend_from_slice(&tx[..t.len]);
+            }
+            if entries.is_empty() {
+                break;
+            }
+            let mut at = 0;
+            while at < entries.len() {
+                match soe_runtime::socket::send_many(&socket, &batch, &entries[at..]) {
+                    Ok(0) | Err(_) => at += 1,
+                    Ok(k) => at += k,
+                }
+            }
+        }
+    }
+}
+
+/// The application protocol of the SOE servers here.
+const PROTOCOL: &str = soe_bench::inmem::PROTO;

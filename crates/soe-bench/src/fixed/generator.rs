@@ -305,10 +305,10 @@ impl Generator {
                 self.read(event.token().0);
             }
             let now = Instant::now();
-            if let Some(proto) = self.proto.as_mut() {
-                if proto.poll_timeout().is_some_and(|d| d <= now) {
-                    proto.handle_timeout(now);
-                }
+            if let Some(proto) = self.proto.as_mut()
+                && proto.poll_timeout().is_some_and(|d| d <= now)
+            {
+                proto.handle_timeout(now);
             }
             self.take_events(now);
         }
@@ -340,10 +340,10 @@ impl Generator {
                 return;
             }
             self.send_due(schedule, now);
-            if let Some(proto) = self.proto.as_mut() {
-                if proto.poll_timeout().is_some_and(|d| d <= now) {
-                    proto.handle_timeout(now);
-                }
+            if let Some(proto) = self.proto.as_mut()
+                && proto.poll_timeout().is_some_and(|d| d <= now)
+            {
+                proto.handle_timeout(now);
             }
             self.take_events(now);
             self.flush();

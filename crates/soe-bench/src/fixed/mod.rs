@@ -230,11 +230,9 @@ impl Process {
             let mut sent = false;
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if !sent {
-                    if let Some(addr) = listening_address(&line) {
-                        let _ = tx.send(addr);
-                        sent = true;
-                    }
+                if !sent && let Some(addr) = listening_address(&line) {
+                    let _ = tx.send(addr);
+                    sent = true;
                 }
                 // Keep reading so the server never blocks on a full pipe.
             }
@@ -698,7 +696,7 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
 
 /// `2 s`, `300 ms`.
 fn fmt_duration(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
+    if d.as_millis().is_multiple_of(1000) {
         format!("{} s", d.as_secs())
     } else {
         format!("{} ms", d.as_millis())
