@@ -22,6 +22,8 @@ mod cmd;
 mod csharp;
 mod fuzz;
 mod install_c;
+#[cfg(test)]
+mod links;
 mod msrv;
 mod node;
 mod sim;
