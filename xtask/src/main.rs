@@ -20,6 +20,8 @@ mod c_abi;
 mod ci;
 mod cmd;
 mod csharp;
+#[cfg(test)]
+mod fn_length;
 mod fuzz;
 mod install_c;
 #[cfg(test)]
