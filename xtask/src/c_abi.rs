@@ -131,7 +131,7 @@ pub(crate) fn run() -> Result<()> {
             "NO CMake"
         },
         if tools.valgrind {
-            ", all under valgrind memcheck"
+            ", all but the README's server under valgrind memcheck"
         } else {
             " (memory NOT checked: no valgrind)"
         },
