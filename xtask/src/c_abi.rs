@@ -4,13 +4,18 @@
 //! Installs the library into `target/c-abi/prefix`, builds `examples/c` from that prefix twice,
 //! with `pkg-config --cflags --libs soe` (linked to `libsoe.so.0`) and with CMake's
 //! `find_package(soe)` (`examples/c/CMakeLists.txt`, linked to `libsoe.a` through
-//! `soe::soe_static`), compiles the error-path and teardown programs (`cc -Wall -Wextra
-//! -Werror`) and the header check (`c++ -Wall -Wextra -Werror`), then runs, each C program
+//! `soe::soe_static`), compiles the README's C server (the block under
+//! `<!-- c-abi: README server -->`, with pkg-config's flags and `-Iexamples/c`, as the README
+//! says), the error-path and teardown programs (`cc -Wall -Wextra -Werror`) and the header
+//! check (`c++ -Wall -Wextra -Werror`), then runs, each C program but the README's server
 //! under valgrind memcheck (no leak, no invalid access) when valgrind is installed:
 //!
 //! * the C echo server (pkg-config build) against `soe ping` (20 KB messages, fragments) and
 //!   `soe load` (four sessions, 1 byte to 20 KB), RC4 on, every echo verified by the tools; the
 //!   server exits once the five sessions have closed;
+//! * the README's C server against `soe ping` (20 KB messages) and `soe load` (two sessions, 1
+//!   byte to 20 KB), every echo verified by the tools; it serves forever, so it is killed, and
+//!   runs bare (it never frees its endpoint);
 //! * the C echo client (CMake build) against `soe serve` (RC4, 20 KB fragments, every echo
 //!   verified by the client, a clean close, and the stale handle afterwards);
 //! * the error paths: every misuse returns its documented status;
@@ -81,9 +86,11 @@ fn wanted(program: &str, what: &str) -> Result<bool> {
 pub(crate) fn run() -> Result<()> {
     let root = cmd::workspace_root();
     let started = Instant::now();
-    let valgrind = wanted("valgrind", "memory checking of the C programs")?;
-    let pkg_config = wanted("pkg-config", "the pkg-config build")?;
-    let cmake = wanted("cmake", "the CMake find_package build")?;
+    let tools = Tools {
+        valgrind: wanted("valgrind", "memory checking of the C programs")?,
+        pkg_config: wanted("pkg-config", "the pkg-config build")?,
+        cmake: wanted("cmake", "the CMake find_package build")?,
+    };
     let mut build = cmd::cargo();
     build.args(["build", "--quiet", "-p", "soe-cli"]);
     println!("==> c-abi: {}", cmd::describe(&build));
@@ -94,9 +101,81 @@ pub(crate) fn run() -> Result<()> {
     std::fs::create_dir_all(&out).map_err(|e| Error::new(format!("{}: {e}", out.display())))?;
     let installed = install_c::run(&out.join("prefix"), PROFILE, true)?;
 
+    let echo_client = build_programs(&root, &out, &installed, tools)?;
+    let soe = target.join("debug/soe");
+    let checked = |path: PathBuf| tools.checked(path);
+    // The error paths, the ABI during teardown (shared and static), and the C++ header check.
+    expect_success(checked(out.join("error_paths")), "error_paths")?;
+    expect_lines(checked(out.join("teardown")), "teardown", &TEARDOWN_LINES)?;
+    expect_lines(
+        checked(out.join("teardown_static")),
+        "teardown (static)",
+        &TEARDOWN_LINES,
+    )?;
+    expect_success(Command::new(out.join("header_check")), "header_check")?;
+    c_server_against_tools(checked(out.join("echo_server")), &soe)?;
+    readme_server_against_ping(&out.join("readme_server"), &soe)?;
+    c_client_against_serve(checked(echo_client), &soe)?;
+    println!(
+        "==> c-abi: built from the installed prefix ({}, {}); C server and client and the \
+         README's server verified against the Rust tools, error paths, teardown and C++ header \
+         checked{} in {}",
+        if tools.pkg_config {
+            "pkg-config"
+        } else {
+            "NO pkg-config"
+        },
+        if tools.cmake {
+            "CMake find_package"
+        } else {
+            "NO CMake"
+        },
+        if tools.valgrind {
+            ", all but the README's server under valgrind memcheck"
+        } else {
+            " (memory NOT checked: no valgrind)"
+        },
+        cmd::format_duration(started.elapsed())
+    );
+    Ok(())
+}
+
+/// Which of the optional tools are installed.
+#[derive(Debug, Clone, Copy)]
+struct Tools {
+    valgrind: bool,
+    pkg_config: bool,
+    cmake: bool,
+}
+
+impl Tools {
+    /// A command that runs `path` under valgrind memcheck when it is installed (any error or
+    /// definite or indirect leak fails it), else bare.
+    fn checked(self, path: PathBuf) -> Command {
+        if !self.valgrind {
+            return Command::new(path);
+        }
+        let mut c = Command::new("valgrind");
+        c.args([
+            "-q",
+            "--error-exitcode=99",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite,indirect",
+            "--show-leak-kinds=definite,indirect",
+        ])
+        .arg(path);
+        c
+    }
+}
+
+/// Compiles every C and C++ program into `out` from the installed prefix: `echo_server`
+/// (pkg-config, shared), the README's server (the same flags), the error-path and teardown
+/// programs, the C++ header check, and the echo client (CMake, static); returns the client's
+/// path.
+fn build_programs(root: &Path, out: &Path, installed: &Installed, tools: Tools) -> Result<PathBuf> {
     // The shared build, with pkg-config's flags (or the same flags by hand without it).
-    let mut shared = if pkg_config {
-        pkg_config_flags(&installed, false)?
+    let mut shared = if tools.pkg_config {
+        pkg_config_flags(installed, false)?
     } else {
         vec![
             format!("-I{}", installed.prefix.join("include").display()),
@@ -110,9 +189,9 @@ pub(crate) fn run() -> Result<()> {
         format!("-I{}", installed.prefix.join("include").display()),
         installed.static_lib.display().to_string(),
     ];
-    if pkg_config {
+    if tools.pkg_config {
         fully_static.extend(
-            pkg_config_flags(&installed, true)?
+            pkg_config_flags(installed, true)?
                 .into_iter()
                 .filter(|f| f.starts_with("-l") && f != "-lsoe"),
         );
@@ -128,6 +207,15 @@ pub(crate) fn run() -> Result<()> {
         "echo_server",
         &shared,
     )?;
+    // The README's C server, as the README says to build it: beside examples/c/common.h.
+    let readme_server = out.join("readme_server.c");
+    let readme = std::fs::read_to_string(root.join("README.md"))
+        .map_err(|e| Error::new(format!("README.md: {e}")))?;
+    std::fs::write(&readme_server, readme_c_server(&readme)?)
+        .map_err(|e| Error::new(format!("{}: {e}", readme_server.display())))?;
+    let mut readme_flags = vec![format!("-I{}", root.join("examples/c").display())];
+    readme_flags.extend(shared.iter().cloned());
+    c(&readme_server, "readme_server", &readme_flags)?;
     c(&tests.join("error_paths.c"), "error_paths", &shared)?;
     c(&tests.join("teardown.c"), "teardown", &shared)?;
     c(&tests.join("teardown.c"), "teardown_static", &fully_static)?;
@@ -140,52 +228,41 @@ pub(crate) fn run() -> Result<()> {
     )?;
     needs_soname(&out.join("echo_server"), &installed.version.soname())?;
     // The CMake build of the examples, linked statically.
-    let echo_client = if cmake {
-        cmake_build(&installed, &root.join("examples/c"), &out.join("cmake"))?
-    } else {
-        c(
-            &root.join("examples/c/echo_client.c"),
-            "echo_client",
-            &fully_static,
-        )?;
-        out.join("echo_client")
-    };
-
-    let checked = |path: PathBuf| -> Command {
-        if valgrind {
-            let mut c = Command::new("valgrind");
-            c.args([
-                "-q",
-                "--error-exitcode=99",
-                "--leak-check=full",
-                "--errors-for-leak-kinds=definite,indirect",
-                "--show-leak-kinds=definite,indirect",
-            ])
-            .arg(path);
-            c
-        } else {
-            Command::new(path)
-        }
-    };
-    let soe = target.join("debug/soe");
-    let key64 = base64(KEY.as_bytes());
-
-    // The error paths, the ABI during teardown (shared and static), and the C++ header check.
-    expect_success(checked(out.join("error_paths")), "error_paths")?;
-    expect_lines(checked(out.join("teardown")), "teardown", &TEARDOWN_LINES)?;
-    expect_lines(
-        checked(out.join("teardown_static")),
-        "teardown (static)",
-        &TEARDOWN_LINES,
+    if tools.cmake {
+        return cmake_build(installed, &root.join("examples/c"), &out.join("cmake"));
+    }
+    c(
+        &root.join("examples/c/echo_client.c"),
+        "echo_client",
+        &fully_static,
     )?;
-    expect_success(Command::new(out.join("header_check")), "header_check")?;
+    Ok(out.join("echo_client"))
+}
 
-    // The C server against the Rust tools.
-    let mut server = checked(out.join("echo_server"));
+/// The marker above the README's C server block.
+const README_MARKER: &str = "<!-- c-abi: README server -->";
+
+/// The C server of the README: the ```` ```c ```` block under [`README_MARKER`].
+fn readme_c_server(readme: &str) -> Result<String> {
+    let missing = || Error::new(format!("README.md has no ```c block under {README_MARKER}"));
+    let (_, after) = readme.split_once(README_MARKER).ok_or_else(missing)?;
+    let block = after
+        .trim_start()
+        .strip_prefix("```c\n")
+        .and_then(|b| b.split_once("\n```"))
+        .ok_or_else(missing)?
+        .0;
+    Ok(format!("{block}\n"))
+}
+
+/// The C echo server against `soe ping` (20 KB messages, fragments) and `soe load` (four
+/// sessions, 1 byte to 20 KB), RC4 on; it exits once the five sessions have closed.
+fn c_server_against_tools(mut server: Command, soe: &Path) -> Result<()> {
+    let key64 = base64(KEY.as_bytes());
     server.args(["--port", "0", "--key", KEY, "--sessions", "5"]);
     let (mut child, port) = spawn_listening(server, "echo_server")?;
     let addr = format!("127.0.0.1:{port}");
-    let mut ping = Command::new(&soe);
+    let mut ping = Command::new(soe);
     ping.args([
         "ping",
         "--count",
@@ -196,7 +273,7 @@ pub(crate) fn run() -> Result<()> {
         "20",
     ])
     .args(["--timeout", "10", "--rc4-key", &key64, &addr]);
-    let mut load = Command::new(&soe);
+    let mut load = Command::new(soe);
     load.args([
         "load",
         "--sessions",
@@ -214,43 +291,98 @@ pub(crate) fn run() -> Result<()> {
         let _ = child.wait();
         return Err(e);
     }
-    wait_exit(&mut child, "echo_server", Duration::from_secs(60))?;
+    wait_exit(&mut child, "echo_server", Duration::from_secs(60))
+}
 
-    // The C client against the Rust server.
-    let mut serve = Command::new(&soe);
+/// The README's C server, on a free port, against `soe ping` (20 KB messages, fragments) and
+/// `soe load` (two sessions, 1 byte to 20 KB); it must still be serving afterwards. It runs
+/// forever and never frees its endpoint, so it runs without valgrind and is killed at the end.
+fn readme_server_against_ping(program: &Path, soe: &Path) -> Result<()> {
+    let port = free_udp_port()?;
+    let mut server = Command::new(program);
+    server.arg(port.to_string());
+    println!("==> README server: {}", cmd::describe(&server));
+    let mut child = server
+        .spawn()
+        .map_err(|e| Error::new(format!("README server: {e}")))?;
+    let addr = format!("127.0.0.1:{port}");
+    let mut ping = Command::new(soe);
+    ping.args([
+        "ping",
+        "--count",
+        "5",
+        "--size",
+        "20000",
+        "--interval",
+        "20",
+    ])
+    .args(["--timeout", "10", &addr]);
+    let mut load = Command::new(soe);
+    load.args([
+        "load",
+        "--sessions",
+        "2",
+        "--messages",
+        "20",
+        "--size",
+        "1-20000",
+    ])
+    .args(["--timeout", "30", &addr]);
+    let result = wait_bound(&mut child, port)
+        .and_then(|()| expect_success(ping, "soe ping -> the README's C server"))
+        .and_then(|()| expect_success(load, "soe load -> the README's C server"))
+        .and_then(|()| match child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(Error::new(format!("the README's C server ended: {status}"))),
+            Err(e) => Err(Error::new(format!("the README's C server: {e}"))),
+        });
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+/// A UDP port nothing listens on at the moment.
+fn free_udp_port() -> Result<u16> {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| Error::new(format!("no free UDP port: {e}")))
+}
+
+/// Waits until `child` has bound UDP `port` (binding it here then fails), for up to 10 s.
+fn wait_bound(child: &mut Child, port: u16) -> Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(Error::new(format!(
+                "the README's C server exited before serving: {status}"
+            )));
+        }
+        if std::net::UdpSocket::bind(("0.0.0.0", port)).is_err() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(Error::new(format!(
+        "the README's C server did not bind port {port} within 10 s"
+    )))
+}
+
+/// The C echo client (CMake build) against `soe serve`: RC4, 60 messages of 20 KB, every echo
+/// verified by the client, a clean close, and the stale handle afterwards.
+fn c_client_against_serve(mut client: Command, soe: &Path) -> Result<()> {
+    let mut serve = Command::new(soe);
     serve
         .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
-        .args(["--rc4-key", &key64]);
+        .args(["--rc4-key", &base64(KEY.as_bytes())]);
     let (mut server, port) = spawn_listening(serve, "soe serve")?;
-    let mut client = checked(echo_client);
     client
         .args(["127.0.0.1", &port.to_string(), "--key", KEY])
         .args(["--count", "60", "--size", "20000"]);
     let result = expect_success(client, "C echo_client -> soe serve");
     let _ = server.kill();
     let _ = server.wait();
-    result?;
-    println!(
-        "==> c-abi: built from the installed prefix ({}, {}); C server and client verified \
-         against the Rust tools, error paths, teardown and C++ header checked{} in {}",
-        if pkg_config {
-            "pkg-config"
-        } else {
-            "NO pkg-config"
-        },
-        if cmake {
-            "CMake find_package"
-        } else {
-            "NO CMake"
-        },
-        if valgrind {
-            ", all under valgrind memcheck"
-        } else {
-            " (memory NOT checked: no valgrind)"
-        },
-        cmd::format_duration(started.elapsed())
-    );
-    Ok(())
+    result
 }
 
 /// `pkg-config --cflags --libs soe` (with `--static`: the static library's needs too) for the
@@ -454,6 +586,17 @@ pub(crate) fn base64(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_readme_has_a_c_server_block() {
+        let readme = std::fs::read_to_string(cmd::workspace_root().join("README.md")).unwrap();
+        let server = readme_c_server(&readme).unwrap();
+        assert!(server.contains("int main("), "{server}");
+        assert!(server.contains("soe_endpoint_new"), "{server}");
+        assert!(!server.contains("```"), "{server}");
+        assert!(readme_c_server("no marker here").is_err());
+        assert!(readme_c_server(&format!("{README_MARKER}\n```sh\nls\n```\n")).is_err());
+    }
 
     #[test]
     fn base64_matches_the_standard_alphabet_and_padding() {

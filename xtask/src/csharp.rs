@@ -53,7 +53,28 @@ pub(crate) fn run() -> Result<()> {
     version.arg("--version");
     println!("==> csharp: {}", cmd::output(&mut version)?.trim());
 
-    // The binding, the examples and the checks; warnings are errors.
+    compile(&source, &out, &installed)?;
+    let libdir = installed.libdir();
+    let mono = |exe: &str| -> Command {
+        let mut c = Command::new("mono");
+        c.env("LD_LIBRARY_PATH", &libdir).arg(out.join(exe));
+        c
+    };
+    check_layouts(&out, mono("Checks.exe"))?;
+    let soe = target.join("debug/soe");
+    server_against_ping(mono("EchoServer.exe"), &soe)?;
+    client_against_serve(mono("EchoClient.exe"), &soe)?;
+    println!(
+        "==> csharp: the C# binding compiled with mcs; layouts, statuses and errors checked; \
+         C# server and client verified against the Rust tools under mono in {}",
+        cmd::format_duration(started.elapsed())
+    );
+    Ok(())
+}
+
+/// Compiles the binding, the examples and the checks into `out` (warnings are errors), and
+/// `tests/layout.c` with the C compiler against the installed header.
+fn compile(source: &Path, out: &Path, installed: &install_c::Installed) -> Result<()> {
     let soe_dll = out.join("Soe.dll");
     mcs(&[
         "-unsafe",
@@ -85,18 +106,13 @@ pub(crate) fn run() -> Result<()> {
         .arg("-o")
         .arg(out.join("layout"));
     println!("==> csharp: {}", cmd::describe(&layout_c));
-    cmd::run_timed(&mut layout_c)?;
+    cmd::run_timed(&mut layout_c).map(|_| ())
+}
 
-    let libdir = installed.libdir();
-    let mono = |exe: &str| -> Command {
-        let mut c = Command::new("mono");
-        c.env("LD_LIBRARY_PATH", &libdir).arg(out.join(exe));
-        c
-    };
-
-    // The layouts, names and error handling.
+/// The layouts, names and error handling: `Checks.exe` must print exactly what the C
+/// compiler's `layout` prints.
+fn check_layouts(out: &Path, mut checks: Command) -> Result<()> {
     let c_layout = cmd::output(&mut Command::new(out.join("layout")))?;
-    let mut checks = mono("Checks.exe");
     println!("==> csharp: {}", cmd::describe(&checks));
     let cs_layout = cmd::output(&mut checks)?;
     if c_layout != cs_layout {
@@ -109,14 +125,14 @@ pub(crate) fn run() -> Result<()> {
         "    struct layouts match the C compiler's ({} fields and sizes)",
         c_layout.lines().count()
     );
+    Ok(())
+}
 
-    let soe = target.join("debug/soe");
-    let key64 = base64(KEY.as_bytes());
-    // The C# server against `soe ping`.
-    let mut server = mono("EchoServer.exe");
+/// The C# server against `soe ping` (RC4, 20 KB messages); the server exits after the session.
+fn server_against_ping(mut server: Command, soe: &Path) -> Result<()> {
     server.args(["--port", "0", "--key", KEY, "--sessions", "1"]);
     let (mut child, port) = spawn_listening(server, "C# EchoServer")?;
-    let mut ping = Command::new(&soe);
+    let mut ping = Command::new(soe);
     ping.args([
         "ping",
         "--count",
@@ -126,35 +142,30 @@ pub(crate) fn run() -> Result<()> {
         "--interval",
         "20",
     ])
-    .args(["--timeout", "10", "--rc4-key", &key64])
+    .args(["--timeout", "10", "--rc4-key", &base64(KEY.as_bytes())])
     .arg(format!("127.0.0.1:{port}"));
     if let Err(e) = expect_success(ping, "soe ping -> C# EchoServer") {
         let _ = child.kill();
         let _ = child.wait();
         return Err(e);
     }
-    wait_exit(&mut child, "C# EchoServer", Duration::from_secs(30))?;
+    wait_exit(&mut child, "C# EchoServer", Duration::from_secs(30))
+}
 
-    // The C# client against `soe serve`.
-    let mut serve = Command::new(&soe);
+/// The C# client against `soe serve` (RC4, 60 messages of 20 KB).
+fn client_against_serve(mut client: Command, soe: &Path) -> Result<()> {
+    let mut serve = Command::new(soe);
     serve
         .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
-        .args(["--rc4-key", &key64]);
+        .args(["--rc4-key", &base64(KEY.as_bytes())]);
     let (mut server, port) = spawn_listening(serve, "soe serve")?;
-    let mut client = mono("EchoClient.exe");
     client
         .args(["127.0.0.1", &port.to_string(), "--key", KEY])
         .args(["--count", "60", "--size", "20000"]);
     let result = expect_success(client, "C# EchoClient -> soe serve");
     let _ = server.kill();
     let _ = server.wait();
-    result?;
-    println!(
-        "==> csharp: the C# binding compiled with mcs; layouts, statuses and errors checked; \
-         C# server and client verified against the Rust tools under mono in {}",
-        cmd::format_duration(started.elapsed())
-    );
-    Ok(())
+    result
 }
 
 fn path(p: &Path) -> String {

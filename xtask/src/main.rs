@@ -20,8 +20,12 @@ mod c_abi;
 mod ci;
 mod cmd;
 mod csharp;
+#[cfg(test)]
+mod fn_length;
 mod fuzz;
 mod install_c;
+#[cfg(test)]
+mod links;
 mod msrv;
 mod node;
 mod sim;

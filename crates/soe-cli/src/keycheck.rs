@@ -38,7 +38,7 @@ pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(1);
 /// The probe's length.
 pub(crate) const PROBE_LEN: usize = 16;
 
-/// A probe from 8 random bytes: the bytes, then [`derive`] of them.
+/// A probe from 8 random bytes: the bytes, then [`derive()`] of them.
 pub(crate) fn probe(random: u64) -> [u8; PROBE_LEN] {
     let mut out = [0u8; PROBE_LEN];
     out[..8].copy_from_slice(&random.to_be_bytes());

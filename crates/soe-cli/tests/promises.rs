@@ -1,5 +1,6 @@
-//! What the README promises of the `soe` tool, checked end to end: the flags each command
-//! takes (in `--help` and in the README's transcripts alike), one-line errors with exit 1,
+//! What the READMEs promise of the `soe` tool, checked end to end: the flags each command
+//! takes (this crate's README lists them all, flag for flag with `--help`, and its transcripts
+//! use only those; the workspace README names every command), one-line errors with exit 1,
 //! load's summary on Ctrl-C, sizes and lengths refused before anything is sent, exact ping
 //! figures, a closed or vanished server told from a silent one and from an overloaded one,
 //! host names, and the metrics endpoint.
@@ -113,7 +114,7 @@ fn every_command_takes_the_flags_the_readme_gives_it() {
             for flag in flags_in(&command_line) {
                 assert!(
                     takes.contains(&flag) || flag == "--help",
-                    "the README gives soe {command} {flag}, which it does not take: \
+                    "a README gives soe {command} {flag}, which it does not take: \
                      {command_line}"
                 );
                 checked += 1;
@@ -136,22 +137,58 @@ fn options(command: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The README's Command line table names every flag of every command, flag for flag with its
-/// `--help` (the global `--log` is said once, below the table).
+/// The commands `soe --help` lists (but `help`).
+fn commands() -> BTreeSet<String> {
+    let out = soe(&["--help"]);
+    assert!(out.status.success(), "soe --help failed");
+    text(&out.stdout)
+        .split("Commands:")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .expect("a Commands section in soe --help")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+/// The Flags table of this crate's README names every command, and every flag of every command,
+/// flag for flag with its `--help` (the global `--log` is said once, below the table); the
+/// workspace README names every command and sends the reader here.
 #[test]
-fn the_readme_command_line_table_is_each_commands_help() {
-    let readme = include_str!("../../../README.md");
+fn the_readme_flags_table_is_each_commands_help() {
+    let readme = include_str!("../README.md");
     let section = readme
-        .split("## Command line")
+        .split("\n## Flags\n")
         .nth(1)
         .and_then(|s| s.split("\n## ").next())
-        .expect("a Command line section");
+        .expect("a Flags section in crates/soe-cli/README.md");
     assert!(section.contains("`--log FILTER`"));
-    for command in ["serve", "ping", "load", "decode", "proxy"] {
-        let row = section
-            .lines()
+    let rows: Vec<&str> = section
+        .lines()
+        .filter(|l| l.starts_with("| `soe "))
+        .collect();
+    let commands = commands();
+    assert_eq!(
+        commands,
+        ["decode", "load", "ping", "proxy", "serve"]
+            .map(String::from)
+            .into(),
+        "soe --help lists other commands: add or remove their rows and tests"
+    );
+    assert_eq!(rows.len(), commands.len(), "one row per command: {rows:?}");
+    let workspace = include_str!("../../../README.md");
+    assert!(workspace.contains("(crates/soe-cli/README.md)"));
+    for command in &commands {
+        assert!(
+            workspace.contains(&format!("`soe {command}")),
+            "the workspace README does not name soe {command}"
+        );
+        let row = rows
+            .iter()
             .find(|l| l.starts_with(&format!("| `soe {command}")))
-            .unwrap_or_else(|| panic!("no table row for soe {command}"));
+            .unwrap_or_else(|| panic!("no Flags row for soe {command}"));
         let mut takes = options(command);
         for global in ["--help", "--version", "--log"] {
             takes.remove(global);
@@ -159,7 +196,7 @@ fn the_readme_command_line_table_is_each_commands_help() {
         assert_eq!(
             flags_in(row),
             takes,
-            "soe {command}: the README row vs --help"
+            "soe {command}: the Flags row of crates/soe-cli/README.md vs --help"
         );
     }
 }

@@ -1,8 +1,10 @@
-// The README's code runs as written: each ```js block marked `<!-- readme-test: ... -->` is
-// saved as a CommonJS file beside a node_modules/soe-node that links to this package, with its
-// port replaced by a free one. A `server` block keeps running; the `client` blocks after it run
-// against it and must exit by themselves, cleanly, with no warning (a listener per message
-// would show as MaxListenersExceededWarning). A `script` block runs alone and must exit cleanly.
+// The READMEs' code runs as written: each ```js block marked `<!-- readme-test: ... -->` in this
+// package's README and in the workspace README is saved as a CommonJS file beside a
+// node_modules/soe-node that links to this package, with its port replaced by a free one. A
+// `server` block keeps running; the `client` blocks after it run against it and must exit by
+// themselves, cleanly, with no warning (a listener per message would show as
+// MaxListenersExceededWarning). A `script` block runs alone and must exit cleanly. The
+// workspace README has servers only: this package's client runs against each.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -13,9 +15,9 @@ import path from 'node:path';
 import { pkgDir, reap } from './helpers.mjs';
 import soe from '../index.js';
 
-/** The marked blocks of the README, in order: { kind, code }. */
-function blocks() {
-  const text = readFileSync(path.join(pkgDir, 'README.md'), 'utf8');
+/** The marked blocks of a README (this package's by default), in order: { kind, code }. */
+function blocks(readme = path.join(pkgDir, 'README.md')) {
+  const text = readFileSync(readme, 'utf8');
   const found = [];
   const re = /<!-- readme-test: (server|client|script) -->\n```js\n([\s\S]*?)\n```/g;
   for (let m = re.exec(text); m; m = re.exec(text)) found.push({ kind: m[1], code: m[2] });
@@ -61,9 +63,8 @@ async function serving(port, output) {
   throw new Error(`nothing serves on ${port}:\n${output()}`);
 }
 
-test('the README code blocks run as written', { timeout: 120_000 }, async (t) => {
-  const found = blocks();
-  assert.deepEqual(found.map((b) => b.kind), ['server', 'client', 'script', 'server'], 'the marked blocks');
+/** Runs `found` (marked blocks) in order, as the header says, in a directory of its own. */
+async function runBlocks(t, found) {
   const dir = mkdtempSync(path.join(tmpdir(), 'soe-node-readme-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   mkdirSync(path.join(dir, 'node_modules'));
@@ -77,7 +78,7 @@ test('the README code blocks run as written', { timeout: 120_000 }, async (t) =>
     server = null;
   };
   t.after(stopServer);
-  for (const block of [...found, { kind: 'client', code: found[1].code }]) {
+  for (const block of found) {
     const file = path.join(dir, `block${n++}.cjs`);
     if (block.kind === 'server') {
       await stopServer();
@@ -97,4 +98,19 @@ test('the README code blocks run as written', { timeout: 120_000 }, async (t) =>
     if (block.kind === 'client') assert.match(stdout, /^echoed 10000 of 10000, rtt [\d.]+ ms, \d+ resends\n$/);
     else assert.equal(stdout, 'welcome, player1\n');
   }
+}
+
+test('the README code blocks run as written', { timeout: 120_000 }, async (t) => {
+  const found = blocks();
+  assert.deepEqual(found.map((b) => b.kind), ['server', 'client', 'script', 'server'], 'the marked blocks');
+  await runBlocks(t, [...found, { kind: 'client', code: found[1].code }]);
+});
+
+test("the workspace README's servers run as written, this package's client against each", { timeout: 120_000 }, async (t) => {
+  const found = blocks(path.join(pkgDir, '..', '..', 'README.md'));
+  assert.deepEqual(found.map((b) => b.kind), ['server', 'server'], 'the marked blocks');
+  assert.match(found[0].code, /require\('soe-node'\)/);
+  assert.match(found[1].code, /require\('soe-node\/h1z1'\)/);
+  const client = blocks().find((b) => b.kind === 'client');
+  await runBlocks(t, found.flatMap((server) => [server, client]));
 });

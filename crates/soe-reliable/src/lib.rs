@@ -55,6 +55,11 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+// The README's examples run as doc tests, so the published front page stays true to the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod arena;
 mod channel;
 mod config;
