@@ -152,6 +152,7 @@ const NUMBERS = [
   ['maxQueuedMessages', 'maxQueuedMessages', 1, U32],
   ['maxMessageSize', 'maxMessageSize', 1, U32 - 1],
   ['receiveQueueBytes', 'receiveQueueBytes', 1, U32],
+  ['eventBatchMs', 'eventBatchMs', 0, 1000],
 ];
 
 /** Checks every option (the error names the one that is wrong) and builds the addon's. */

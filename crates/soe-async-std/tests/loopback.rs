@@ -80,3 +80,8 @@ fn the_driver_stops_and_releases_the_port() {
 fn accepted_sessions_report_their_protocol_and_id() {
     block_on(scenarios::accepted_sessions_report_their_protocol_and_id::<R>());
 }
+
+#[test]
+fn send_batch_answers_many_sessions_from_the_calling_thread() {
+    block_on(scenarios::send_batch_answers_many_sessions::<R>());
+}

@@ -39,19 +39,29 @@ use tokio::sync::{Notify, mpsc};
 
 /// Events handed to JS in one call, at most.
 const BATCH: usize = 256;
-/// Batches handed to the JS thread and not yet taken before the pump waits for JS.
+/// Batches handed to the JS thread and not yet taken, at most: the pump waits for JS to take
+/// one before it gathers the next, so whatever arrives while JS is busy rides in one batch
+/// instead of a call each (a call into JS costs far more than a message).
 const JS_QUEUE: usize = 64;
 
-/// The addon's tokio runtime: two worker threads, shared by every endpoint of the process.
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("soe-node")
+/// The addon's tokio runtime: one thread of its own ("soe-node"), shared by every endpoint of
+/// the process. The endpoints' drivers and their event pumps all run on it, so the only
+/// hand-offs between threads are the ones Node needs: events to the JS thread in batches, and
+/// the JS thread's sends to the runtime. (With several workers the drivers and pumps woke each
+/// other across threads for every batch, and the workers woke each other to steal the work.)
+fn runtime() -> &'static tokio::runtime::Handle {
+    static HANDLE: OnceLock<tokio::runtime::Handle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .expect("the soe-node runtime starts")
+            .expect("the soe-node runtime starts");
+        let handle = runtime.handle().clone();
+        std::thread::Builder::new()
+            .name("soe-node".into())
+            .spawn(move || runtime.block_on(std::future::pending::<()>()))
+            .expect("the soe-node runtime thread starts");
+        handle
     })
 }
 
@@ -92,7 +102,17 @@ pub struct NativeOptions {
     pub receive_queue_bytes: Option<u32>,
     /// A server accepts any application protocol name (sessions report the client's).
     pub accept_any_protocol: Option<bool>,
+    /// While events keep coming, they go to JS at most once per this many milliseconds (0:
+    /// each as soon as it is ready). Default [`DEFAULT_EVENT_BATCH_MS`].
+    pub event_batch_ms: Option<u32>,
 }
+
+/// The default of [`NativeOptions::event_batch_ms`]: 1 ms. A call into JS costs tens of
+/// microseconds of the JS thread (a wake-up of its event loop, the call, the microtasks), far
+/// more than a message; at a game server's load, with sessions sending independently, events
+/// come one at a time and each would pay it. Held for at most a millisecond after the previous
+/// call, they go in batches; the first event after a quiet millisecond goes at once.
+const DEFAULT_EVENT_BATCH_MS: u32 = 1;
 
 /// One event, before it is packed into a batch.
 struct Ev {
@@ -389,9 +409,28 @@ async fn pump(
     mut internal: mpsc::UnboundedReceiver<Ev>,
     js: ThreadsafeFunction<NativeBatch, ErrorStrategy::Fatal>,
     flow: Arc<(AtomicUsize, Notify)>,
+    moderation: Duration,
 ) {
     let mut ended = false;
+    let mut last_call: Option<tokio::time::Instant> = None;
     while !ended {
+        // Wait until JS has taken the batch before (backpressure: the pump never drops, and no
+        // runtime thread blocks on JS); what arrives meanwhile waits in the endpoint's queue and
+        // goes in the next batch.
+        loop {
+            let room = flow.1.notified();
+            if flow.0.load(Ordering::Acquire) < JS_QUEUE {
+                break;
+            }
+            room.await;
+        }
+        // Events keep coming: hold them until `moderation` after the last call, so they go in
+        // one (see DEFAULT_EVENT_BATCH_MS).
+        if let Some(until) = last_call.map(|last| last + moderation) {
+            if !moderation.is_zero() && tokio::time::Instant::now() < until {
+                tokio::time::sleep_until(until).await;
+            }
+        }
         let mut batch = Vec::new();
         tokio::select! {
             biased;
@@ -417,16 +456,8 @@ async fn pump(
             batch.push(Ev::new(END, 0));
         }
         let batch = pack(batch);
-        // At most JS_QUEUE batches wait for the JS thread: beyond that the pump waits
-        // (backpressure), never drops, and no runtime worker blocks on JS.
-        loop {
-            let room = flow.1.notified();
-            if flow.0.load(Ordering::Acquire) < JS_QUEUE {
-                break;
-            }
-            room.await;
-        }
         flow.0.fetch_add(1, Ordering::AcqRel);
+        last_call = Some(tokio::time::Instant::now());
         let status = js.call(batch, ThreadsafeFunctionCallMode::NonBlocking);
         if status != Status::Ok {
             break;
@@ -534,14 +565,17 @@ fn channel_of(channel: u32) -> Result<Channel> {
         .ok_or_else(|| code_error("ERR_INVALID_ARG_VALUE", "channel must be 0 to 3"))
 }
 
-/// Hands one message to a session, or keeps it in order behind earlier ones that wait for room;
-/// `Some(epoch)` when it waits: the flushing task `epoch` sends it and reports `drain`.
-fn submit(
+/// Queues a reliable message of session `s`: into the session through `try_send` when nothing
+/// waits before it, else behind the others in its pending queue, sent by a flushing task as room
+/// appears; returns the flushing task's epoch when the queue is in use (its `drain` reports
+/// it).
+fn submit_with(
     shared: &Shared,
     s: &Session,
     id: u64,
     channel: Channel,
     data: Bytes,
+    try_send: impl FnOnce(Bytes) -> std::result::Result<(), TrySendError>,
 ) -> Result<Option<u32>> {
     let mut pending = s
         .pending
@@ -549,7 +583,7 @@ fn submit(
         .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
     // Straight to the session only when nothing waits and no flushing task holds a message.
     if pending.queue.is_empty() && !pending.flushing {
-        match s.conn.try_send_on(channel, data) {
+        match try_send(data) {
             Ok(()) => return Ok(None),
             Err(TrySendError::Full(data)) => pending.push(Item::Message(channel, data)),
             Err(e) => return Err(send_error(e)),
@@ -639,7 +673,10 @@ impl NativeEndpoint {
             internal: tx,
         });
         let events = Some(js.clone());
-        runtime().spawn(pump(shared.clone(), rx, js, flow));
+        let moderation = Duration::from_millis(u64::from(
+            options.event_batch_ms.unwrap_or(DEFAULT_EVENT_BATCH_MS),
+        ));
+        runtime().spawn(pump(shared.clone(), rx, js, flow, moderation));
         Ok(Self {
             shared,
             events,
@@ -763,32 +800,39 @@ impl NativeEndpoint {
             .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
         let mut full = Vec::new();
         let mut offset = 0usize;
-        for item in meta.chunks_exact(3) {
-            let (id, channel, len) = (item[0], item[1], item[2] as usize);
-            let end = offset.saturating_add(len).min(all.len());
-            let message = all.slice(offset..end);
-            offset = end;
-            let Some(s) = sessions.get(&(id as u64)) else {
-                continue;
-            };
-            let channel = channel_of(channel as u32)?;
-            match submit(&self.shared, s, id as u64, channel, message) {
-                Ok(None) => {}
-                Ok(Some(epoch)) => {
-                    let epoch = f64::from(epoch);
-                    if full.len() >= 2 && full[full.len() - 2] == id {
-                        let at = full.len() - 1;
-                        full[at] = epoch;
-                    } else {
-                        full.push(id);
-                        full.push(epoch);
+        // One lock for the whole batch, and its datagrams sent from this (the JS) thread, in as
+        // few system calls as the socket allows, rather than a wake-up of the runtime's thread.
+        self.shared.endpoint.send_batch(|batch| {
+            for item in meta.chunks_exact(3) {
+                let (id, channel, len) = (item[0], item[1], item[2] as usize);
+                let end = offset.saturating_add(len).min(all.len());
+                let message = all.slice(offset..end);
+                offset = end;
+                let Some(s) = sessions.get(&(id as u64)) else {
+                    continue;
+                };
+                let channel = channel_of(channel as u32)?;
+                let submitted = submit_with(&self.shared, s, id as u64, channel, message, |data| {
+                    batch.try_send_on(&s.conn, channel, data)
+                });
+                match submitted {
+                    Ok(None) => {}
+                    Ok(Some(epoch)) => {
+                        let epoch = f64::from(epoch);
+                        if full.len() >= 2 && full[full.len() - 2] == id {
+                            let at = full.len() - 1;
+                            full[at] = epoch;
+                        } else {
+                            full.push(id);
+                            full.push(epoch);
+                        }
                     }
+                    // A session that is closing takes nothing more; its disconnect event follows.
+                    Err(_) => {}
                 }
-                // A session that is closing takes nothing more; its disconnect event follows.
-                Err(_) => {}
             }
-        }
-        Ok(full)
+            Ok(full)
+        })
     }
 
     /// Sends an unreliable message (one datagram; first byte not 0).

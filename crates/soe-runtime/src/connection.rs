@@ -95,6 +95,11 @@ impl Connection {
         }
     }
 
+    /// Whether this connection belongs to the endpoint whose state is `shared`.
+    pub(crate) fn is_of(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.inner.shared, shared)
+    }
+
     /// This connection's id within its endpoint.
     pub fn id(&self) -> ConnectionId {
         self.inner.id

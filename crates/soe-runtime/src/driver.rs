@@ -16,8 +16,9 @@ use std::time::Instant;
 use quinn_udp::{BATCH_SIZE, RecvMeta};
 
 use crate::config::Config;
-use crate::runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
+use crate::runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
 use crate::shared::{Shared, State, is_port_unreachable};
+use crate::tx::{self, TxBatch};
 
 /// The most datagrams one wake-up reads before yielding (with GRO, the last receive call may
 /// bring one slot's coalesced datagrams, at most 63, past it).
@@ -25,12 +26,6 @@ pub(crate) const RECV_BUDGET: usize = 64;
 /// The most datagrams one wake-up sends before yielding (exactly: a GSO batch is cut to what is
 /// left of it).
 pub(crate) const SEND_BUDGET: usize = 64;
-/// The most bytes one segmented send carries (a UDP datagram's limit, before splitting).
-const GSO_MAX_BYTES: usize = 64_000;
-/// The most entries (single datagrams or segmented runs) of one batch.
-const MAX_BATCH_ENTRIES: usize = 32;
-/// A batch stops taking datagrams once it holds this many bytes.
-const MAX_BATCH_BYTES: usize = 256 * 1024;
 /// The smallest receive buffer per datagram, when one is configured.
 const MIN_DATAGRAM_SIZE: usize = 512;
 /// The smallest receive buffer per datagram by default: peers that ignore the udp_length this
@@ -51,15 +46,8 @@ pub(crate) struct Driver {
     slot_size: usize,
     slots: usize,
     metas: [RecvMeta; BATCH_SIZE],
-    /// The datagram last taken from the endpoint.
-    tx_buf: Vec<u8>,
-    /// The datagrams of the batch being sent, back to back.
-    batch: Vec<u8>,
-    /// The batch's entries: single datagrams, or runs of equal-size datagrams to one
-    /// destination sent as one segmented send (GSO).
-    entries: Vec<Outgoing>,
-    /// How many of `entries` went already; the rest wait for the socket.
-    entries_sent: usize,
+    /// The batch being sent.
+    tx: TxBatch,
     /// How many datagrams one send may carry (the socket's GSO limit; 1 without GSO).
     max_send_segments: usize,
 }
@@ -91,10 +79,7 @@ impl Driver {
             slot_size,
             slots,
             metas: [RecvMeta::default(); BATCH_SIZE],
-            tx_buf: Vec::with_capacity(datagram),
-            batch: Vec::with_capacity(datagram),
-            entries: Vec::with_capacity(MAX_BATCH_ENTRIES),
-            entries_sent: 0,
+            tx: TxBatch::default(),
             max_send_segments,
         }
     }
@@ -170,102 +155,48 @@ impl Driver {
     /// Sends up to [`SEND_BUDGET`] datagrams; returns whether the budget ran out with more to
     /// send.
     ///
-    /// The datagrams due go out in batches: each batch in as few system calls as the socket
-    /// allows (one `sendmmsg` for datagrams to many peers on Linux), and consecutive datagrams of
-    /// one size to one destination in one segmented send where the socket has segmentation
-    /// offload (GSO), as when a message is split into fragments.
+    /// The datagrams due go out in batches ([`TxBatch`]): each in as few system calls as the
+    /// socket allows (one `sendmmsg` for datagrams to many peers on Linux, one segmented send
+    /// for a run to one peer where the socket has GSO). Datagrams an application's thread took
+    /// but the socket refused ([`State::deferred`]) go first.
     fn transmit(&mut self, cx: &mut Context<'_>, state: &mut State, now: Instant) -> bool {
         let mut sent = 0;
         loop {
-            if !self.has_pending() {
+            if !self.tx.has_pending() {
+                if let Some(deferred) = state.deferred.take() {
+                    self.tx = deferred;
+                    continue;
+                }
                 if sent >= SEND_BUDGET {
                     return true;
                 }
-                if self.fill_batch(state, now, SEND_BUDGET.saturating_sub(sent)) == 0 {
+                let budget = SEND_BUDGET.saturating_sub(sent);
+                if self
+                    .tx
+                    .fill(&mut state.proto, now, budget, self.max_send_segments)
+                    == 0
+                {
                     return false;
                 }
             }
-            let pending = self.entries.get(self.entries_sent..).unwrap_or_default();
-            match self.socket.try_send_batch(&self.batch, pending) {
-                Ok(n) => {
-                    let n = n.clamp(1, pending.len());
-                    sent += pending
-                        .iter()
-                        .take(n)
-                        .map(Outgoing::datagrams)
-                        .sum::<usize>();
-                    self.entries_sent += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    match self.socket.poll_writable(cx) {
-                        Poll::Ready(_) if sent < SEND_BUDGET => sent += 1,
-                        Poll::Ready(_) => return true,
-                        Poll::Pending => return false,
-                    }
-                }
-                Err(e) => {
-                    // Lost like any datagram; the protocol resends what matters. A connected
-                    // socket may report an earlier datagram's ICMP error here instead of on
-                    // the next receive.
-                    let dropped = pending.first().copied();
-                    tracing::debug!(
-                        destination = ?dropped.map(|d| d.destination),
-                        error = %e,
-                        "UDP send error; datagram dropped"
-                    );
-                    if is_port_unreachable(&e) {
-                        state.port_unreachable += 1;
-                    }
-                    sent += dropped.map_or(1, |d| d.datagrams());
-                    self.entries_sent += 1;
+            match self.tx.send(&*self.socket) {
+                tx::Sent::Some(n) => sent += n,
+                tx::Sent::WouldBlock => match self.socket.poll_writable(cx) {
+                    Poll::Ready(_) if sent < SEND_BUDGET => sent += 1,
+                    Poll::Ready(_) => return true,
+                    Poll::Pending => return false,
+                },
+                tx::Sent::Dropped(n, entry, e) => {
+                    sent += n;
+                    state.on_send_error(entry.destination, &e);
                 }
             }
         }
-    }
-
-    /// Takes the next batch of at most `budget` datagrams from the endpoint into `batch` and
-    /// `entries`; returns how many it took (0: nothing to send).
-    fn fill_batch(&mut self, state: &mut State, now: Instant, budget: usize) -> usize {
-        self.batch.clear();
-        self.entries.clear();
-        self.entries_sent = 0;
-        let mut taken = 0;
-        while taken < budget
-            && self.entries.len() < MAX_BATCH_ENTRIES
-            && self.batch.len() < MAX_BATCH_BYTES
-        {
-            let Some(t) = state.proto.poll_transmit(now, &mut self.tx_buf) else {
-                break;
-            };
-            let datagram = self.tx_buf.get(..t.len).unwrap_or(&self.tx_buf);
-            let offset = self.batch.len();
-            self.batch.extend_from_slice(datagram);
-            taken += 1;
-            let joins = self.entries.last().is_some_and(|last| {
-                self.max_send_segments > 1
-                    && last.destination == t.destination
-                    // Every datagram so far of full size, and this one no longer.
-                    && last.len % last.segment_size.max(1) == 0
-                    && t.len <= last.segment_size
-                    && last.datagrams() < self.max_send_segments
-                    && last.len + t.len <= GSO_MAX_BYTES
-            });
-            match self.entries.last_mut() {
-                Some(last) if joins => last.len += t.len,
-                _ => self.entries.push(Outgoing {
-                    destination: t.destination,
-                    offset,
-                    len: t.len,
-                    segment_size: t.len,
-                }),
-            }
-        }
-        taken
     }
 
     /// Whether datagrams taken from the endpoint wait for the socket.
     fn has_pending(&self) -> bool {
-        self.entries_sent < self.entries.len()
+        self.tx.has_pending()
     }
 }
 
@@ -297,7 +228,7 @@ impl Future for Driver {
         state.route_events(now);
         // Acknowledgements (and sending) may have freed room in full send queues.
         state.wake_senders_with_room();
-        state.tx_pending = this.has_pending();
+        state.tx_pending = this.has_pending() || state.deferred.is_some();
 
         if state.may_stop() && !this.has_pending() {
             state.driver_stopped();
@@ -311,6 +242,7 @@ impl Future for Driver {
 
         if let Some(deadline) = deadline {
             if this.timer_deadline != Some(deadline) {
+                shared.lock().armed = Some(deadline);
                 match this.timer.as_mut() {
                     Some(timer) => timer.as_mut().reset(deadline),
                     None => this.timer = Some(this.runtime.new_timer(deadline)),
@@ -425,7 +357,7 @@ mod tests {
         fn max_send_segments(&self) -> usize {
             64
         }
-        fn try_send_batch(&self, buf: &[u8], batch: &[Outgoing]) -> io::Result<usize> {
+        fn try_send_batch(&self, buf: &[u8], batch: &[crate::Outgoing]) -> io::Result<usize> {
             self.batches.lock().unwrap().push(batch.len());
             crate::runtime::send_one_by_one(self, buf, batch)
         }
@@ -531,6 +463,90 @@ mod tests {
         assert!(!more);
         assert_eq!(socket.sent.load(Ordering::SeqCst), 25);
         assert_eq!(*socket.batches.lock().unwrap(), vec![21]);
+    }
+
+    /// A socket that takes datagrams only while `open`, and counts them.
+    #[derive(Debug, Default)]
+    struct Gate {
+        open: std::sync::atomic::AtomicBool,
+        sent: AtomicUsize,
+    }
+
+    impl AsyncUdpSocket for Gate {
+        fn poll_recv(
+            &self,
+            _: &mut Context<'_>,
+            _: &mut [IoSliceMut<'_>],
+            _: &mut [RecvMeta],
+        ) -> Poll<io::Result<usize>> {
+            Poll::Pending
+        }
+        fn try_send(&self, _: SocketAddr, _: &[u8]) -> io::Result<()> {
+            if !self.open.load(Ordering::SeqCst) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.sent.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn poll_writable(&self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+        fn local_addr(&self) -> io::Result<SocketAddr> {
+            Ok(SocketAddr::from(([127, 0, 0, 1], 1)))
+        }
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Debug, Default)]
+    struct CountWakes(AtomicUsize);
+
+    impl std::task::Wake for CountWakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn an_application_thread_sends_and_the_driver_takes_over_what_the_socket_refused() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let (mut driver, _) = driver(0, 512);
+        let gate = Arc::new(Gate::default());
+        driver.socket = gate.clone();
+        let wakes = Arc::new(CountWakes::default());
+        let shared = driver.shared.clone();
+        let now = Instant::now();
+        let mut state = shared.lock();
+        state.socket = Some(gate.clone());
+        state.driver_waker = Some(Waker::from(wakes.clone()));
+        let reply_to = |state: &mut State, ports: std::ops::Range<u16>| {
+            for port in ports {
+                let peer = SocketAddr::from(([127, 0, 0, 1], port));
+                state.proto.handle_datagram(now, peer, &[0, 9, 0, 0]);
+            }
+        };
+        // Sent from this thread, the driver not woken.
+        gate.open.store(true, Ordering::SeqCst);
+        reply_to(&mut state, 1000..1010);
+        state.transmit_inline(now);
+        assert_eq!(gate.sent.load(Ordering::SeqCst), 10);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+        assert!(state.deferred.is_none());
+        // The socket refuses: the datagrams wait for the driver, which is woken.
+        gate.open.store(false, Ordering::SeqCst);
+        reply_to(&mut state, 2000..2005);
+        state.transmit_inline(now);
+        assert_eq!(gate.sent.load(Ordering::SeqCst), 10);
+        assert!(state.deferred.is_some() && state.tx_pending);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+        // While they wait, a later batch is the driver's too (nothing overtakes them).
+        reply_to(&mut state, 3000..3003);
+        state.transmit_inline(now);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 2);
+        // The driver sends the refused ones first, then the rest.
+        gate.open.store(true, Ordering::SeqCst);
+        assert!(!driver.transmit(&mut cx, &mut state, now));
+        assert_eq!(gate.sent.load(Ordering::SeqCst), 18);
+        assert!(state.deferred.is_none());
     }
 
     #[test]

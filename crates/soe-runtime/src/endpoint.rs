@@ -84,6 +84,11 @@ impl<R: Runtime> Endpoint<R> {
         let proto = soe_session::Endpoint::new(config.endpoint.clone());
         let shared = Arc::new(Shared::new(proto, &config));
         let runtime: Arc<dyn Runtime> = Arc::new(runtime);
+        {
+            let mut state = shared.lock();
+            state.socket = Some(socket.clone());
+            state.runtime = Some(runtime.clone());
+        }
         let driver = Driver::new(shared.clone(), socket, runtime.clone(), &config);
         runtime.spawn(Box::pin(driver));
         Ok(Self {
@@ -95,6 +100,30 @@ impl<R: Runtime> Endpoint<R> {
     /// The address the socket is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.core.local_addr
+    }
+
+    /// Queues messages on any of this endpoint's connections under one lock, then sends what
+    /// they made ready from the calling thread, in as few system calls as the socket allows,
+    /// instead of waking the driver's task to send them.
+    ///
+    /// For an application that answers many sessions at once (a game server's tick, an event
+    /// loop handing out a batch of replies, a binding whose host thread sends): one lock for the
+    /// batch rather than one per message, and no hand-off between threads for the sends. The
+    /// driver still sends what the socket refuses (a full send buffer), what is due later
+    /// (pacing, retransmissions) and, past one wake-up's worth of datagrams (64), the rest.
+    ///
+    /// `queue` must not call other methods of this endpoint or its connections (the lock is
+    /// held while it runs): it only queues, through the [`SendBatch`] it is given.
+    pub fn send_batch<T>(&self, queue: impl FnOnce(&mut SendBatch<'_>) -> T) -> T {
+        let shared = self.core.shared();
+        let mut state = shared.lock();
+        state.batching = true;
+        let mut batch = SendBatch {
+            shared,
+            state,
+            queued: false,
+        };
+        queue(&mut batch)
     }
 
     /// The next session a peer opened; `None` once the endpoint is closed (and always in
@@ -184,6 +213,104 @@ pub enum EndpointEvent {
         /// Why.
         reason: CloseReason,
     },
+}
+
+/// Messages queued under one lock and sent from the calling thread; see
+/// [`Endpoint::send_batch`]. When it ends (at the end of the closure), what the messages made
+/// ready goes out.
+pub struct SendBatch<'a> {
+    shared: &'a Arc<Shared>,
+    state: std::sync::MutexGuard<'a, crate::shared::State>,
+    /// Whether anything was queued (nothing to send otherwise).
+    queued: bool,
+}
+
+impl fmt::Debug for SendBatch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendBatch")
+            .field("queued", &self.queued)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SendBatch<'_> {
+    /// Queues `data` reliably on `channel` of `conn` if its session has room, as
+    /// [`Connection::try_send_on`] does. A connection of another endpoint is
+    /// [`TrySendError::Closed`] (it is not this endpoint's to send on).
+    pub fn try_send_on(
+        &mut self,
+        conn: &Connection,
+        channel: Channel,
+        data: Bytes,
+    ) -> Result<(), crate::TrySendError> {
+        self.queue(conn, data, |proto, handle, data| {
+            proto.send(handle, channel, data)
+        })
+    }
+
+    /// Queues `data` as an unreliable datagram of `conn`, as [`Connection::send_unreliable`]
+    /// does.
+    pub fn send_unreliable(
+        &mut self,
+        conn: &Connection,
+        data: Bytes,
+    ) -> Result<(), crate::TrySendError> {
+        self.queue(conn, data, |proto, handle, data| {
+            proto.send_unreliable(handle, data)
+        })
+    }
+
+    /// Queues `data` as an ordered unreliable message of `conn`, as
+    /// [`Connection::send_ordered`] does.
+    pub fn send_ordered(
+        &mut self,
+        conn: &Connection,
+        data: Bytes,
+    ) -> Result<(), crate::TrySendError> {
+        self.queue(conn, data, |proto, handle, data| {
+            proto.send_ordered(handle, data)
+        })
+    }
+
+    fn queue(
+        &mut self,
+        conn: &Connection,
+        data: Bytes,
+        send: impl FnOnce(
+            &mut soe_session::Endpoint,
+            soe_session::SessionHandle,
+            Bytes,
+        ) -> Result<(), soe_session::SendError>,
+    ) -> Result<(), crate::TrySendError> {
+        if !conn.is_of(self.shared) {
+            return Err(crate::TrySendError::Closed(CloseReason::new(
+                DisconnectReason::Application,
+                false,
+            )));
+        }
+        let result = self.state.try_send_as(conn.id(), data, send);
+        self.queued |= result.is_ok();
+        result
+    }
+}
+
+impl Drop for SendBatch<'_> {
+    fn drop(&mut self) {
+        self.state.batching = false;
+        if std::thread::panicking() {
+            // The closure panicked: leave the sending to the driver.
+            self.state.wake_driver();
+            return;
+        }
+        if self.queued {
+            let now = self
+                .state
+                .runtime
+                .as_ref()
+                .map_or_else(Instant::now, |runtime| runtime.now());
+            self.state.transmit_inline(now);
+        }
+    }
 }
 
 /// The stream of [`EndpointEvent`]s; see [`Endpoint::events`].

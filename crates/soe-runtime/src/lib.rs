@@ -64,10 +64,11 @@ mod error;
 pub mod runtime;
 mod shared;
 pub mod socket;
+mod tx;
 
 pub use config::{Config, DEFAULT_RECEIVE_QUEUE_BYTES, EventMode, MESSAGE_OVERHEAD};
 pub use connection::{CloseReason, Connection, ConnectionId};
-pub use endpoint::{Endpoint, EndpointEvent, Events};
+pub use endpoint::{Endpoint, EndpointEvent, Events, SendBatch};
 pub use error::{ConnectError, RecvTimeoutError, SendError, TrySendError};
 pub use runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
 pub use socket::SocketConfig;

@@ -19,6 +19,8 @@ use soe_wire::{Channel, DisconnectReason};
 use crate::config::{Config, EventMode};
 use crate::connection::{CloseReason, ConnectionId};
 use crate::error::TrySendError;
+use crate::runtime::AsyncUdpSocket;
+use crate::tx::{self, TxBatch};
 
 /// Whether a socket error is the system's report that a datagram sent earlier met a closed
 /// port: ICMP port unreachable, which Linux, Android and the BSDs report as `ECONNREFUSED` to a
@@ -94,6 +96,12 @@ impl Shared {
                 receive_queue_bytes: config.receive_queue_bytes,
                 connect_timeout: config.endpoint.client_config().connect_timeout(),
                 port_unreachable: 0,
+                socket: None,
+                runtime: None,
+                inline: TxBatch::default(),
+                deferred: None,
+                armed: None,
+                batching: false,
             }),
         }
     }
@@ -217,6 +225,21 @@ pub(crate) struct State {
     /// How many times the socket reported a datagram sent earlier as undeliverable to a closed
     /// port (see [`is_port_unreachable`]).
     pub(crate) port_unreachable: u64,
+    /// The socket, for sends made from an application's thread ([`State::transmit_inline`]);
+    /// `None` for the blocking driver, whose thread does all the sending.
+    pub(crate) socket: Option<Arc<dyn AsyncUdpSocket>>,
+    /// The driver's runtime, for its clock.
+    pub(crate) runtime: Option<Arc<dyn crate::runtime::Runtime>>,
+    /// The batch those sends use.
+    pub(crate) inline: TxBatch,
+    /// Datagrams such a send took from the protocol endpoint that the socket would not take
+    /// yet: the driver sends them before anything else.
+    pub(crate) deferred: Option<TxBatch>,
+    /// The deadline the driver's timer is set for (`None`: no timer).
+    pub(crate) armed: Option<Instant>,
+    /// Set while a [`SendBatch`](crate::SendBatch) queues messages: its sends do not wake the
+    /// driver (the batch sends from the calling thread when it ends).
+    pub(crate) batching: bool,
 }
 
 impl State {
@@ -326,7 +349,9 @@ impl State {
         let handle = conn.handle;
         match send(&mut self.proto, handle, data) {
             Ok(()) => {
-                self.wake_driver();
+                if !self.batching {
+                    self.wake_driver();
+                }
                 Ok(())
             }
             Err(soe_session::SendError::QueueFull(data)) => {
@@ -338,6 +363,72 @@ impl State {
                 Err(TrySendError::Closed(gone))
             }
             Err(e) => Err(TrySendError::Session(e)),
+        }
+    }
+
+    /// Notes a datagram the socket refused with an error other than a full buffer: it is lost,
+    /// like any datagram, and the protocol resends what matters. A connected socket may report
+    /// an earlier datagram's ICMP error here instead of on the next receive.
+    pub(crate) fn on_send_error(&mut self, destination: SocketAddr, e: &std::io::Error) {
+        tracing::debug!(%destination, error = %e, "UDP send error; datagram dropped");
+        if is_port_unreachable(e) {
+            self.port_unreachable += 1;
+        }
+    }
+
+    /// Sends, from the calling thread, what the sessions have ready, up to [`SEND_BUDGET`]
+    /// datagrams; the driver sends the rest. Leaves it to the driver (and wakes it) when it
+    /// holds datagrams the socket refused, when there is no socket here (the blocking driver),
+    /// and when the socket refuses this batch (which the driver then sends first). Wakes the
+    /// driver too when the endpoint's next deadline moved before the one its timer is set for.
+    ///
+    /// [`SEND_BUDGET`]: crate::driver::SEND_BUDGET
+    pub(crate) fn transmit_inline(&mut self, now: Instant) {
+        let Some(socket) = self.socket.clone() else {
+            self.wake_driver();
+            return;
+        };
+        if self.tx_pending || self.deferred.is_some() {
+            self.wake_driver();
+            return;
+        }
+        let segments = socket
+            .max_send_segments()
+            .clamp(1, crate::driver::SEND_BUDGET);
+        let mut tx = std::mem::take(&mut self.inline);
+        let mut sent = 0;
+        loop {
+            if !tx.has_pending() {
+                let budget = crate::driver::SEND_BUDGET.saturating_sub(sent);
+                if budget == 0 {
+                    // More than one wake-up's worth: the driver sends the rest.
+                    self.wake_driver();
+                    break;
+                }
+                if tx.fill(&mut self.proto, now, budget, segments) == 0 {
+                    break;
+                }
+            }
+            match tx.send(&*socket) {
+                tx::Sent::Some(n) => sent += n,
+                tx::Sent::WouldBlock => {
+                    self.deferred = Some(tx);
+                    self.tx_pending = true;
+                    self.wake_driver();
+                    return;
+                }
+                tx::Sent::Dropped(n, entry, e) => {
+                    sent += n;
+                    self.on_send_error(entry.destination, &e);
+                }
+            }
+        }
+        self.inline = tx;
+        // Sending can finish a close (its last Disconnect went out).
+        self.route_events(now);
+        let deadline = self.proto.poll_timeout();
+        if deadline.is_some_and(|d| self.armed.is_none_or(|armed| d < armed)) {
+            self.wake_driver();
         }
     }
 

@@ -82,3 +82,8 @@ async fn the_driver_stops_and_releases_the_port() {
 async fn accepted_sessions_report_their_protocol_and_id() {
     scenarios::accepted_sessions_report_their_protocol_and_id::<R>().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_batch_answers_many_sessions_from_the_calling_thread() {
+    scenarios::send_batch_answers_many_sessions::<R>().await;
+}

@@ -416,6 +416,118 @@ pub async fn stream_mode_routes_everything<R: Runtime + Default>() {
     within::<R, _>(Duration::from_secs(5), "idle", server.wait_idle()).await;
 }
 
+/// A stream-mode server answers its sessions in batches with `Endpoint::send_batch`: every
+/// echo arrives in order and intact, batches of more datagrams than one wake-up's worth
+/// included; a connection of another endpoint is refused by the batch.
+pub async fn send_batch_answers_many_sessions<R: Runtime + Default>() {
+    let server = Endpoint::<R>::bind(
+        loopback(),
+        Config::from(server_config(false)).with_event_mode(EventMode::Stream),
+    )
+    .unwrap();
+    let server_addr = server.local_addr();
+    let router = server.clone();
+    // A connection of another endpoint, for the batch to refuse.
+    let stranger_server = echo_server::<R>(server_config(false));
+    let stranger = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+    let foreign = within::<R, _>(
+        Duration::from_secs(5),
+        "connect",
+        stranger.connect(stranger_server.local_addr()),
+    )
+    .await
+    .unwrap();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let batches_over_a_wake_up = Arc::new(AtomicUsize::new(0));
+    let (refused_in, over_in) = (refused.clone(), batches_over_a_wake_up.clone());
+    R::default().spawn(Box::pin(async move {
+        let mut conns = std::collections::HashMap::new();
+        loop {
+            // Everything ready now: one event awaited, the rest taken while they come.
+            let Some(first) = router.next_event().await else {
+                break;
+            };
+            let mut events = vec![first];
+            while let Some(Some(event)) = future::poll_once(router.next_event()).await {
+                events.push(event);
+            }
+            let mut replies = Vec::new();
+            for event in events {
+                match event {
+                    EndpointEvent::Accepted(conn) => {
+                        conns.insert(conn.id(), conn);
+                    }
+                    EndpointEvent::Message {
+                        connection, data, ..
+                    } => replies.push((connection, data)),
+                    EndpointEvent::Closed { connection, .. } => {
+                        conns.remove(&connection);
+                    }
+                    _ => {}
+                }
+            }
+            if replies.len() > 64 {
+                over_in.fetch_add(1, Ordering::Relaxed);
+            }
+            router.send_batch(|batch| {
+                for (connection, data) in replies {
+                    if let Some(conn) = conns.get(&connection) {
+                        batch
+                            .try_send_on(conn, soe_runtime::Channel::ZERO, data)
+                            .expect("the session has room");
+                    }
+                }
+                let other = batch.try_send_on(
+                    &foreign,
+                    soe_runtime::Channel::ZERO,
+                    Bytes::from_static(b"x"),
+                );
+                if other.is_err() {
+                    refused_in.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    }));
+    within::<R, _>(Duration::from_secs(30), "send_batch", async {
+        let mut tasks: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
+        for c in 0..40 {
+            tasks.push(Box::pin(async move {
+                let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+                let conn = client.connect(server_addr).await.unwrap();
+                // Bursts of 20 messages, so that many sessions' echoes share a batch.
+                for burst in 0..10 {
+                    for i in burst * 20..(burst + 1) * 20 {
+                        conn.send(message(c, i)).await.unwrap();
+                    }
+                    for i in burst * 20..(burst + 1) * 20 {
+                        assert_eq!(
+                            conn.recv().await.unwrap(),
+                            message(c, i),
+                            "client {c} message {i}"
+                        );
+                    }
+                }
+                client.close(DisconnectReason::Application);
+                client.wait_idle().await;
+            }));
+        }
+        join_all(tasks).await;
+    })
+    .await;
+    assert!(
+        refused.load(Ordering::Relaxed) > 0,
+        "a foreign connection was refused"
+    );
+    assert!(
+        batches_over_a_wake_up.load(Ordering::Relaxed) > 0,
+        "some batch held more than one wake-up's worth of echoes"
+    );
+    server.close(DisconnectReason::ManagerDeleted);
+    stranger.close(DisconnectReason::Application);
+    stranger_server.close(DisconnectReason::ManagerDeleted);
+    within::<R, _>(Duration::from_secs(5), "idle", server.wait_idle()).await;
+}
+
 /// A connection whose application stops reading is closed with `ReliableOverflow` once its
 /// receive queue passes the bound; the endpoint goes on serving others.
 pub async fn unread_queue_overflows<R: Runtime + Default>() {
