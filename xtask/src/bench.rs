@@ -20,10 +20,17 @@ use crate::{Error, Result};
 /// Criterion options for `--quick`: one second of warm-up, two of measurement per benchmark.
 const QUICK_ARGS: [&str; 4] = ["--warm-up-time", "1", "--measurement-time", "2"];
 
-/// The side-by-side report: `compare` (our stack, soe-protocol 2.3.0, the machine's limits and
-/// the loss-recovery grid) built with `profile`, writing its page to `page` and the chart beside
-/// it.
-pub(crate) fn compare_command(quick: bool, profile: &str, page: &Path) -> Command {
+/// The side-by-side report: `compare` (our stack, soe-protocol 2.3.0, the machine's limits, the
+/// fixed-load section and the loss-recovery grid) built with `profile`, writing its page to
+/// `page` and the chart beside it. The fixed-load section runs `soe serve` (`soe_bin`) and the
+/// Node addon's echo server (with `addon` as its addon) in processes of their own.
+fn compare_command(
+    quick: bool,
+    profile: &str,
+    page: &Path,
+    soe_bin: &Path,
+    addon: Option<&Path>,
+) -> Command {
     let mut command = cmd::cargo();
     command.args([
         "run",
@@ -39,7 +46,60 @@ pub(crate) fn compare_command(quick: bool, profile: &str, page: &Path) -> Comman
         command.arg("--quick");
     }
     command.arg("--out").arg(page);
+    command.arg("--soe-bin").arg(soe_bin);
+    let script = cmd::workspace_root().join("crates/soe-node/bench/echo-server.mjs");
+    command.arg("--node-script").arg(script);
+    if let Some(addon) = addon {
+        command.env("SOE_NODE_ADDON", addon);
+    }
     command
+}
+
+/// Builds what the report's fixed-load section runs beside `compare` (the `soe` tool, soe-bench's
+/// servers, and the Node addon where Node is installed), then runs the report.
+fn compare(quick: bool, profile: &str, page: &Path) -> Result<std::time::Duration> {
+    let node = crate::node::present();
+    let mut build = cmd::cargo();
+    build.args([
+        "build",
+        "--quiet",
+        "--profile",
+        profile,
+        "-p",
+        "soe-cli",
+        "-p",
+        "soe-bench",
+        "--bins",
+    ]);
+    if node {
+        build.args(["-p", "soe-node"]);
+    }
+    println!("==> {}", cmd::describe(&build));
+    cmd::run_timed(&mut build)?;
+    let out = target_dir().join(if profile == "test" || profile == "dev" {
+        "debug"
+    } else {
+        profile
+    });
+    let addon = out.join(format!(
+        "{}soe_node{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ));
+    if !node {
+        println!(
+            "==> node is not installed: the report's fixed-load section leaves the Node addon out"
+        );
+    }
+    let mut command = compare_command(
+        quick,
+        profile,
+        page,
+        &out.join(format!("soe{}", std::env::consts::EXE_SUFFIX)),
+        (node && addon.exists()).then_some(addon.as_path()),
+    );
+    println!("==> {}", cmd::describe(&command));
+    cmd::run_timed(&mut command)
 }
 
 /// The loss-recovery grid alone (soe-netem's `netem-grid`), in release, written to `out`.
@@ -63,12 +123,20 @@ fn grid_command(quick: bool, out: &Path) -> Command {
 
 /// `cargo xtask bench`: the criterion benchmarks and the loss grid into
 /// `target/bench-report.md`; with `compare`, the side-by-side report into `docs/`.
-pub(crate) fn run(quick: bool, compare: bool) -> Result<()> {
+pub(crate) fn run(quick: bool, compare: bool, smoke: bool) -> Result<()> {
     if compare {
-        let page = cmd::workspace_root().join("docs").join("performance.md");
-        let mut command = compare_command(quick, "release", &page);
-        println!("==> {}", cmd::describe(&command));
-        let took = cmd::run_timed(&mut command)?;
+        let (profile, page) = if smoke {
+            (
+                "test",
+                target_dir().join("report-smoke").join("performance.md"),
+            )
+        } else {
+            (
+                "release",
+                cmd::workspace_root().join("docs").join("performance.md"),
+            )
+        };
+        let took = self::compare(quick, profile, &page)?;
         println!(
             "==> report ran in {}; written to {} (and .svg)",
             format_duration(took),

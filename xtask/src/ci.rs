@@ -51,8 +51,9 @@ pub(crate) enum Step {
     Node,
     /// `cargo run --example demo`: the README's main job, over real loopback UDP.
     Demo,
-    /// `cargo xtask bench --compare --quick` as a smoke test, built with the test profile and
-    /// written under `target/` (it checks that the report runs, never its timings).
+    /// `cargo xtask bench --compare --quick --smoke`: the report as a smoke test (the fixed-load
+    /// section included), built with the test profile and written under `target/` (it checks
+    /// that the report runs, never its timings).
     Report,
     /// `cargo doc --workspace --no-deps` with warnings denied.
     Doc,
@@ -103,11 +104,6 @@ impl Step {
 
     /// The command that performs the step.
     fn command(self) -> Command {
-        if self == Self::Report {
-            // Relative to the workspace root, where cargo runs.
-            let page = std::path::Path::new("target/report-smoke/performance.md");
-            return crate::bench::compare_command(true, "test", page);
-        }
         let mut cmd = if self == Self::Msrv {
             msrv_cargo()
         } else {
@@ -142,7 +138,9 @@ impl Step {
             Self::Demo => {
                 cmd.args(["run", "--quiet", "--example", "demo"]);
             }
-            Self::Report => {}
+            Self::Report => {
+                cmd.args(["xtask", "bench", "--compare", "--quick", "--smoke"]);
+            }
             Self::Doc => {
                 cmd.args(["doc", "--workspace", "--no-deps"])
                     .env("RUSTDOCFLAGS", "-D warnings");
@@ -420,8 +418,7 @@ mod tests {
                 "cargo xtask csharp",
                 "cargo xtask node",
                 "cargo run --quiet --example demo",
-                "cargo run --profile test -p soe-bench --bin compare -- --quick --out \
-                 target/report-smoke/performance.md",
+                "cargo xtask bench --compare --quick --smoke",
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
                 "cargo deny check licenses bans sources",
                 "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \

@@ -70,6 +70,10 @@ enum Command {
         /// and docs/performance.svg.
         #[arg(long)]
         compare: bool,
+        /// With --compare: CI's smoke run of the report (the test profile, the page written
+        /// under target/report-smoke/ rather than docs/).
+        #[arg(long, requires = "compare")]
+        smoke: bool,
     },
     /// Run each cargo-fuzz target in fuzz/ for a bounded time.
     ///
@@ -136,7 +140,11 @@ impl Command {
         match self {
             Self::Ci { skip } => ci::run(&skip),
             Self::Test => ci::test(),
-            Self::Bench { quick, compare } => bench::run(quick, compare),
+            Self::Bench {
+                quick,
+                compare,
+                smoke,
+            } => bench::run(quick, compare, smoke),
             Self::Fuzz { seconds } => fuzz::run(seconds),
             Self::CAbi => c_abi::run(),
             Self::InstallC {
@@ -262,23 +270,35 @@ mod tests {
             parse(&["bench"]).unwrap(),
             Some(Command::Bench {
                 quick: false,
-                compare: false
+                compare: false,
+                smoke: false
             })
         );
         assert_eq!(
             parse(&["bench", "--quick"]).unwrap(),
             Some(Command::Bench {
                 quick: true,
-                compare: false
+                compare: false,
+                smoke: false
             })
         );
         assert_eq!(
             parse(&["bench", "--compare", "--quick"]).unwrap(),
             Some(Command::Bench {
                 quick: true,
-                compare: true
+                compare: true,
+                smoke: false
             })
         );
+        assert_eq!(
+            parse(&["bench", "--compare", "--quick", "--smoke"]).unwrap(),
+            Some(Command::Bench {
+                quick: true,
+                compare: true,
+                smoke: true
+            })
+        );
+        assert!(parse(&["bench", "--smoke"]).is_err());
         assert_eq!(
             parse(&["fuzz"]).unwrap(),
             Some(Command::Fuzz {

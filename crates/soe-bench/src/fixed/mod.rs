@@ -365,7 +365,8 @@ pub struct Servers {
     /// This crate's `bench-server` (soe-protocol's server and the bare UDP echoes).
     pub bench_server: Option<PathBuf>,
     /// The Node addon's echo server script (`crates/soe-node/bench/echo-server.mjs`), run with
-    /// `node`.
+    /// `node` (it takes any application protocol name; `SOE_NODE_ADDON` in the environment names
+    /// the addon to load).
     pub node_script: Option<PathBuf>,
 }
 
@@ -435,8 +436,6 @@ impl Servers {
                             "0".into(),
                             "--api".into(),
                             api.into(),
-                            "--protocol".into(),
-                            PROTOCOL.into(),
                         ],
                         dir: script.parent().map(PathBuf::from),
                         wire: Wire::Soe,
