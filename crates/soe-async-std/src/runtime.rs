@@ -79,18 +79,7 @@ impl AsyncUdpSocket for Socket {
 
     #[cfg(target_os = "linux")]
     fn try_send_batch(&self, buf: &[u8], batch: &[soe_runtime::Outgoing]) -> io::Result<usize> {
-        // A leading segmented entry goes on its own; a run of single datagrams in one sendmmsg.
-        if batch
-            .first()
-            .is_some_and(soe_runtime::Outgoing::is_segmented)
-        {
-            return soe_runtime::runtime::send_one_by_one(
-                self,
-                buf,
-                batch.get(..1).unwrap_or_default(),
-            );
-        }
-        soe_runtime::socket::send_many(self.io.get_ref(), buf, batch)
+        soe_runtime::socket::send_batch(self, self.io.get_ref(), buf, batch)
     }
 
     fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -121,6 +121,23 @@ pub fn datagram_transmit(destination: SocketAddr, datagram: &[u8]) -> quinn_udp:
     }
 }
 
+/// [`AsyncUdpSocket::try_send_batch`](crate::AsyncUdpSocket::try_send_batch) for an adapter
+/// whose platform socket is `fd`: a lone datagram, or a leading segmented entry, through the
+/// adapter's own sends (`socket`); a run of single datagrams in one `sendmmsg` ([`send_many`]).
+#[cfg(target_os = "linux")]
+pub fn send_batch<S: crate::AsyncUdpSocket + ?Sized>(
+    socket: &S,
+    fd: impl std::os::fd::AsFd,
+    buf: &[u8],
+    batch: &[crate::Outgoing],
+) -> io::Result<usize> {
+    if batch.len() == 1 || batch.first().is_some_and(crate::Outgoing::is_segmented) {
+        let first = batch.get(..1).unwrap_or_default();
+        return crate::runtime::send_one_by_one(socket, buf, first);
+    }
+    send_many(fd, buf, batch)
+}
+
 /// The most entries [`send_many`] passes to one `sendmmsg`.
 #[cfg(target_os = "linux")]
 pub const SEND_MANY_MAX: usize = 32;
