@@ -754,7 +754,9 @@ mod tests {
                 x = std::hint::black_box(x.wrapping_add(i));
             }
         }
-        assert!(process_cpu(pid) > before, "no CPU time read for this process");
+        assert!(
+            process_cpu(pid) > before,
+            "no CPU time read for this process"
+        );
     }
-
 }
