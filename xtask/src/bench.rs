@@ -49,6 +49,9 @@ fn compare_command(
     command.arg("--soe-bin").arg(soe_bin);
     let script = cmd::workspace_root().join("crates/soe-node/bench/echo-server.mjs");
     command.arg("--node-script").arg(script);
+    // The hand-written part of the page (the misses explained, the C ABI and Node sections).
+    let notes = cmd::workspace_root().join("docs/performance-notes.md");
+    command.arg("--extra-section").arg(notes);
     if let Some(addon) = addon {
         command.env("SOE_NODE_ADDON", addon);
     }

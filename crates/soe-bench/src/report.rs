@@ -266,8 +266,8 @@ pub fn markdown_page(rows: &[Row], info: &PageInfo) -> String {
         out,
         "Our stack, soe-protocol 2.3.0 (the peer) and the machine's own limits, measured on \
          identical workloads in one process and one run. Ratio = ours / the other figure; for \
-         latency and memory rows lower is better. Regenerate with \
-         `cargo run -p soe-bench --release --bin compare -- --out docs/performance.md`.\n"
+         latency and memory rows lower is better. Regenerate with `cargo xtask bench --compare` \
+         (which appends docs/performance-notes.md, the hand-written part).\n"
     );
     let _ = writeln!(out, "## Machine\n\n{}\n", info.machine);
     let _ = writeln!(out, "## How\n\n{}\n", info.how);

@@ -79,12 +79,15 @@ fn main() -> ExitCode {
         Ok(o) => {
             println!(
                 "{}: {} connected, {:.0} echoes/s, server CPU {:.2} µs per message ({:.1} % of a core), \
+                 server datagrams per message {:.2} in + {:.2} out, \
                  round trip p50 {:.3} ms p99 {:.3} ms, generator {:.1} % of a core{}",
                 load.label(),
                 o.connected,
                 o.messages as f64 / o.window.as_secs_f64(),
                 o.cpu_us_per_message(),
                 o.core_percent(),
+                o.datagrams_per_message().0,
+                o.datagrams_per_message().1,
                 o.p50_us / 1000.0,
                 o.p99_us / 1000.0,
                 o.generator_cpu.as_secs_f64() / o.window.as_secs_f64() * 100.0,

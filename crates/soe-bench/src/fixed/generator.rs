@@ -149,6 +149,8 @@ struct Generator {
     record: Record,
     buf: Vec<u8>,
     sent: [u64; 2],
+    /// Datagrams the clients sent to the server and received from it (every session).
+    datagrams: Datagrams,
     /// Client index of each session.
     by_handle: std::collections::HashMap<SessionHandle, usize>,
     /// Sessions that completed their handshake.
@@ -175,8 +177,10 @@ pub(super) fn run(target: &Target, load: &Load, timing: Timing) -> Result<Outcom
         Instant::now(),
     );
     g.clock.window = Some((g.clock.us(t0), u64::MAX));
+    let datagrams0 = g.datagrams;
     g.drive(&mut schedule, t0 + timing.window);
     let t1 = Instant::now();
+    let datagrams = g.datagrams.since(datagrams0);
     g.clock.window = Some((g.clock.us(t0), g.clock.us(t1)));
     let cpu = cpu_of(target.pid).saturating_sub(cpu0);
     let generator_cpu = process_cpu(std::process::id()).saturating_sub(own0);
@@ -210,8 +214,29 @@ pub(super) fn run(target: &Target, load: &Load, timing: Timing) -> Result<Outcom
         bad: g.record.bad,
         failed,
         generator_cpu,
+        server_received: datagrams.to_server,
+        server_sent: datagrams.from_server,
         client_view,
     })
+}
+
+/// Datagrams counted at the clients' sockets.
+#[derive(Clone, Copy, Default)]
+struct Datagrams {
+    /// Sent to the server.
+    to_server: u64,
+    /// Received from the server.
+    from_server: u64,
+}
+
+impl Datagrams {
+    /// The datagrams counted since `earlier`.
+    fn since(self, earlier: Self) -> Self {
+        Self {
+            to_server: self.to_server.saturating_sub(earlier.to_server),
+            from_server: self.from_server.saturating_sub(earlier.from_server),
+        }
+    }
 }
 
 /// One scheduled send: (when, client, stream).
@@ -267,6 +292,7 @@ impl Generator {
             record: Record::default(),
             buf: Vec::with_capacity(2048),
             sent: [0; 2],
+            datagrams: Datagrams::default(),
             by_handle: std::collections::HashMap::new(),
             open: 0,
             failed_to_open: 0,
@@ -391,7 +417,11 @@ impl Generator {
                 }
                 (Some(proto), Some(h)) => proto.send_unreliable(h, data).is_ok(),
                 (Some(_), None) => false,
-                (None, _) => client.socket.send_to(&data, self.server).is_ok(),
+                (None, _) => {
+                    let sent = client.socket.send_to(&data, self.server).is_ok();
+                    self.datagrams.to_server += u64::from(sent);
+                    sent
+                }
             };
             if queued {
                 client.seqs[slot] = seq.wrapping_add(1);
@@ -413,6 +443,7 @@ impl Generator {
             if from != self.server {
                 continue;
             }
+            self.datagrams.from_server += 1;
             let data = buf.get(..n).unwrap_or_default();
             let now = Instant::now();
             match self.proto.as_mut() {
@@ -475,9 +506,11 @@ impl Generator {
         let now = Instant::now();
         while let Some(t) = proto.poll_transmit(now, &mut self.buf) {
             if let Some(client) = self.clients.get(t.destination as usize) {
-                let _ = client
+                let sent = client
                     .socket
-                    .send_to(self.buf.get(..t.len).unwrap_or_default(), self.server);
+                    .send_to(self.buf.get(..t.len).unwrap_or_default(), self.server)
+                    .is_ok();
+                self.datagrams.to_server += u64::from(sent);
             }
         }
     }

@@ -132,6 +132,10 @@ pub struct Outcome {
     /// The load generator's own CPU time in the window (this process): near the window's
     /// length, the generator could not keep its schedule and the figures are suspect.
     pub generator_cpu: Duration,
+    /// Datagrams the server received in the window (every client socket's sends counted).
+    pub server_received: u64,
+    /// Datagrams the server sent in the window (every client socket's receipts counted).
+    pub server_sent: u64,
     /// The clients' own view, summed over their sessions (SOE only): resends, and smoothed
     /// round trips (median and largest), for telling where time goes.
     pub client_view: String,
@@ -141,6 +145,13 @@ impl Outcome {
     /// Server CPU per echoed message, µs.
     pub fn cpu_us_per_message(&self) -> f64 {
         self.cpu.as_secs_f64() * 1e6 / self.messages.max(1) as f64
+    }
+
+    /// The server's datagrams per echoed message, received and sent: the kernel's share of
+    /// the work (a bare echo moves one each way; an SOE echo also takes the client's ack).
+    pub fn datagrams_per_message(&self) -> (f64, f64) {
+        let n = self.messages.max(1) as f64;
+        (self.server_received as f64 / n, self.server_sent as f64 / n)
     }
 
     /// Server CPU per session per second of play, µs (the cost of one player).
@@ -647,7 +658,10 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
          server's CPU time (every thread, user and system, from `/proc/PID/task/*/schedstat`) is \
          read over a {} window after {} of warm-up; it is divided by the messages echoed in the \
          window (CPU per message) and by sessions × seconds (CPU per player-second). The bare UDP \
-         servers do one `recv` and one `send` per datagram: the limit. In the game-tick mix the \
+         servers do one `recv` and one `send` per datagram: the limit. The datagrams column is \
+         counted at the clients' sockets: what the server received and sent per echoed message \
+         (a bare echo moves one each way; an SOE echo also receives the client's ack of the \
+         reply when the client has nothing to send with it). In the game-tick mix the \
          server sends each message back the way it came, so each client also receives 10 \
          unreliable updates and one reliable event a second.\n",
         fmt_duration(timing.window),
@@ -661,19 +675,21 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
     }
     let _ = writeln!(
         out,
-        "| load | server | echoes/s | CPU per message | CPU per player-second | share of a core | p50 / p99 round trip | lost (unreliable) | generator's share of a core | problems |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+        "| load | server | echoes/s | CPU per message | CPU per player-second | share of a core | server datagrams per message (in + out) | p50 / p99 round trip | lost (unreliable) | generator's share of a core | problems |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     for (load, label, outcome) in results {
         match outcome {
             Ok(o) => {
                 let _ = writeln!(
                     out,
-                    "| {} | {label} | {} | {} µs | {} µs | {} % | {} / {} ms | {} | {} % | {} |",
+                    "| {} | {label} | {} | {} µs | {} µs | {} % | {:.2} + {:.2} | {} / {} ms | {} | {} % | {} |",
                     load.label(),
                     fmt(o.messages as f64 / o.window.as_secs_f64().max(1e-9)),
                     fmt(o.cpu_us_per_message()),
                     fmt(o.cpu_us_per_session_second()),
                     fmt(o.core_percent()),
+                    o.datagrams_per_message().0,
+                    o.datagrams_per_message().1,
                     fmt(o.p50_us / 1000.0),
                     fmt(o.p99_us / 1000.0),
                     o.unreliable_lost,
@@ -684,7 +700,7 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
             Err(e) => {
                 let _ = writeln!(
                     out,
-                    "| {} | {label} | – | – | – | – | – | – | – | {e} |",
+                    "| {} | {label} | – | – | – | – | – | – | – | – | {e} |",
                     load.label()
                 );
             }
@@ -740,6 +756,53 @@ mod tests {
             },
         };
         assert!((echo.offered_per_sec() - 20_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_bare_echo_moves_one_datagram_each_way_per_message() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let echo = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 2048];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok((n, from)) = socket.recv_from(&mut buf) {
+                        let _ = socket.send_to(&buf[..n], from);
+                    }
+                }
+            })
+        };
+        let target = Target {
+            addr,
+            pid: None,
+            wire: Wire::Udp,
+            protocol: String::new(),
+            label: "bare".into(),
+        };
+        let load = Load {
+            sessions: 8,
+            mix: Mix::Echo {
+                rate: 100.0,
+                size: 100,
+            },
+        };
+        let timing = Timing {
+            warm_up: Duration::from_millis(100),
+            window: Duration::from_millis(500),
+        };
+        let outcome = measure_at(&target, &load, timing).unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        echo.join().unwrap();
+        assert!(outcome.messages > 100, "{} echoes", outcome.messages);
+        let (received, sent) = outcome.datagrams_per_message();
+        // Sends and receipts straddling the window's edges blur the ratio a little.
+        assert!((0.9..1.1).contains(&received), "{received} in per message");
+        assert!((0.9..1.1).contains(&sent), "{sent} out per message");
     }
 
     #[test]
