@@ -103,7 +103,7 @@ pub struct NativeOptions {
     /// A server accepts any application protocol name (sessions report the client's).
     pub accept_any_protocol: Option<bool>,
     /// While events keep coming, they go to JS at most once per this many milliseconds (0:
-    /// each as soon as it is ready). Default [`DEFAULT_EVENT_BATCH_MS`].
+    /// each as soon as it is ready). Default 1 ms.
     pub event_batch_ms: Option<u32>,
 }
 

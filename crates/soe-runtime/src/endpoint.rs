@@ -236,7 +236,7 @@ impl fmt::Debug for SendBatch<'_> {
 impl SendBatch<'_> {
     /// Queues `data` reliably on `channel` of `conn` if its session has room, as
     /// [`Connection::try_send_on`] does. A connection of another endpoint is
-    /// [`TrySendError::Closed`] (it is not this endpoint's to send on).
+    /// [`TrySendError::Closed`](crate::TrySendError::Closed) (it is not this endpoint's to send on).
     pub fn try_send_on(
         &mut self,
         conn: &Connection,

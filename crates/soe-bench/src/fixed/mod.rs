@@ -361,7 +361,7 @@ pub struct Target {
     pub label: String,
 }
 
-/// Runs `load` against a server already running, with the generator of [`generator`].
+/// Runs `load` against a server already running, with this module's load generator.
 pub fn measure_at(target: &Target, load: &Load, timing: Timing) -> Result<Outcome, String> {
     generator::run(target, load, timing)
 }
