@@ -413,6 +413,9 @@ async fn pump(
 ) {
     let mut ended = false;
     let mut last_call: Option<tokio::time::Instant> = None;
+    // Whether the last batch was full: then events come faster than batches carry them, and
+    // holding the next batch would only cap the rate (at BATCH per timer tick), not save calls.
+    let mut last_full = false;
     while !ended {
         // Wait until JS has taken the batch before (backpressure: the pump never drops, and no
         // runtime thread blocks on JS); what arrives meanwhile waits in the endpoint's queue and
@@ -427,7 +430,7 @@ async fn pump(
         // Events keep coming: hold them until `moderation` after the last call, so they go in
         // one (see DEFAULT_EVENT_BATCH_MS).
         if let Some(until) = last_call.map(|last| last + moderation) {
-            if !moderation.is_zero() && tokio::time::Instant::now() < until {
+            if !moderation.is_zero() && !last_full && tokio::time::Instant::now() < until {
                 tokio::time::sleep_until(until).await;
             }
         }
@@ -452,6 +455,7 @@ async fn pump(
                 None => break,
             }
         }
+        last_full = batch.len() >= BATCH;
         if ended {
             batch.push(Ev::new(END, 0));
         }

@@ -38,6 +38,30 @@ for (const eventBatchMs of [0, 1, 25]) {
   });
 }
 
+// The window only gathers events that come slowly: while batches leave full, none is held, or
+// the window would cap the rate at one batch per window (the addon's saturation echo fell to a
+// third when it did). With a 1,000 ms window, 4,000 messages that arrive at once must not
+// take one window per batch (about 15 windows of 256 events): a held batch would need 15 s.
+test('eventBatchMs holds no full batch: 4,000 messages at once are not paced by the window', T, async (t) => {
+  const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, eventBatchMs: 1000 }));
+  let received = 0;
+  const all = new Promise((resolve) => {
+    server.on('session', (s) => s.on('message', () => {
+      received += 1;
+      if (received === 4000) resolve();
+    }));
+  });
+  const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`, { eventBatchMs: 0 });
+  release(t, session.client);
+  const small = Buffer.alloc(16, 7);
+  const started = Date.now();
+  for (let i = 0; i < 4000; i++) session.send(small);
+  await all;
+  const took = Date.now() - started;
+  assert.equal(received, 4000);
+  assert.ok(took < 7_000, `4,000 messages took ${took} ms with a 1,000 ms window`);
+});
+
 test('a bad eventBatchMs is refused with the option named', T, async () => {
   for (const [bad, Type, code] of [
     [-1, RangeError, 'ERR_INVALID_ARG_VALUE'],
