@@ -345,7 +345,7 @@ fn echo_saturation_rows(rows: &mut Vec<Row>, sizes: Sizes, rt: &tokio::runtime::
             Better::Higher,
         )
         .vs_limit(r.per_sec)
-        .with_target(Target::RatioAtLeast(1.5))
+        .with_target(Target::RatioAtLeast(2.0))
         .with_note(format!("bare UDP kernel drops: {}", r.kernel_drops)),
     );
     rows.push(

@@ -22,7 +22,8 @@
 //
 // Any application protocol name is accepted (`soe load` sends SoeEcho). Every message goes
 // back the way it came: reliable on its channel, unreliable as unreliable, ordered as ordered
-// (the h1z1 API: reliable data with sendAppData, as h1z1-server's echo benchmark does).
+// (the h1z1 API: reliable data with sendAppData, as h1z1-server's echo benchmark does, and
+// raw data, received with _allowRawDataReception set, back on the 'Raw' channel).
 //
 // When it is ready it prints exactly one line on stdout, `listening <port>`, and nothing else
 // there (errors go to stderr, with exit status 1: bad flags, a port in use). It closes its
@@ -77,11 +78,12 @@ function parse(argv) {
 class EchoServer extends SOEServer {
   constructor(serverPort, cryptoKey) {
     super(serverPort, cryptoKey);
+    this._allowRawDataReception = true;
     this.on('disconnect', (client) => {
       this.deleteClient(client);
     });
-    this.on('appdata', (client, data) => {
-      this.sendAppData(client, data);
+    this.on('appdata', (client, data, isRawData) => {
+      this.sendAppData(client, data, isRawData ? 'Raw' : 'Reliable');
     });
   }
 }

@@ -167,12 +167,10 @@ impl Outcome {
     }
 
     /// Whether the run is sound: every session connected and stayed, every reliable message
-    /// came back once, in order, intact.
+    /// came back once, in order, intact, and the server echoed what it was offered (see
+    /// [`Outcome::problems`]).
     pub fn sound(&self, load: &Load) -> bool {
-        self.connected == load.sessions
-            && self.failed == 0
-            && self.reliable_lost == 0
-            && self.bad == 0
+        self.problems(load).is_empty()
     }
 
     /// Why the run is not sound, in a few words (empty when it is).
@@ -197,6 +195,16 @@ impl Outcome {
             out.push(format!(
                 "{} echoes wrong, duplicated or out of order",
                 self.bad
+            ));
+        }
+        // UDP may lose an unreliable message now and then, not most of them: a server that
+        // echoes far less than it is offered is not doing the work being measured.
+        let offered = load.offered_per_sec() * self.window.as_secs_f64();
+        if (self.messages as f64) < 0.9 * offered {
+            out.push(format!(
+                "only {} of about {} offered messages echoed in the window",
+                self.messages,
+                offered.round()
             ));
         }
         out.join(", ")
@@ -803,6 +811,40 @@ mod tests {
         // Sends and receipts straddling the window's edges blur the ratio a little.
         assert!((0.9..1.1).contains(&received), "{received} in per message");
         assert!((0.9..1.1).contains(&sent), "{sent} out per message");
+    }
+
+    #[test]
+    fn a_server_that_echoes_too_little_is_a_problem() {
+        let load = Load {
+            sessions: 500,
+            mix: Mix::Tick,
+        };
+        let mut outcome = Outcome {
+            connected: 500,
+            messages: 5500 * 5,
+            window: Duration::from_secs(5),
+            cpu: Duration::from_millis(100),
+            p50_us: 100.0,
+            p99_us: 200.0,
+            reliable_lost: 0,
+            unreliable_lost: 30,
+            bad: 0,
+            failed: 0,
+            generator_cpu: Duration::from_millis(100),
+            server_received: 5500 * 5,
+            server_sent: 5500 * 5,
+            client_view: String::new(),
+        };
+        assert_eq!(outcome.problems(&load), "");
+        assert!(outcome.sound(&load));
+        // Only the reliable events echoed: the unreliable updates were dropped.
+        outcome.messages = 500 * 5;
+        assert!(
+            outcome.problems(&load).contains("2500 of about 27500"),
+            "{}",
+            outcome.problems(&load)
+        );
+        assert!(!outcome.sound(&load));
     }
 
     #[test]
