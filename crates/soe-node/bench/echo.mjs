@@ -5,6 +5,10 @@
 //   h1z1    the same through soe-node/h1z1: an EchoServer written as h1z1-server writes its
 //           echo benchmark server (a subclass of SOEServer that echoes in 'appdata'; RC4 off,
 //           as for the addon), loaded the same way;
+//           both are bench/echo-server.mjs in a process of their own, as a game server runs
+//           one API per process (measured in the bench's own process, the second API ran
+//           after the first had run in the same process), twice each, alternating, and the
+//           two runs of each are averaged;
 //   dgram   a bare Node `dgram` echo server, loaded by 64 Node dgram sockets in a worker
 //           thread keeping 16 datagrams outstanding each: the limit of plain Node UDP;
 //   rust    the Rust `soe serve` loaded by the Rust `soe load`.
@@ -15,12 +19,11 @@
 // Needs the release addon (`npm run build`) and the release `soe` tool
 // (`cargo build --release -p soe-cli`; SOE_BIN overrides its path).
 import { runSoe, startServe } from '../scripts/soe-tool.mjs';
+import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import soe from '../index.js';
-import { SOEServer } from '../h1z1.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -46,38 +49,26 @@ async function load(port) {
   return rate;
 }
 
-async function addon() {
-  const server = await soe.SoeServer.listen({ host: '127.0.0.1', port: 0 });
-  server.on('session', (s) => s.on('message', (data, info) => s.send(data, info.channel)));
-  try {
-    return await load(server.address().port);
-  } finally {
-    await server.close();
-  }
-}
-
-/** h1z1-server's echo benchmark server (benchmarks/src/echo/echo-server.ts), on the facade. */
-class EchoServer extends SOEServer {
-  constructor(serverPort, cryptoKey) {
-    super(serverPort, cryptoKey);
-    this.on('disconnect', (client) => {
-      this.deleteClient(client);
+/** bench/echo-server.mjs with `api` in a process of its own, loaded by `soe load`. */
+async function served(api) {
+  const child = spawn(process.execPath, [path.join(here, 'echo-server.mjs'), '--api', api], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const m = /^listening (\d+)$/m.exec(out);
+      if (m) resolve(Number(m[1]));
     });
-    this.on('appdata', (client, data) => {
-      this.sendAppData(client, data);
-    });
-  }
-}
-
-async function h1z1() {
-  const server = new EchoServer(0, Buffer.from('F70IaxuU8C/w7FPXY1ibXw==', 'base64'));
-  server._useEncryption = false;
-  server._serverAddress = '127.0.0.1';
-  server.start();
+    exited.then((code) => reject(new Error(`echo-server.mjs --api ${api} exited (${code})`)));
+  });
   try {
-    return await load(server.address().port);
+    return await load(port);
   } finally {
-    await server.stop();
+    child.kill('SIGTERM');
+    await exited;
   }
 }
 
@@ -123,7 +114,12 @@ async function bareDgram() {
   return rate;
 }
 
-const results = { addon: await addon(), h1z1: await h1z1(), dgram: await bareDgram(), rust: await rust() };
+const runs = { addon: [], h1z1: [] };
+for (let round = 0; round < 2; round++) {
+  for (const api of ['addon', 'h1z1']) runs[api].push(await served(api));
+}
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const results = { addon: mean(runs.addon), h1z1: mean(runs.h1z1), dgram: await bareDgram(), rust: await rust() };
 const vsDgram = results.addon / results.dgram;
 const vsRust = results.addon / results.rust;
 const facade = results.h1z1 / results.addon;
