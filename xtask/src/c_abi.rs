@@ -115,7 +115,8 @@ pub(crate) fn run() -> Result<()> {
     expect_success(Command::new(out.join("header_check")), "header_check")?;
     c_server_against_tools(checked(out.join("echo_server")), &soe)?;
     readme_server_against_ping(&out.join("readme_server"), &soe)?;
-    c_client_against_serve(checked(echo_client), &soe)?;
+    // The C echo client (CMake build), and the stale handle after its close.
+    echo_client_against_serve(checked(echo_client), &soe, KEY, "C echo_client")?;
     println!(
         "==> c-abi: built from the installed prefix ({}, {}); C server and client and the \
          README's server verified against the Rust tools, error paths, teardown and C++ header \
@@ -368,18 +369,24 @@ fn wait_bound(child: &mut Child, port: u16) -> Result<()> {
     )))
 }
 
-/// The C echo client (CMake build) against `soe serve`: RC4, 60 messages of 20 KB, every echo
-/// verified by the client, a clean close, and the stale handle afterwards.
-fn c_client_against_serve(mut client: Command, soe: &Path) -> Result<()> {
+/// An echo client (the C one, or the C# one: both take the same arguments) against
+/// `soe serve` with `key`: RC4, 60 messages of 20 KB, every echo verified by the client, a
+/// clean close. `what` names the client in errors.
+pub(crate) fn echo_client_against_serve(
+    mut client: Command,
+    soe: &Path,
+    key: &str,
+    what: &str,
+) -> Result<()> {
     let mut serve = Command::new(soe);
     serve
         .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
-        .args(["--rc4-key", &base64(KEY.as_bytes())]);
+        .args(["--rc4-key", &base64(key.as_bytes())]);
     let (mut server, port) = spawn_listening(serve, "soe serve")?;
     client
-        .args(["127.0.0.1", &port.to_string(), "--key", KEY])
+        .args(["127.0.0.1", &port.to_string(), "--key", key])
         .args(["--count", "60", "--size", "20000"]);
-    let result = expect_success(client, "C echo_client -> soe serve");
+    let result = expect_success(client, &format!("{what} -> soe serve"));
     let _ = server.kill();
     let _ = server.wait();
     result

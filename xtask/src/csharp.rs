@@ -63,7 +63,7 @@ pub(crate) fn run() -> Result<()> {
     check_layouts(&out, mono("Checks.exe"))?;
     let soe = target.join("debug/soe");
     server_against_ping(mono("EchoServer.exe"), &soe)?;
-    client_against_serve(mono("EchoClient.exe"), &soe)?;
+    c_abi::echo_client_against_serve(mono("EchoClient.exe"), &soe, KEY, "C# EchoClient")?;
     println!(
         "==> csharp: the C# binding compiled with mcs; layouts, statuses and errors checked; \
          C# server and client verified against the Rust tools under mono in {}",
@@ -150,22 +150,6 @@ fn server_against_ping(mut server: Command, soe: &Path) -> Result<()> {
         return Err(e);
     }
     wait_exit(&mut child, "C# EchoServer", Duration::from_secs(30))
-}
-
-/// The C# client against `soe serve` (RC4, 60 messages of 20 KB).
-fn client_against_serve(mut client: Command, soe: &Path) -> Result<()> {
-    let mut serve = Command::new(soe);
-    serve
-        .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
-        .args(["--rc4-key", &base64(KEY.as_bytes())]);
-    let (mut server, port) = spawn_listening(serve, "soe serve")?;
-    client
-        .args(["127.0.0.1", &port.to_string(), "--key", KEY])
-        .args(["--count", "60", "--size", "20000"]);
-    let result = expect_success(client, "C# EchoClient -> soe serve");
-    let _ = server.kill();
-    let _ = server.wait();
-    result
 }
 
 fn path(p: &Path) -> String {
