@@ -44,6 +44,17 @@ fn contextless(d: &[u8]) -> bool {
     matches!(d, [] | [0, 0x01 | 0x02 | 0x1D | 0x1E, ..])
 }
 
+/// With chance `p`, flips one bit of `d` past its first `skip` bytes, unless what follows them
+/// is contextless; returns whether it did.
+fn maybe_flip_bit(rng: &mut SplitMix64, p: f64, d: &mut [u8], skip: usize) -> bool {
+    if !(chance(rng, p) && d.len() > skip && !contextless(&d[skip..])) {
+        return false;
+    }
+    let bit = skip as u64 * 8 + below(rng, (d.len() - skip) as u64 * 8);
+    d[(bit / 8) as usize] ^= 1 << (bit % 8);
+    true
+}
+
 /// A stranger's address, drawn.
 fn stranger(rng: &mut SplitMix64) -> u32 {
     STRANGERS + below(rng, 100_000) as u32
@@ -194,6 +205,19 @@ impl Network {
         (now - self.start).as_secs_f64()
     }
 
+    /// With `--trace` on client `i`: the datagram `d` taken off its path going `dir`, its
+    /// length and its first `head` bytes.
+    fn trace_datagram(&self, now: Instant, i: usize, dir: &str, d: &[u8], head: usize) {
+        if self.traced(i) {
+            eprintln!(
+                "{:>10.3} {dir} {:>4} {:02x?}",
+                self.since(now),
+                d.len(),
+                &d[..d.len().min(head)]
+            );
+        }
+    }
+
     /// A datagram due now for client `i` from the server, perhaps corrupted (then `true`).
     pub(crate) fn pop_down(
         &mut self,
@@ -203,20 +227,8 @@ impl Network {
     ) -> Option<(Vec<u8>, bool)> {
         let p = &mut self.paths[i];
         let mut d = p.down.pop_due(now)?;
-        let mut corrupted = false;
-        if chance(rng, p.corrupt) && !contextless(&d) {
-            let bit = below(rng, d.len() as u64 * 8);
-            d[(bit / 8) as usize] ^= 1 << (bit % 8);
-            corrupted = true;
-        }
-        if self.traced(i) {
-            eprintln!(
-                "{:>10.3} down {:>4} {:02x?}",
-                self.since(now),
-                d.len(),
-                &d[..d.len().min(10)]
-            );
-        }
+        let corrupted = maybe_flip_bit(rng, p.corrupt, &mut d, 0);
+        self.trace_datagram(now, i, "down", &d, 10);
         Some((d, corrupted))
     }
 
@@ -230,20 +242,9 @@ impl Network {
     ) -> Option<(Vec<u8>, bool)> {
         let p = &mut self.paths[i];
         let mut d = p.up.pop_due(now)?;
-        let mut corrupted = false;
-        if chance(rng, p.corrupt) && d.len() > 4 && !contextless(&d[4..]) {
-            let bit = 32 + below(rng, (d.len() as u64 - 4) * 8);
-            d[(bit / 8) as usize] ^= 1 << (bit % 8);
-            corrupted = true;
-        }
-        if self.traced(i) {
-            eprintln!(
-                "{:>10.3} up   {:>4} {:02x?}",
-                self.since(now),
-                d.len(),
-                &d[..d.len().min(14)]
-            );
-        }
+        // The first 4 bytes are the source address, which the network does not corrupt.
+        let corrupted = maybe_flip_bit(rng, p.corrupt, &mut d, 4);
+        self.trace_datagram(now, i, "up  ", &d, 14);
         Some((d, corrupted))
     }
 
