@@ -3,28 +3,14 @@
 //! rules, stale handles, and the clock mapping. The C programs in tests/c and examples/c run
 //! the same paths from C under `cargo xtask c-abi`.
 
-use std::ffi::CStr;
 use std::ptr;
 
 use soe_ffi::*;
 
+mod support;
+use support::{addr, config_init, cstr, last_error};
+
 const KEY: &[u8] = b"abi test key";
-
-fn addr(last: u8, port: u16) -> soe_addr {
-    std::net::SocketAddr::from(([127, 0, 0, last], port)).into()
-}
-
-fn last_error() -> String {
-    cstr(soe_last_error())
-}
-
-/// Reads a NUL-terminated string the library returned (static, or valid until the next call).
-#[allow(unsafe_code)]
-fn cstr(p: *const std::ffi::c_char) -> String {
-    assert!(!p.is_null());
-    // SAFETY: the library returns NUL-terminated strings, valid until this thread's next call.
-    unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_owned()
-}
 
 /// One `soe_endpoint_poll_transmit` into `buf`: the status, the length and the destination.
 fn poll_transmit(ep: *mut soe_endpoint, now: u64, buf: &mut [u8]) -> (soe_status, usize, soe_addr) {
@@ -134,18 +120,9 @@ impl Drop for Pair {
 }
 
 fn config(role: u32) -> soe_config {
-    let mut c = std::mem::MaybeUninit::<soe_config>::zeroed();
-    assert_eq!(soe_config_init(c.as_mut_ptr(), role), soe_status::SOE_OK);
-    // Initialised by soe_config_init (checked by its status).
-    let mut config = read_config(c);
+    let mut config = config_init(role);
     config.application_protocol = c"AbiTest".as_ptr();
     config
-}
-
-#[allow(unsafe_code)]
-fn read_config(c: std::mem::MaybeUninit<soe_config>) -> soe_config {
-    // SAFETY: soe_config_init returned SOE_OK, so it wrote a whole soe_config.
-    unsafe { c.assume_init() }
 }
 
 fn empty_event() -> soe_event {
@@ -466,12 +443,7 @@ fn a_null_transmit_buffer_keeps_the_datagram_for_the_next_call() {
 
 #[test]
 fn config_init_names_the_default_protocol_soe_echo() {
-    let mut c = std::mem::MaybeUninit::<soe_config>::zeroed();
-    assert_eq!(
-        soe_config_init(c.as_mut_ptr(), SOE_ROLE_CLIENT),
-        soe_status::SOE_OK
-    );
-    let client_cfg = read_config(c);
+    let client_cfg = config_init(SOE_ROLE_CLIENT);
     assert!(!client_cfg.application_protocol.is_null());
     assert_eq!(cstr(client_cfg.application_protocol), "SoeEcho");
     // A client with the default talks to a server that names "SoeEcho" itself.

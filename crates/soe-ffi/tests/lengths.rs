@@ -5,30 +5,12 @@
 //! Each case here crashed this test binary before the checks existed; they live in their own
 //! binary so such a crash cannot hide the results of the other tests.
 
-use std::ffi::CStr;
 use std::ptr;
 
 use soe_ffi::*;
 
-fn addr(last: u8, port: u16) -> soe_addr {
-    std::net::SocketAddr::from(([127, 0, 0, last], port)).into()
-}
-
-#[allow(unsafe_code)]
-fn last_error() -> String {
-    // SAFETY: the library returns a NUL-terminated string, valid until this thread's next call.
-    unsafe { CStr::from_ptr(soe_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[allow(unsafe_code)]
-fn config(role: u32) -> soe_config {
-    let mut c = std::mem::MaybeUninit::<soe_config>::zeroed();
-    assert_eq!(soe_config_init(c.as_mut_ptr(), role), soe_status::SOE_OK);
-    // SAFETY: soe_config_init returned SOE_OK, so it wrote a whole soe_config.
-    unsafe { c.assume_init() }
-}
+mod support;
+use support::{addr, config_init as config, last_error};
 
 /// A client endpoint with one session (the handshake is not needed: sends are queued).
 fn client() -> (*mut soe_endpoint, soe_session) {

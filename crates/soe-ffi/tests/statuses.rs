@@ -7,11 +7,13 @@
 //! error table must list every status with its value.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::CStr;
 use std::path::Path;
 use std::ptr;
 
 use soe_ffi::*;
+
+mod support;
+use support::{addr, cstr};
 
 type Table = BTreeMap<String, BTreeSet<String>>;
 
@@ -79,12 +81,6 @@ fn from_docs() -> Table {
         .collect()
 }
 
-#[allow(unsafe_code)]
-fn cstr(p: *const std::ffi::c_char) -> String {
-    // SAFETY: the library returns NUL-terminated strings, static or valid until the next call.
-    unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_owned()
-}
-
 #[test]
 fn the_error_table_lists_every_status_with_its_value() {
     let known: BTreeMap<String, i32> = (-100..100)
@@ -137,10 +133,6 @@ macro_rules! call {
     ($seen:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
         $seen.saw(stringify!($f), $f($($arg),*))
     };
-}
-
-fn addr(last: u8, port: u16) -> soe_addr {
-    std::net::SocketAddr::from(([127, 0, 0, last], port)).into()
 }
 
 fn event() -> soe_event {

@@ -6,36 +6,22 @@
 //! after its destruction panicked in a function that cannot unwind, and the process aborted.
 
 use std::cell::Cell;
-use std::ffi::CStr;
 use std::ptr;
 use std::sync::Mutex;
 
 use soe_ffi::*;
 
+mod support;
+use support::{addr, config_init, last_error};
+
 /// What each destructor saw, for the test thread to check after the join.
 static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-#[allow(unsafe_code)]
-fn last_error() -> String {
-    // SAFETY: the library returns a NUL-terminated string, valid until this thread's next call.
-    unsafe { CStr::from_ptr(soe_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[allow(unsafe_code)]
 fn config(role: u32) -> soe_config {
-    let mut c = std::mem::MaybeUninit::<soe_config>::zeroed();
-    assert_eq!(soe_config_init(c.as_mut_ptr(), role), soe_status::SOE_OK);
-    // SAFETY: soe_config_init returned SOE_OK, so it wrote a whole soe_config.
-    let mut c = unsafe { c.assume_init() };
+    let mut c = config_init(role);
     // Compression on: framing's shared zlib state is a thread-local too.
     c.compression = 1;
     c
-}
-
-fn addr(last: u8, port: u16) -> soe_addr {
-    std::net::SocketAddr::from(([127, 0, 0, last], port)).into()
 }
 
 /// A whole session through the ABI: create, handshake, a compressible message each way, an
