@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -20,8 +20,7 @@ use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
 use serde_json::Value;
-use soe_session::{Channel, DisconnectReason, Event, Session, SessionConfig, SplitMix64};
-use soe_wire::Packet;
+use soe_session::SessionConfig;
 
 /// The shared vectors, then the in-repo copy.
 const SHARED_VECTORS: &str = concat!(
@@ -418,16 +417,9 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// One datagram of the recorded session.
-#[derive(Debug, Clone)]
-struct Recorded {
-    /// When it was sent, since the start.
-    at: Duration,
-    /// Whether the client sent it.
-    from_client: bool,
-    /// The datagram.
-    bytes: Vec<u8>,
-}
+#[path = "../../soe-dissect/tests/support/session_pair.rs"]
+mod session_pair;
+use session_pair::Recorded;
 
 /// A client and a server session with RC4 and compression, joined by a 5 ms link that loses
 /// a few of the server's datagrams; every datagram sent is recorded (as a capture point at the
@@ -481,123 +473,23 @@ fn record(encrypted: bool) -> (Vec<Recorded>, Vec<Vec<u8>>, Vec<Vec<u8>>) {
     to_client.extend((0..10).map(|i| format!("tick {i}").into_bytes()));
     to_client.push(pattern(4000, 5));
 
-    let start = Instant::now();
-    let delay = Duration::from_millis(5);
-    let mut now = start;
-    let mut client = Session::client(now, config.clone(), &mut SplitMix64::new(7));
-    for m in &to_server {
-        client.send(Channel::ZERO, Bytes::from(m.clone())).unwrap();
-    }
-    let mut server: Option<Session> = None;
-    let mut recorded = Vec::new();
-    let mut in_flight: Vec<(Instant, bool, Vec<u8>)> = Vec::new();
-    let mut server_sent = 0usize;
-    let mut got_by_server = Vec::new();
-    let mut got_by_client = Vec::new();
-    let mut closing = false;
-    let mut buf = Vec::new();
-    for _ in 0..200_000 {
-        // deliver what has arrived, in order
-        in_flight.sort_by_key(|(at, _, _)| *at);
-        while in_flight.first().is_some_and(|(at, _, _)| *at <= now) {
-            let (_, to_server_side, bytes) = in_flight.remove(0);
-            if to_server_side {
-                match server.as_mut() {
-                    Some(s) => s.handle_datagram(now, &bytes),
-                    None => {
-                        let Ok(Packet::SessionRequest(r)) = Packet::decode(&bytes) else {
-                            panic!("the first datagram is no SessionRequest");
-                        };
-                        server =
-                            Some(Session::server(now, config.clone(), &r, 0x6EC1_4BF6).unwrap());
-                    }
-                }
-            } else {
-                client.handle_datagram(now, &bytes);
-            }
-        }
-        client.handle_timeout(now);
-        if let Some(s) = server.as_mut() {
-            s.handle_timeout(now);
-        }
-        while let Some(e) = client.poll_event() {
-            if let Event::Message { data, .. } = e {
-                got_by_client.push(data.to_vec());
-            }
-        }
-        if let Some(s) = server.as_mut() {
-            while let Some(e) = s.poll_event() {
-                match e {
-                    Event::Accepted => {
-                        for m in &to_client {
-                            s.send(Channel::ZERO, Bytes::from(m.clone())).unwrap();
-                        }
-                    }
-                    Event::Message { data, .. } => got_by_server.push(data.to_vec()),
-                    _ => {}
-                }
-            }
-        }
-        if !closing
-            && got_by_client.len() == to_client.len()
-            && got_by_server.len() == to_server.len()
-        {
-            client.close(now, DisconnectReason::Application);
-            closing = true;
-        }
-        let at = now.duration_since(start);
-        while let Some(n) = client.poll_transmit(now, &mut buf) {
-            recorded.push(Recorded {
-                at,
-                from_client: true,
-                bytes: buf[..n].to_vec(),
-            });
-            in_flight.push((now + delay, true, buf[..n].to_vec()));
-        }
-        if let Some(s) = server.as_mut() {
-            while let Some(n) = s.poll_transmit(now, &mut buf) {
-                recorded.push(Recorded {
-                    at,
-                    from_client: false,
-                    bytes: buf[..n].to_vec(),
-                });
-                server_sent += 1;
-                // the link loses the server's 3rd and 4th datagrams (data, resent later)
-                if server_sent != 3 && server_sent != 4 {
-                    in_flight.push((now + delay, false, buf[..n].to_vec()));
-                }
-            }
-        }
-        let server_closed = server.as_ref().is_none_or(Session::is_closed);
-        if closing && client.is_closed() && server_closed && in_flight.is_empty() {
-            assert_eq!(
-                got_by_server, to_server,
-                "the server received what the client sent"
-            );
-            assert_eq!(
-                got_by_client, to_client,
-                "the client received what the server sent"
-            );
-            return (recorded, to_server, to_client);
-        }
-        let next = [
-            in_flight.iter().map(|(at, _, _)| *at).min(),
-            client.poll_timeout(),
-            server.as_ref().and_then(Session::poll_timeout),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let Some(next) = next else { break };
-        now = next.max(now + Duration::from_micros(100));
-    }
-    panic!(
-        "the session pair did not finish: server got {} of {}, client {} of {}",
-        got_by_server.len(),
-        to_server.len(),
-        got_by_client.len(),
-        to_client.len()
+    // The link loses the server's 3rd and 4th datagrams (data, resent later).
+    let pair = session_pair::run(
+        &config,
+        &to_server,
+        &to_client,
+        |n| n == 3 || n == 4,
+        200_000,
     );
+    assert_eq!(
+        pair.got_by_server, to_server,
+        "the server received what the client sent"
+    );
+    assert_eq!(
+        pair.got_by_client, to_client,
+        "the client received what the server sent"
+    );
+    (pair.datagrams, to_server, to_client)
 }
 
 /// An Ethernet frame carrying a UDP datagram.

@@ -8,23 +8,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::Bytes;
 use soe_dissect::{DatagramRecord, DirectionStats, DissectConfig, Dissector, PacketNode};
-use soe_session::{Channel, DisconnectReason, Event, Session, SessionConfig, SplitMix64};
-use soe_wire::Packet;
+use soe_session::SessionConfig;
 
-/// One datagram of the recorded session.
-#[derive(Debug, Clone)]
-struct Recorded {
-    /// When it was sent, since the start.
-    at: Duration,
-    /// Whether the client sent it.
-    from_client: bool,
-    /// The datagram.
-    bytes: Vec<u8>,
-}
+#[path = "support/session_pair.rs"]
+mod session_pair;
+use session_pair::Recorded;
 
 /// The recorded session: every datagram each side sent, and the messages each side sent.
 struct Recording {
@@ -73,94 +64,20 @@ fn record() -> Recording {
     );
     let to_server: Vec<Vec<u8>> = (0..20).map(|i| message(i, 100)).collect();
     let to_client = server_messages();
-    let start = Instant::now();
-    let delay = Duration::from_millis(5);
-    let mut now = start;
-    let mut client = Session::client(now, config.clone(), &mut SplitMix64::new(7));
-    for m in &to_server {
-        client.send(Channel::ZERO, Bytes::from(m.clone())).unwrap();
+    let pair = session_pair::run(&config, &to_server, &to_client, |_| false, 1_000_000);
+    assert_eq!(
+        pair.got_by_server, to_server,
+        "the server received what the client sent"
+    );
+    assert_eq!(
+        pair.got_by_client, to_client,
+        "the client received what the server sent"
+    );
+    Recording {
+        datagrams: pair.datagrams,
+        to_server,
+        to_client,
     }
-    let mut server: Option<Session> = None;
-    let mut datagrams = Vec::new();
-    let mut in_flight: Vec<(Instant, bool, Vec<u8>)> = Vec::new();
-    let (mut got_by_server, mut got_by_client) = (0usize, 0usize);
-    let mut closing = false;
-    let mut buf = Vec::new();
-    for _ in 0..1_000_000 {
-        in_flight.sort_by_key(|(at, _, _)| *at);
-        while in_flight.first().is_some_and(|(at, _, _)| *at <= now) {
-            let (_, to_server_side, bytes) = in_flight.remove(0);
-            if !to_server_side {
-                client.handle_datagram(now, &bytes);
-            } else if let Some(s) = server.as_mut() {
-                s.handle_datagram(now, &bytes);
-            } else if let Ok(Packet::SessionRequest(r)) = Packet::decode(&bytes) {
-                server = Some(Session::server(now, config.clone(), &r, 0x6EC1_4BF6).unwrap());
-            }
-        }
-        client.handle_timeout(now);
-        while let Some(e) = client.poll_event() {
-            if let Event::Message { .. } = e {
-                got_by_client += 1;
-            }
-        }
-        if let Some(s) = server.as_mut() {
-            s.handle_timeout(now);
-            while let Some(e) = s.poll_event() {
-                match e {
-                    Event::Accepted => {
-                        for m in &to_client {
-                            s.send(Channel::ZERO, Bytes::from(m.clone())).unwrap();
-                        }
-                    }
-                    Event::Message { .. } => got_by_server += 1,
-                    _ => {}
-                }
-            }
-        }
-        if !closing && got_by_client == to_client.len() && got_by_server == to_server.len() {
-            client.close(now, DisconnectReason::Application);
-            closing = true;
-        }
-        let at = now.duration_since(start);
-        while let Some(n) = client.poll_transmit(now, &mut buf) {
-            datagrams.push(Recorded {
-                at,
-                from_client: true,
-                bytes: buf[..n].to_vec(),
-            });
-            in_flight.push((now + delay, true, buf[..n].to_vec()));
-        }
-        if let Some(s) = server.as_mut() {
-            while let Some(n) = s.poll_transmit(now, &mut buf) {
-                datagrams.push(Recorded {
-                    at,
-                    from_client: false,
-                    bytes: buf[..n].to_vec(),
-                });
-                in_flight.push((now + delay, false, buf[..n].to_vec()));
-            }
-        }
-        let server_closed = server.as_ref().is_none_or(Session::is_closed);
-        if closing && client.is_closed() && server_closed && in_flight.is_empty() {
-            return Recording {
-                datagrams,
-                to_server,
-                to_client,
-            };
-        }
-        let next = [
-            in_flight.iter().map(|(at, _, _)| *at).min(),
-            client.poll_timeout(),
-            server.as_ref().and_then(Session::poll_timeout),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let Some(next) = next else { break };
-        now = next.max(now + Duration::from_micros(100));
-    }
-    panic!("the session pair did not finish");
 }
 
 /// The reliable data packets of a record: (sequence, position).
