@@ -57,6 +57,9 @@ pub(crate) enum Step {
     Report,
     /// `cargo doc --workspace --no-deps` with warnings denied.
     Doc,
+    /// `cargo xtask links`: every link of the Markdown pages resolves (remark-validate-links).
+    /// Skipped where Node is absent, except under `CI=true`, where that fails.
+    Links,
     /// `cargo deny check licenses bans sources`; skipped when cargo-deny is not installed,
     /// except under `CI=true`, where its absence fails the run.
     Deny,
@@ -69,7 +72,7 @@ pub(crate) enum Step {
 
 impl Step {
     /// Every step, in running order.
-    const ALL: [Self; 12] = [
+    const ALL: [Self; 13] = [
         Self::Fmt,
         Self::Clippy,
         Self::Test,
@@ -79,6 +82,7 @@ impl Step {
         Self::Demo,
         Self::Report,
         Self::Doc,
+        Self::Links,
         Self::Deny,
         Self::Package,
         Self::Msrv,
@@ -96,6 +100,7 @@ impl Step {
             Self::Demo => "demo",
             Self::Report => "report",
             Self::Doc => "doc",
+            Self::Links => "links",
             Self::Deny => "deny",
             Self::Package => "package",
             Self::Msrv => "msrv",
@@ -134,6 +139,9 @@ impl Step {
             }
             Self::Node => {
                 cmd.args(["xtask", "node"]);
+            }
+            Self::Links => {
+                cmd.args(["xtask", "links"]);
             }
             Self::Demo => {
                 cmd.args(["run", "--quiet", "--example", "demo"]);
@@ -235,6 +243,17 @@ impl Step {
             } else {
                 Unavailable::Skip(
                     "node and npm are not installed: the Node addon is NOT tested; \
+                     under CI=true this fails",
+                )
+            }),
+            Self::Links if !crate::links::present() => Some(if running_in_ci() {
+                Unavailable::Fail(
+                    "node and npm are not installed, and CI=true requires them for the link \
+                     check (`.ci/run` installs them from the OS packages)",
+                )
+            } else {
+                Unavailable::Skip(
+                    "node and npm are not installed: the Markdown links are NOT checked; \
                      under CI=true this fails",
                 )
             }),
@@ -420,6 +439,7 @@ mod tests {
                 "cargo run --quiet --example demo",
                 "cargo xtask bench --compare --quick --smoke",
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
+                "cargo xtask links",
                 "cargo deny check licenses bans sources",
                 "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \
                  -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect -p soe-cli",

@@ -6,6 +6,7 @@
 //! [`PageInfo::extra_sections`], the hook other reports append to) and an SVG chart. The
 //! `compare` binary wires it together.
 #![warn(missing_docs)]
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
 pub mod echo;
 pub mod fixed;

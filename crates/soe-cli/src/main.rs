@@ -7,6 +7,7 @@
 //! * `soe decode`: a dissector for hex datagrams and pcap/pcapng captures;
 //! * `soe proxy`: a relay that decodes both directions live and can impair the link.
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
 use std::process::ExitCode;
 

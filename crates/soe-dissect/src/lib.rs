@@ -42,6 +42,7 @@
 //! writer; `serde` derives `Serialize` for every record.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
 #[cfg(feature = "pcap")]
 pub mod capture;

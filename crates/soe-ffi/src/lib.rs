@@ -23,6 +23,7 @@
 //! see docs/architecture.md.
 #![deny(unsafe_code)]
 #![allow(non_camel_case_types)]
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
 mod error;
 mod handles;

@@ -22,3 +22,4 @@
 //! The peer is a dev-dependency only; nothing of its code is copied here.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml

@@ -16,6 +16,8 @@
 //! Errors thrown to JS carry a code in front of their message (`ERR_SOE_...: ...`), which
 //! `index.js` moves to the `code` property.
 
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
+
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;

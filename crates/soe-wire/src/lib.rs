@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
 // The README's examples run as doc tests, so the published front page stays true to the API.
 #[cfg(doctest)]

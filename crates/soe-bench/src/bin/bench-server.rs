@@ -13,6 +13,8 @@
 //! it is ready, and runs until its standard input closes (so it never outlives the report that
 //! started it) or it is killed.
 
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
+
 use std::io::{BufRead, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::ExitCode;

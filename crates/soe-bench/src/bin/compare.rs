@@ -15,6 +15,8 @@
 //! `--extra-section FILE` appends FILE's markdown verbatim after our sections (repeatable): the
 //! hook for other reports such as the network emulator grid.
 
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
+
 use std::alloc::System;
 use std::path::PathBuf;
 use std::process::ExitCode;

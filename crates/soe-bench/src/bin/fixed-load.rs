@@ -9,6 +9,8 @@
 //! sends `R` reliable messages of `B` bytes a second (or the game-tick mix with `--tick`), every
 //! echo checked; with `--pid`, that process's CPU time per message is reported too.
 
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
+
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;

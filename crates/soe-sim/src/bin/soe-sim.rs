@@ -5,6 +5,8 @@
 //! core). Exits 1 when a seed fails, after printing each failure
 //! with the command that replays it.
 
+#![warn(clippy::too_many_lines)] // the limit is in clippy.toml
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
