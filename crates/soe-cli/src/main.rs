@@ -8,6 +8,7 @@
 //! * `soe proxy`: a relay that decodes both directions live and can impair the link.
 #![forbid(unsafe_code)]
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,7 @@ mod keycheck;
 mod load;
 mod metrics_http;
 mod net;
+mod out;
 mod ping;
 mod proxy;
 mod serve;
@@ -65,7 +67,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("soe: error: {error:#}");
+            // Not eprintln!, which would panic if stderr's reader went away too.
+            let _ = writeln!(std::io::stderr(), "soe: error: {error:#}");
             ExitCode::FAILURE
         }
     }
