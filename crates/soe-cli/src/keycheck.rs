@@ -617,4 +617,111 @@ mod tests {
             Seen::Verdict(KeyCheck::Unchecked(_))
         ));
     }
+
+    /// One key check over a path that loses each unreliable datagram (hellos, answers, ticks)
+    /// with probability `loss`, in steps of [`HELLO_EVERY`]; reliable messages always arrive,
+    /// in order, through each side's cipher. A client that gives up on the hello sends its
+    /// 16-byte workload message instead of the probe. Returns the client's verdict, the
+    /// server's state, and, when the client gave up before its probe, whether the server
+    /// echoed the workload.
+    fn lossy_check(
+        seed: u64,
+        loss: f64,
+        server_key: &[u8],
+    ) -> (KeyCheck, ServerCheck, Option<bool>) {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        use soe_crypto::Rc4;
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut lost = move || rng.random_bool(loss);
+        let (mut c_send, mut c_recv) =
+            (Rc4::new(b"the key").unwrap(), Rc4::new(b"the key").unwrap());
+        let (mut s_recv, mut s_send) =
+            (Rc4::new(server_key).unwrap(), Rc4::new(server_key).unwrap());
+        let mut client = ClientCheck::new(seed, seed ^ 0x5eed, true);
+        let mut server = ServerCheck::default();
+        let hello_steps = (HELLO_WAIT.as_millis() / HELLO_EVERY.as_millis()) as u32;
+        let (mut step, mut deadline) = (0u32, hello_steps);
+        loop {
+            if step == deadline {
+                if client.is_probe_sent() {
+                    return (KeyCheck::Unchecked("timeout".into()), server, None);
+                }
+                // Given up: the workload's first message goes, 16 bytes like a probe.
+                let mut wire = b"0123456789abcdef".to_vec();
+                c_send.apply(&mut wire);
+                s_recv.apply(&mut wire);
+                let echoed = server.on_first_reliable(&wire, 0).is_none();
+                return (
+                    KeyCheck::Unchecked("no answer".into()),
+                    server,
+                    Some(echoed),
+                );
+            }
+            step += 1;
+            // The server's tick, and the client's hello and its answer, each may be lost.
+            if !lost() {
+                assert_eq!(client.on_unreliable(b"\x01tick"), Seen::Other);
+            }
+            let Some(reply) = (!lost())
+                .then(|| server.on_unreliable(&client.hello()))
+                .flatten()
+            else {
+                continue;
+            };
+            if lost() {
+                continue;
+            }
+            match client.on_unreliable(&reply.answer) {
+                Seen::Verdict(v) => return (v, server, None),
+                Seen::SendProbe => {
+                    let mut wire = client.probe().to_vec();
+                    client.probe_sent();
+                    deadline = step + 12;
+                    c_send.apply(&mut wire);
+                    s_recv.apply(&mut wire);
+                    let mut back = server.on_first_reliable(&wire, 0).unwrap_or(wire);
+                    s_send.apply(&mut back);
+                    c_recv.apply(&mut back);
+                    if let Seen::Verdict(v) = client.on_reliable(0, &back) {
+                        return (v, server, None);
+                    }
+                    // A reliable world update follows the answer.
+                    let mut update = b"world update".to_vec();
+                    s_send.apply(&mut update);
+                    c_recv.apply(&mut update);
+                    assert_eq!(client.on_reliable(0, &update), Seen::Other);
+                }
+                Seen::Check | Seen::Other => {}
+            }
+        }
+    }
+
+    /// Issue 35 §3.3, over many seeded lossy paths: no lost datagram ever turns into a
+    /// verdict. Matching keys are never called different, on either side; different keys are
+    /// never called matching; a client that got no answer sends its workload, which the server
+    /// echoes without a verdict; and without loss every check comes to its verdict.
+    #[test]
+    fn no_lost_datagram_becomes_a_verdict() {
+        for seed in 0..400u64 {
+            for loss in [0.0, 0.3, 0.6, 0.9, 1.0] {
+                for (server_key, agree) in [(&b"the key"[..], true), (b"another", false)] {
+                    let (verdict, server, echoed) = lossy_check(seed, loss, server_key);
+                    let context = format!("seed {seed}, loss {loss}, keys agree: {agree}");
+                    match &verdict {
+                        KeyCheck::Agreed => assert!(agree, "{context}"),
+                        KeyCheck::Differ(_) => assert!(!agree, "{context}"),
+                        KeyCheck::Unchecked(_) => assert!(loss > 0.0, "{context}"),
+                    }
+                    if agree {
+                        assert_ne!(server, ServerCheck::Mismatch, "{context}");
+                    }
+                    if let Some(echoed) = echoed {
+                        assert!(echoed, "{context}: the workload was answered, not echoed");
+                        assert_ne!(server, ServerCheck::Mismatch, "{context}");
+                    }
+                }
+            }
+        }
+    }
 }
