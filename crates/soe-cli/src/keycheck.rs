@@ -156,8 +156,8 @@ pub(crate) fn reversed(probe: &[u8]) -> Vec<u8> {
     probe.iter().rev().copied().collect()
 }
 
-/// Whether an unreliable message belongs to the key check (a late answer, or a hello a plain
-/// echo server sent back), so that a workload skips it.
+/// Whether a message belongs to the key check (a late answer, or a hello an echo server sent
+/// back), so that a workload skips it.
 pub(crate) fn is_noise(message: &[u8]) -> bool {
     read_answer(message).is_some() || read_hello(message).is_some()
 }
@@ -399,6 +399,14 @@ impl ClientCheck {
         }
         let index = self.reliable_seen;
         self.reliable_seen += 1;
+        if read_hello(message).is_some_and(|(nonce, _)| nonce == self.nonce) && !self.probe_sent {
+            // An echo server that sends everything back reliably.
+            return Seen::Verdict(KeyCheck::Unchecked(
+                "the server sends back the key-check hello (reliably): an echo server, not \
+                 `soe serve`"
+                    .into(),
+            ));
+        }
         if self.probe_sent && message == reversed(&self.probe).as_slice() {
             return Seen::Verdict(KeyCheck::Agreed);
         }
@@ -609,11 +617,15 @@ mod tests {
             client.on_unreliable(&answer(5, Status::Read(0))),
             Seen::Verdict(KeyCheck::Differ(_))
         ));
-        // A plain echo server sends the hello back.
+        // A plain echo server sends the hello back, the way it came or reliably.
         let mut client = ClientCheck::new(5, 6, false);
         let echoed = client.hello();
         assert!(matches!(
             client.on_unreliable(&echoed),
+            Seen::Verdict(KeyCheck::Unchecked(_))
+        ));
+        assert!(matches!(
+            client.on_reliable(0, &echoed),
             Seen::Verdict(KeyCheck::Unchecked(_))
         ));
     }

@@ -790,10 +790,11 @@ impl Job {
     /// late answers are skipped.
     fn take(&self, p: &mut Pipeline, report: &mut SessionReport, incoming: &Incoming) {
         let data = &incoming.data[..];
+        if is_noise(data) {
+            return;
+        }
         if incoming.kind != Delivery::Reliable || incoming.channel != Channel::ZERO {
-            if !(incoming.kind != Delivery::Reliable && is_noise(data)) {
-                report.unsolicited.count(incoming.kind);
-            }
+            report.unsolicited.count(incoming.kind);
             return;
         }
         let same_id = |sent: &Bytes| {

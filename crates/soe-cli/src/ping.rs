@@ -115,8 +115,10 @@ enum Reply {
     Differs,
     /// The echo of an earlier message, whose round gave up on it.
     Late(u64),
-    /// Not an echo: the server sent it on its own (or it is the key check's).
+    /// Not an echo: the server sent it on its own.
     Unsolicited,
+    /// A late message of the key check's.
+    Noise,
 }
 
 /// The figures of a ping run.
@@ -243,6 +245,7 @@ impl<'a> Pinging<'a> {
                     return Round::Next;
                 }
                 Reply::Late(late) => say!("seq={late}: late echo"),
+                Reply::Noise => {}
                 Reply::Unsolicited => {
                     if incoming.kind == Delivery::Reliable && incoming.data.len() == expected.len()
                     {
@@ -258,10 +261,11 @@ impl<'a> Pinging<'a> {
     /// the server's own (counted), or the key check's (skipped).
     fn classify(&mut self, seq: u64, expected: &[u8], incoming: &Incoming) -> Reply {
         let data = &incoming.data[..];
+        if is_noise(data) {
+            return Reply::Noise;
+        }
         if incoming.kind != Delivery::Reliable || incoming.channel != Channel::ZERO {
-            if !(incoming.kind != Delivery::Reliable && is_noise(data)) {
-                self.unsolicited.count(incoming.kind);
-            }
+            self.unsolicited.count(incoming.kind);
             return Reply::Unsolicited;
         }
         if data == expected {
