@@ -56,9 +56,10 @@ struct Peer {
 }
 
 /// A game server in this process on a free loopback port: it echoes every message the way it
-/// came, turns RC4 on after each session's first reliable message, and every 50 ms sends each
-/// session an unreliable tick and, once RC4 is on, a reliable world update of 64 bytes that
-/// starts with its number, big-endian, as the tools' own messages do.
+/// came, turns RC4 on after each session's first reliable message (and sends a tick and a world
+/// update at once, before its reply), and every 50 ms sends each session an unreliable tick
+/// and, once RC4 is on, a reliable world update of 64 bytes that starts with its number,
+/// big-endian, as the tools' own messages do.
 async fn game_server(key: &str, hello: Hello) -> SocketAddr {
     let key = base64::engine::general_purpose::STANDARD
         .decode(key)
@@ -137,9 +138,13 @@ fn on_event(peers: &mut HashMap<ConnectionId, Peer>, event: EndpointEvent, hello
             let answer = if peer.switched {
                 None
             } else {
+                // RC4 on, then a tick and a world update go before the reply (the key check's
+                // answer is therefore this server's second reliable message).
                 peer.switched = true;
-                let answer = peer.check.on_first_reliable(&data, 0);
                 peer.conn.set_encryption(true);
+                let _ = peer.conn.send_unreliable(Bytes::from_static(b"\x01tick"));
+                let _ = peer.conn.try_send(world_update(0));
+                let answer = peer.check.on_first_reliable(&data, 1);
                 answer.filter(|_| hello == Hello::Answered)
             };
             let _ = peer
