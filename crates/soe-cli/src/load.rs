@@ -763,7 +763,15 @@ impl Job {
                     .is_some_and(|(sent_at, _)| sent_at.elapsed() >= self.timeout);
                 if timed_out {
                     let secs = self.timeout.as_secs_f64();
-                    report.error = Some(format!("no echo within {secs:.1} s"));
+                    let hint = match report.unsolicited.reliable {
+                        0 => String::new(),
+                        n => format!(
+                            " ({n} reliable message(s) came that carry no id of this session: \
+                             the server's own, or echoes that differ throughout, as through \
+                             another RC4 key)"
+                        ),
+                    };
+                    report.error = Some(format!("no echo within {secs:.1} s{hint}"));
                     return Flow::Ended;
                 }
                 return Flow::More;

@@ -275,6 +275,28 @@ async fn a_ticking_plain_echo_server_passes_with_its_key_unchecked() {
         stdout.contains("of its length came that were not it"),
         "{stdout}"
     );
+    let load = [
+        &addr,
+        "--sessions",
+        "2",
+        "--messages",
+        "5",
+        "--timeout",
+        "1",
+    ];
+    let out = run(&[
+        &["load"][..],
+        &load,
+        &["--json", SWITCH, "--rc4-key", OTHER_KEY],
+    ]
+    .concat())
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(summary["sessions_failed"], 2, "{summary}");
+    let failure = summary["failures"][0].as_str().unwrap();
+    assert!(failure.contains("no echo within 1.0 s ("), "{summary}");
+    assert!(failure.contains("carry no id of this session"), "{summary}");
 }
 
 /// The milliseconds at the end of the line that contains `needle` (`... 12.345 ms` or
