@@ -36,7 +36,7 @@ pub(crate) fn gone() -> bool {
     GONE.load(Ordering::Relaxed)
 }
 
-/// `println!` that never panics: see [`line`].
+/// `println!` that never panics: see [`line()`].
 macro_rules! say {
     () => {
         $crate::out::line(format_args!(""))
