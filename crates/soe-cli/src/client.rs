@@ -2,14 +2,16 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use soe_tokio::bytes::Bytes;
 use soe_tokio::{
-    Config, ConnectError, Connection, Endpoint, EndpointConfig, SessionConfig, TokioRuntime,
+    Channel, Config, ConnectError, Connection, Delivery, Endpoint, EndpointConfig, EndpointEvent,
+    EventMode, SessionConfig, TokioRuntime,
 };
 
-use crate::keycheck::{HELLO, HELLO_ACK, HELLO_EVERY, HELLO_WAIT, KeyCheck, is_noise, probe};
+use crate::keycheck::{ClientCheck, HELLO_EVERY, HELLO_WAIT, KeyCheck, Seen};
 use crate::net::{CONNECTED_SOCKETS, PortWatch, Probe};
 
 /// Why a session could not be opened.
@@ -65,7 +67,10 @@ pub(crate) async fn connect(
     probe: bool,
 ) -> Result<(Endpoint, Connection, PortWatch), ConnectFailure> {
     let timeout = session.connect_timeout();
-    let config = Config::new(Arc::new(EndpointConfig::client(session)));
+    // Stream mode: each message says how it came (reliable on its channel, or not), which
+    // tells an echo from what the server sends on its own.
+    let config =
+        Config::new(Arc::new(EndpointConfig::client(session))).with_event_mode(EventMode::Stream);
     let endpoint = client_endpoint(server, config)
         .map_err(|e| ConnectFailure::Other(format!("cannot open a client socket: {e}")))?;
     let watch = if CONNECTED_SOCKETS {
@@ -100,6 +105,8 @@ pub(crate) struct Opened {
     pub(crate) endpoint: Endpoint,
     /// The session.
     pub(crate) conn: Connection,
+    /// What the server sends, each message with how it came.
+    pub(crate) inbox: Inbox,
     /// How a closed port is heard of.
     pub(crate) watch: PortWatch,
     /// What the key check found.
@@ -107,6 +114,12 @@ pub(crate) struct Opened {
     /// `--rc4-after-first-message` and no probe went first: RC4 is to be switched on right
     /// after the workload's first message, whose echo must come back before more is sent.
     pub(crate) switch_after_first: bool,
+    /// What the server sent on its own during the key check.
+    pub(crate) unsolicited: Unsolicited,
+    /// How long the handshake took (the key check not included).
+    pub(crate) connect_time: Duration,
+    /// How long the key check took.
+    pub(crate) check_time: Duration,
 }
 
 /// How a client command opens its session: the session flags it needs beyond the config.
@@ -130,84 +143,180 @@ pub(crate) async fn open(
     session: Arc<SessionConfig>,
     how: Opening,
 ) -> Result<Opened, ConnectFailure> {
+    let started = Instant::now();
     let (endpoint, conn, watch) = connect(server, session, how.port_probe).await?;
-    let (key, probe_sent) = check_key(&conn, how).await;
+    let connect_time = started.elapsed();
+    let inbox = Inbox {
+        endpoint: endpoint.clone(),
+    };
+    let checked = check_key(&conn, &inbox, how).await;
     Ok(Opened {
         endpoint,
         conn,
+        inbox,
         watch,
-        key,
-        switch_after_first: how.rc4_after_first && !probe_sent,
+        key: checked.key,
+        switch_after_first: how.rc4_after_first && !checked.probe_sent,
+        unsolicited: checked.unsolicited,
+        connect_time,
+        check_time: started.elapsed().saturating_sub(connect_time),
     })
 }
 
-/// What became of the key-check hello.
-enum Hello {
-    /// A `soe serve` answered: it takes the next reliable message as the probe.
-    Answered,
-    /// Not answered as a key check: why.
-    NotChecked(String),
+/// A message from the server.
+#[derive(Debug, Clone)]
+pub(crate) struct Incoming {
+    /// Its channel ([`Channel::ZERO`] for unreliable and ordered messages).
+    pub(crate) channel: Channel,
+    /// How it travelled.
+    pub(crate) kind: Delivery,
+    /// The message.
+    pub(crate) data: Bytes,
 }
 
-/// The client's side of the key check; also says whether the probe was sent (it is then the
-/// session's first reliable message, after which `--rc4-after-first-message` switched).
-async fn check_key(conn: &Connection, how: Opening) -> (KeyCheck, bool) {
-    let hello_wait = how.timeout.min(HELLO_WAIT);
-    let hello_deadline = tokio::time::Instant::now() + hello_wait;
-    if let Hello::NotChecked(why) = hello(conn, hello_deadline, hello_wait).await {
-        return (KeyCheck::Unchecked(why), false);
-    }
-    let deadline = tokio::time::Instant::now() + how.timeout;
-    let sent = probe(how.random);
-    if conn.send(Bytes::copy_from_slice(&sent)).await.is_err() {
-        return (KeyCheck::Unchecked("the session ended".into()), true);
-    }
-    if how.rc4_after_first {
-        conn.set_encryption(true);
-    }
-    loop {
-        match tokio::time::timeout_at(deadline, conn.recv()).await {
-            Err(_) => {
-                let why = format!(
-                    "no answer to the key probe within {:.1} s",
-                    how.timeout.as_secs_f64()
-                );
-                return (KeyCheck::Unchecked(why), true);
-            }
-            Ok(None) => return (KeyCheck::Unchecked("the session ended".into()), true),
-            Ok(Some(m)) if is_noise(&m) => {}
-            Ok(Some(m)) => return (KeyCheck::of_answer(&sent, &m, how.key), true),
-        }
-    }
+/// The messages of a client command's one session (its endpoint runs in stream mode).
+pub(crate) struct Inbox {
+    endpoint: Endpoint,
 }
 
-/// Sends the hello until it is answered, echoed, or `deadline` passes.
-async fn hello(conn: &Connection, deadline: tokio::time::Instant, timeout: Duration) -> Hello {
-    loop {
-        if conn.send_unreliable(Bytes::from_static(HELLO)).is_err() {
-            return Hello::NotChecked("the session ended".into());
-        }
-        let again = (tokio::time::Instant::now() + HELLO_EVERY).min(deadline);
+impl Inbox {
+    /// The next message; `None` once the session has ended.
+    pub(crate) async fn next(&self) -> Option<Incoming> {
         loop {
-            match tokio::time::timeout_at(again, conn.recv()).await {
-                Err(_) if again >= deadline => {
-                    return Hello::NotChecked(format!(
-                        "no answer to the key-check hello within {:.1} s",
-                        timeout.as_secs_f64()
-                    ));
+            match self.endpoint.next_event().await? {
+                EndpointEvent::Message {
+                    channel,
+                    data,
+                    kind,
+                    ..
+                } => {
+                    return Some(Incoming {
+                        channel,
+                        kind,
+                        data,
+                    });
                 }
-                Err(_) => break,
-                Ok(None) => return Hello::NotChecked("the session ended".into()),
-                Ok(Some(m)) if m == HELLO_ACK => return Hello::Answered,
-                Ok(Some(m)) if m == HELLO => {
-                    return Hello::NotChecked(
-                        "the server sends back the key-check hello as it came: a plain echo \
-                         server, not `soe serve`"
-                            .into(),
-                    );
-                }
-                Ok(Some(_)) => {}
+                EndpointEvent::Closed { .. } => return None,
+                _ => {}
             }
+        }
+    }
+}
+
+/// Messages the server sent on its own (a game server's ticks and world updates): neither
+/// echoes nor the key check's, counted apart and never judged.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct Unsolicited {
+    /// Reliable ones (on any channel).
+    pub(crate) reliable: u64,
+    /// Unreliable and ordered ones.
+    pub(crate) unreliable: u64,
+}
+
+impl Unsolicited {
+    /// Counts one that travelled as `kind`.
+    pub(crate) fn count(&mut self, kind: Delivery) {
+        if kind == Delivery::Reliable {
+            self.reliable += 1;
+        } else {
+            self.unreliable += 1;
+        }
+    }
+
+    /// Adds another count.
+    pub(crate) fn add(&mut self, other: Self) {
+        self.reliable += other.reliable;
+        self.unreliable += other.unreliable;
+    }
+
+    /// One line for the user, or `None` when there were none.
+    pub(crate) fn describe(&self) -> Option<String> {
+        (*self != Self::default()).then(|| {
+            format!(
+                "unsolicited: {} reliable and {} unreliable message(s) the server sent on its \
+                 own (not echoes; counted, not judged)",
+                self.reliable, self.unreliable
+            )
+        })
+    }
+}
+
+/// What the key check came to.
+struct Checked {
+    key: KeyCheck,
+    /// Whether the probe went (it is then the session's first reliable message, after which
+    /// `--rc4-after-first-message` switched).
+    probe_sent: bool,
+    unsolicited: Unsolicited,
+}
+
+/// The client's side of the key check ([`crate::keycheck`]): the hello goes every
+/// [`HELLO_EVERY`] until a verdict; the first answer must come within [`HELLO_WAIT`] (or the
+/// command's timeout, when shorter), the verdict within the timeout after the probe.
+async fn check_key(conn: &Connection, inbox: &Inbox, how: Opening) -> Checked {
+    let mut check = ClientCheck::new(random_u64(), how.random, how.key);
+    let mut unsolicited = Unsolicited::default();
+    let mut wait = how.timeout.min(HELLO_WAIT);
+    let mut deadline = tokio::time::Instant::now() + wait;
+    let mut next_hello = tokio::time::Instant::now();
+    let ended = |check: &ClientCheck, unsolicited, why: String| Checked {
+        key: KeyCheck::Unchecked(why),
+        probe_sent: check.is_probe_sent(),
+        unsolicited,
+    };
+    loop {
+        if tokio::time::Instant::now() >= next_hello {
+            if conn.send_unreliable(Bytes::from(check.hello())).is_err() {
+                return ended(&check, unsolicited, "the session ended".into());
+            }
+            next_hello = tokio::time::Instant::now() + HELLO_EVERY;
+        }
+        let message = match tokio::time::timeout_at(next_hello.min(deadline), inbox.next()).await {
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                let what = if check.is_probe_sent() {
+                    "no verdict on the key probe"
+                } else {
+                    "no answer to the key-check hello"
+                };
+                let why = format!("{what} within {:.1} s", wait.as_secs_f64());
+                return ended(&check, unsolicited, why);
+            }
+            Err(_) => continue,
+            Ok(None) => return ended(&check, unsolicited, "the session ended".into()),
+            Ok(Some(m)) => m,
+        };
+        let seen = if message.kind == Delivery::Reliable {
+            check.on_reliable(message.channel.index(), &message.data)
+        } else {
+            check.on_unreliable(&message.data)
+        };
+        match seen {
+            Seen::Verdict(key) => {
+                return Checked {
+                    key,
+                    probe_sent: check.is_probe_sent(),
+                    unsolicited,
+                };
+            }
+            Seen::SendProbe => {
+                if conn
+                    .send(Bytes::copy_from_slice(&check.probe()))
+                    .await
+                    .is_err()
+                {
+                    return ended(&check, unsolicited, "the session ended".into());
+                }
+                check.probe_sent();
+                if how.rc4_after_first {
+                    conn.set_encryption(true);
+                }
+                // Ask for the verdict at once (the answer itself may say it first).
+                wait = how.timeout;
+                deadline = tokio::time::Instant::now() + wait;
+                next_hello = tokio::time::Instant::now();
+            }
+            Seen::Check => {}
+            Seen::Other => unsolicited.count(message.kind),
         }
     }
 }
@@ -236,19 +345,38 @@ pub(crate) fn random_u64() -> u64 {
     hasher.finish()
 }
 
-/// The message number `seq` of `size` bytes: the sequence number (big-endian, as many of its 8
-/// bytes as fit) then a repeating text, so every message is distinct, checkable byte for byte,
-/// and compressible like real game traffic.
-pub(crate) fn message(seq: u64, size: usize) -> Bytes {
+/// The length of the id that begins each message `ping` and `load` send: the sequence number
+/// and the session's tag, 8 bytes each.
+pub(crate) const ID_LEN: usize = 16;
+
+/// The message number `seq` of `size` bytes: its id (the sequence number, big-endian, then the
+/// session's random `tag`, as much of those 16 bytes as fits), then a repeating text, so every
+/// message is distinct, checkable byte for byte, and compressible like real game traffic.
+/// The id tells an echo from what the server sends on its own, and from an echo of another
+/// session's message.
+pub(crate) fn message(seq: u64, tag: u64, size: usize) -> Bytes {
     const FILL: &[u8] = b" soe message payload;";
     let mut out = Vec::with_capacity(size);
-    out.extend(seq.to_be_bytes().iter().take(size));
+    out.extend(
+        seq.to_be_bytes()
+            .iter()
+            .chain(&tag.to_be_bytes())
+            .take(size),
+    );
     let mut i = 0usize;
     while out.len() < size {
         out.push(FILL[i % FILL.len()]);
         i += 1;
     }
     Bytes::from(out)
+}
+
+/// The sequence number of a message of the session with `tag`; `None` for a message that does
+/// not carry a whole id with that tag (another's, or one shorter than the id).
+pub(crate) fn seq_of(message: &[u8], tag: u64) -> Option<u64> {
+    let (seq, rest) = message.split_first_chunk::<8>()?;
+    let (theirs, _) = rest.split_first_chunk::<8>()?;
+    (u64::from_be_bytes(*theirs) == tag).then_some(u64::from_be_bytes(*seq))
 }
 
 #[cfg(test)]
@@ -276,13 +404,20 @@ mod tests {
     }
 
     #[test]
-    fn messages_carry_their_number_and_fill_their_size() {
-        for size in [1, 7, 8, 9, 64, 3000] {
-            let m = message(0x0102_0304_0506_0708, size);
+    fn messages_carry_their_id_and_fill_their_size() {
+        let tag = 0x1112_1314_1516_1718;
+        for size in [1, 7, 8, 9, 15, 16, 17, 64, 3000] {
+            let m = message(0x0102_0304_0506_0708, tag, size);
             assert_eq!(m.len(), size);
-            let head = &[1u8, 2, 3, 4, 5, 6, 7, 8][..size.min(8)];
-            assert_eq!(&m[..size.min(8)], head);
+            let id = [
+                1u8, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
+            ];
+            assert_eq!(&m[..size.min(ID_LEN)], &id[..size.min(ID_LEN)]);
+            let seq = seq_of(&m, tag);
+            assert_eq!(seq, (size >= ID_LEN).then_some(0x0102_0304_0506_0708));
+            assert_eq!(seq_of(&m, tag + 1), None);
         }
-        assert_ne!(message(1, 100), message(2, 100));
+        assert_ne!(message(1, tag, 100), message(2, tag, 100));
+        assert_ne!(message(1, tag, 100), message(1, tag + 1, 100));
     }
 }

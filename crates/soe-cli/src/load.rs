@@ -18,13 +18,17 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use soe_tokio::bytes::Bytes;
-use soe_tokio::{DisconnectReason, SessionConfig};
+use soe_tokio::{Channel, Delivery, DisconnectReason, SessionConfig};
 use tokio::sync::watch;
 
-use crate::client::{ConnectFailure, Opened, Opening, message, open, random_u64};
+use crate::client::{
+    ConnectFailure, ID_LEN, Incoming, Opened, Opening, Unsolicited, message, open, random_u64,
+    seq_of,
+};
 use crate::flags::{NotForClients, SessionFlags, parse_size};
 use crate::keycheck::{KeyCheck, is_noise};
 use crate::net::{CONNECTED_SOCKETS, PROBE_PERIOD, Probe};
+use crate::out::{self, say};
 use crate::serve::parse_seconds;
 
 /// Arguments of `soe load`.
@@ -104,6 +108,8 @@ struct SessionReport {
     sent: u64,
     verified: u64,
     mismatched: u64,
+    /// What the server sent on its own.
+    unsolicited: Unsolicited,
     /// Sent, and still waiting for their echo when Ctrl-C (or a closed port) stopped the run:
     /// never given the chance to come back, so not lost.
     in_flight: u64,
@@ -131,6 +137,7 @@ impl SessionReport {
             sent: 0,
             verified: 0,
             mismatched: 0,
+            unsolicited: Unsolicited::default(),
             in_flight: 0,
             bytes_sent: 0,
             bytes_received: 0,
@@ -186,6 +193,8 @@ struct Summary {
     messages_lost: u64,
     /// Still in flight when the run was stopped (Ctrl-C): not lost, never given the chance.
     messages_in_flight: u64,
+    /// Messages the server sent on its own (not echoes), counted and never judged.
+    unsolicited: Unsolicited,
     bytes_sent: u64,
     bytes_received: u64,
     elapsed_s: f64,
@@ -251,9 +260,12 @@ async fn load(args: LoadArgs) -> Result<ExitCode> {
     }
     let summary = summarize(&args, &reports, elapsed, interrupted)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        say!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_summary(&summary);
+    }
+    if out::gone() {
+        return Ok(ExitCode::from(out::GONE_EXIT));
     }
     if interrupted {
         return Ok(ExitCode::from(130));
@@ -433,6 +445,10 @@ fn summarize(
         messages_mismatched: mismatched,
         messages_lost: sent.saturating_sub(verified + mismatched + in_flight),
         messages_in_flight: in_flight,
+        unsolicited: reports.iter().fold(Unsolicited::default(), |mut all, r| {
+            all.add(r.unsolicited);
+            all
+        }),
         bytes_sent: sum(|r| r.bytes_sent),
         bytes_received: sum(|r| r.bytes_received),
         elapsed_s: elapsed.as_secs_f64(),
@@ -477,7 +493,7 @@ fn percentiles(reports: &[SessionReport], rtt: &Histogram<u64>) -> Option<Percen
 }
 
 fn print_summary(s: &Summary) {
-    println!(
+    say!(
         "--- soe load {}{} ---",
         s.server,
         if s.interrupted {
@@ -486,34 +502,44 @@ fn print_summary(s: &Summary) {
             ""
         }
     );
-    println!("sessions:   {} ({} failed)", s.sessions, s.sessions_failed);
+    say!("sessions:   {} ({} failed)", s.sessions, s.sessions_failed);
     for f in &s.failures {
-        println!("  {f}");
+        say!("  {f}");
     }
     let k = &s.key_checks;
-    print!(
-        "RC4 keys:   {} checked, {} mismatched, {} not checked",
-        k.checked, k.mismatch, k.unchecked
+    let why = k
+        .unchecked_why
+        .as_ref()
+        .map_or_else(String::new, |why| format!(" ({why})"));
+    say!(
+        "RC4 keys:   {} checked, {} mismatched, {} not checked{why}",
+        k.checked,
+        k.mismatch,
+        k.unchecked
     );
-    match &k.unchecked_why {
-        Some(why) => println!(" ({why})"),
-        None => println!(),
-    }
-    print!(
-        "messages:   {} sent, {} verified byte for byte, {} mismatched, {} lost",
-        s.messages_sent, s.messages_verified, s.messages_mismatched, s.messages_lost
+    let in_flight = match s.messages_in_flight {
+        0 => String::new(),
+        n => format!(", {n} in flight when stopped"),
+    };
+    say!(
+        "messages:   {} sent, {} verified byte for byte, {} mismatched, {} lost{in_flight}",
+        s.messages_sent,
+        s.messages_verified,
+        s.messages_mismatched,
+        s.messages_lost
     );
-    if s.messages_in_flight > 0 {
-        print!(", {} in flight when stopped", s.messages_in_flight);
+    if let Some(line) = s.unsolicited.describe() {
+        say!("{line}");
     }
-    println!();
-    println!(
+    say!(
         "throughput: {:.0} echoes/s, {:.2} MB/s each way, in {:.2} s",
-        s.messages_per_s, s.megabytes_per_s_each_way, s.elapsed_s
+        s.messages_per_s,
+        s.megabytes_per_s_each_way,
+        s.elapsed_s
     );
     if let Some(r) = &s.rtt_us {
         let ms = |us: u64| us as f64 / 1e3;
-        println!(
+        say!(
             "round trip: p50 {:.3} ms, p99 {:.3} ms, p999 {:.3} ms, max {:.3} ms (min {:.3}, mean {:.3})",
             ms(r.p50),
             ms(r.p99),
@@ -523,9 +549,11 @@ fn print_summary(s: &Summary) {
             r.mean / 1e3
         );
     }
-    println!(
+    say!(
         "transport:  {} resend(s), {} datagram(s) sent, {} received",
-        s.resends, s.datagrams_sent, s.datagrams_received
+        s.resends,
+        s.datagrams_sent,
+        s.datagrams_received
     );
 }
 
@@ -563,6 +591,8 @@ struct Pipeline {
     next_send: Instant,
     seq: u64,
     rng: SmallRng,
+    /// The random tag in every message's id ([`message`]).
+    tag: u64,
     /// RC4 switches on after the first message, whose echo must come back before more go.
     switch_after_first: bool,
 }
@@ -612,6 +642,7 @@ impl Job {
             report.error = Some(format!("RC4 key mismatch: {why}"));
         }
         report.key = Some(opened.key.clone());
+        report.unsolicited = opened.unsolicited;
         Some(opened)
     }
 
@@ -624,6 +655,7 @@ impl Job {
             rng: SmallRng::seed_from_u64(
                 self.seed ^ u64::from(self.index).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             ),
+            tag: random_u64(),
             switch_after_first: opened.switch_after_first,
         };
         loop {
@@ -670,7 +702,7 @@ impl Job {
         report: &mut SessionReport,
     ) -> Result<(), String> {
         let size = p.rng.random_range(self.size.min..=self.size.max);
-        let msg = message((u64::from(self.index) << 40) | p.seq, size);
+        let msg = message((u64::from(self.index) << 40) | p.seq, p.tag, size);
         let now = Instant::now();
         opened
             .conn
@@ -709,7 +741,7 @@ impl Job {
         let reply = tokio::select! {
             reply = tokio::time::timeout_at(
                 tokio::time::Instant::from_std(wait_until),
-                opened.conn.recv(),
+                opened.inbox.next(),
             ) => reply,
             () = stopped(&mut self.stop) => {
                 report.in_flight = p.outstanding.len() as u64;
@@ -723,7 +755,7 @@ impl Job {
                 return Flow::Ended;
             }
         };
-        let echo = match reply {
+        let incoming = match reply {
             Err(_) => {
                 let timed_out = p
                     .outstanding
@@ -731,7 +763,15 @@ impl Job {
                     .is_some_and(|(sent_at, _)| sent_at.elapsed() >= self.timeout);
                 if timed_out {
                     let secs = self.timeout.as_secs_f64();
-                    report.error = Some(format!("no echo within {secs:.1} s"));
+                    let hint = match report.unsolicited.reliable {
+                        0 => String::new(),
+                        n => format!(
+                            " ({n} reliable message(s) came that carry no id of this session: \
+                             the server's own, or echoes that differ throughout, as through \
+                             another RC4 key)"
+                        ),
+                    };
+                    report.error = Some(format!("no echo within {secs:.1} s{hint}"));
                     return Flow::Ended;
                 }
                 return Flow::More;
@@ -746,18 +786,48 @@ impl Job {
                 ));
                 return Flow::Ended;
             }
-            Ok(Some(echo)) if is_noise(&echo) => return Flow::More,
-            Ok(Some(echo)) => echo,
+            Ok(Some(incoming)) => incoming,
         };
-        self.verify(p, report, &echo);
+        self.take(p, report, &incoming);
         Flow::More
     }
 
-    /// Checks an echo against the oldest message outstanding.
-    fn verify(&self, p: &mut Pipeline, report: &mut SessionReport, echo: &[u8]) {
+    /// Takes a message from the server: an echo is a reliable message on channel 0 that
+    /// carries the id of a message outstanding ([`message`]), and is checked against it byte
+    /// for byte; what the server sends on its own is counted apart, and the key check's
+    /// late answers are skipped.
+    fn take(&self, p: &mut Pipeline, report: &mut SessionReport, incoming: &Incoming) {
+        let data = &incoming.data[..];
+        if is_noise(data) {
+            return;
+        }
+        if incoming.kind != Delivery::Reliable || incoming.channel != Channel::ZERO {
+            report.unsolicited.count(incoming.kind);
+            return;
+        }
+        let same_id = |sent: &Bytes| {
+            if sent.len() < ID_LEN || data.len() < ID_LEN {
+                sent[..] == *data
+            } else {
+                sent[..ID_LEN] == data[..ID_LEN]
+            }
+        };
+        // Echoes come back in order: the oldest outstanding is almost always the one.
+        match p.outstanding.iter().position(|(_, sent)| same_id(sent)) {
+            Some(at) => self.verify(p, report, at, data),
+            // One of ours, but nothing outstanding has its id: a duplicate, or garbled.
+            None if seq_of(data, p.tag).is_some() => {
+                report.mismatched += 1;
+                self.progress.inc(1);
+            }
+            None => report.unsolicited.count(incoming.kind),
+        }
+    }
+
+    /// Checks an echo against the outstanding message `at` whose id it carries.
+    fn verify(&self, p: &mut Pipeline, report: &mut SessionReport, at: usize, echo: &[u8]) {
         p.switch_after_first = false;
-        let Some((sent_at, expected)) = p.outstanding.pop_front() else {
-            report.mismatched += 1;
+        let Some((sent_at, expected)) = p.outstanding.remove(at) else {
             return;
         };
         report.bytes_received += echo.len() as u64;

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +21,7 @@ mod keycheck;
 mod load;
 mod metrics_http;
 mod net;
+mod out;
 mod ping;
 mod proxy;
 mod serve;
@@ -66,7 +68,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("soe: error: {error:#}");
+            // Not eprintln!, which would panic if stderr's reader went away too.
+            let _ = writeln!(std::io::stderr(), "soe: error: {error:#}");
             ExitCode::FAILURE
         }
     }

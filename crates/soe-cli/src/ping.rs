@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
-use soe_tokio::DisconnectReason;
+use soe_tokio::{Channel, Delivery, DisconnectReason};
 use tokio::sync::watch;
 
-use crate::client::{Opened, Opening, message, open};
+use crate::client::{Incoming, Opened, Opening, Unsolicited, message, open, seq_of};
 use crate::flags::{NotForClients, SessionFlags, parse_size};
 use crate::keycheck::{KeyCheck, is_noise};
+use crate::out::{self, say};
 use crate::serve::{interrupted, parse_seconds};
 
 /// Arguments of `soe ping`.
@@ -51,7 +52,6 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
     args.not_for_clients.refuse("ping")?;
     let session = args.session.session_config(None)?;
     let key = args.session.rc4_key.is_some();
-    let started = Instant::now();
     let how = Opening {
         port_probe: true,
         rc4_after_first: args.session.rc4_after_first_message,
@@ -62,23 +62,30 @@ async fn ping(args: PingArgs) -> Result<ExitCode> {
     let opened = open(args.addr, session, how)
         .await
         .map_err(|e| anyhow::anyhow!(e.describe(args.addr, None)))?;
-    println!(
+    say!(
         "PING {} ({} bytes per message): connected in {:.3} ms",
         args.addr,
         args.size,
-        started.elapsed().as_secs_f64() * 1e3
+        opened.connect_time.as_secs_f64() * 1e3
     );
     if let KeyCheck::Differ(why) = &opened.key {
         close(&opened).await;
         anyhow::bail!("RC4 key mismatch with {}: {why}", args.addr);
     }
-    println!("{}", opened.key.describe(key));
-    let mut run = Pinging::new(&args)?;
+    say!(
+        "{} ({:.3} ms)",
+        opened.key.describe(key),
+        opened.check_time.as_secs_f64() * 1e3
+    );
+    let mut run = Pinging::new(&args, opened.unsolicited)?;
     let stop = interrupted();
     run.rounds(&opened, stop).await;
     let stats = opened.conn.stats().unwrap_or_default();
     close(&opened).await;
     run.summary(&stats);
+    if out::gone() {
+        return Ok(ExitCode::from(out::GONE_EXIT));
+    }
     Ok(if run.ok() {
         ExitCode::SUCCESS
     } else {
@@ -96,32 +103,51 @@ async fn close(opened: &Opened) {
 enum Round {
     /// The echo came back (or was lost, or differed): go on.
     Next,
-    /// The session ended, the port closed, or Ctrl-C: stop.
+    /// The session ended, the port closed, Ctrl-C, or stdout went away: stop.
     Stop,
+}
+
+/// What a message from the server is to the round waiting for echo `seq`.
+enum Reply {
+    /// The echo, as sent.
+    Echo,
+    /// It carries the id of the message sent, but differs.
+    Differs,
+    /// The echo of an earlier message, whose round gave up on it.
+    Late(u64),
+    /// Not an echo: the server sent it on its own.
+    Unsolicited,
+    /// A late message of the key check's.
+    Noise,
 }
 
 /// The figures of a ping run.
 struct Pinging<'a> {
     args: &'a PingArgs,
+    /// The random tag in every message's id ([`message`]).
+    tag: u64,
     histogram: Histogram<u64>,
     exact: Exact,
     sent: u64,
     received: u64,
     mismatched: u64,
+    unsolicited: Unsolicited,
     /// Why the session ended early, if it did.
     ended: Option<String>,
 }
 
 impl<'a> Pinging<'a> {
-    fn new(args: &'a PingArgs) -> Result<Self> {
+    fn new(args: &'a PingArgs, unsolicited: Unsolicited) -> Result<Self> {
         Ok(Self {
             args,
+            tag: crate::client::random_u64(),
             histogram: Histogram::new_with_bounds(1, 3_600_000_000, 3)
                 .context("histogram bounds")?,
             exact: Exact::default(),
             sent: 0,
             received: 0,
             mismatched: 0,
+            unsolicited,
             ended: None,
         })
     }
@@ -136,7 +162,7 @@ impl<'a> Pinging<'a> {
                 break;
             }
             seq += 1;
-            if self.args.count != 0 && seq >= self.args.count {
+            if (self.args.count != 0 && seq >= self.args.count) || out::gone() {
                 break;
             }
             let next = tokio::time::Instant::from_std(round_start + interval);
@@ -148,8 +174,9 @@ impl<'a> Pinging<'a> {
     }
 
     /// One round trip: send message `seq`, wait for its echo (skipping late echoes of earlier
-    /// ones). A closed port ends the ping: the system reports it to the session's socket as
-    /// soon as a datagram meets it (or, where it cannot, a probe asks after a probe period).
+    /// ones and what the server sends on its own). A closed port ends the ping: the system
+    /// reports it to the session's socket as soon as a datagram meets it (or, where it cannot,
+    /// a probe asks after a probe period).
     async fn round(
         &mut self,
         opened: &Opened,
@@ -158,7 +185,7 @@ impl<'a> Pinging<'a> {
     ) -> Round {
         let (args, conn) = (self.args, &opened.conn);
         let round_start = Instant::now();
-        let expected = message(seq, args.size);
+        let expected = message(seq, self.tag, args.size);
         if let Err(e) = conn.send(expected.clone()).await {
             self.ended = Some(e.to_string());
             return Round::Stop;
@@ -168,49 +195,88 @@ impl<'a> Pinging<'a> {
         }
         self.sent += 1;
         let deadline = tokio::time::Instant::from_std(round_start + args.timeout);
+        // Reliable messages of the echo's length that were not it: an echo that differs
+        // entirely (through another RC4 key, say), or the server's own.
+        let mut unmatched_same_length = 0u64;
         loop {
             let reply = tokio::select! {
-                reply = tokio::time::timeout_at(deadline, conn.recv()) => reply,
+                reply = tokio::time::timeout_at(deadline, opened.inbox.next()) => reply,
                 () = opened.watch.closed() => {
                     let reason = format!("{} stopped listening (ICMP port unreachable)", args.addr);
-                    println!("seq={seq}: no echo: {reason}");
+                    say!("seq={seq}: no echo: {reason}");
                     self.ended = Some(reason);
                     return Round::Stop;
                 }
                 _ = stop.wait_for(|&s| s) => return Round::Stop,
             };
-            let echo = match reply {
+            let incoming = match reply {
                 Err(_) => {
                     let secs = args.timeout.as_secs_f64();
-                    println!("seq={seq}: no echo within {secs:.1} s");
+                    let hint = match unmatched_same_length {
+                        0 => String::new(),
+                        n => format!(
+                            " ({n} reliable message(s) of its length came that were not it: an \
+                             echo that differs throughout, as through another RC4 key, or the \
+                             server's own)"
+                        ),
+                    };
+                    say!("seq={seq}: no echo within {secs:.1} s{hint}");
                     return Round::Next;
                 }
                 Ok(None) => {
                     let reason = conn
                         .close_reason()
                         .map_or_else(|| "closed".to_owned(), |r| r.to_string());
-                    println!("seq={seq}: no echo: the session ended ({reason})");
+                    say!("seq={seq}: no echo: the session ended ({reason})");
                     self.ended = Some(reason);
                     return Round::Stop;
                 }
-                Ok(Some(echo)) if is_noise(&echo) => continue,
-                Ok(Some(echo)) => echo,
+                Ok(Some(incoming)) => incoming,
             };
-            if echo == expected {
-                self.record(seq, echo.len(), round_start.elapsed());
-                return Round::Next;
-            }
-            let echo_seq = echo
-                .get(..8.min(args.size))
-                .map(|b| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)));
-            match echo_seq.filter(|&s| s < seq && echo == message(s, args.size)) {
-                Some(late) => println!("seq={late}: late echo"),
-                None => {
-                    self.mismatched += 1;
-                    let len = echo.len();
-                    println!("seq={seq}: echo differs from what was sent ({len} bytes)");
+            match self.classify(seq, &expected, &incoming) {
+                Reply::Echo => {
+                    self.record(seq, incoming.data.len(), round_start.elapsed());
                     return Round::Next;
                 }
+                Reply::Differs => {
+                    self.mismatched += 1;
+                    let len = incoming.data.len();
+                    say!("seq={seq}: echo differs from what was sent ({len} bytes)");
+                    return Round::Next;
+                }
+                Reply::Late(late) => say!("seq={late}: late echo"),
+                Reply::Noise => {}
+                Reply::Unsolicited => {
+                    if incoming.kind == Delivery::Reliable && incoming.data.len() == expected.len()
+                    {
+                        unmatched_same_length += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// What a message is to the round waiting for echo `seq` (`expected`): an echo is a
+    /// reliable message on channel 0 that carries the id of a message sent; anything else is
+    /// the server's own (counted), or the key check's (skipped).
+    fn classify(&mut self, seq: u64, expected: &[u8], incoming: &Incoming) -> Reply {
+        let data = &incoming.data[..];
+        if is_noise(data) {
+            return Reply::Noise;
+        }
+        if incoming.kind != Delivery::Reliable || incoming.channel != Channel::ZERO {
+            self.unsolicited.count(incoming.kind);
+            return Reply::Unsolicited;
+        }
+        if data == expected {
+            return Reply::Echo;
+        }
+        match seq_of(data, self.tag) {
+            Some(s) if s == seq => Reply::Differs,
+            Some(s) if s < seq && data == message(s, self.tag, self.args.size) => Reply::Late(s),
+            _ => {
+                self.unsolicited.count(incoming.kind);
+                Reply::Unsolicited
             }
         }
     }
@@ -220,7 +286,7 @@ impl<'a> Pinging<'a> {
         self.received += 1;
         let _ = self.histogram.record((rtt.as_micros() as u64).max(1));
         self.exact.add(rtt);
-        println!(
+        say!(
             "{len} bytes from {}: seq={seq} time={:.3} ms",
             self.args.addr,
             rtt.as_secs_f64() * 1e3
@@ -230,9 +296,9 @@ impl<'a> Pinging<'a> {
     /// Prints the summary.
     fn summary(&self, stats: &soe_tokio::SessionStats) {
         let lost = self.sent.saturating_sub(self.received + self.mismatched);
-        println!();
-        println!("--- {} soe ping statistics ---", self.args.addr);
-        println!(
+        say!();
+        say!("--- {} soe ping statistics ---", self.args.addr);
+        say!(
             "{} sent, {} received, {} mismatched, {:.1}% loss, {} resend(s), {} datagram(s) out, {} in",
             self.sent,
             self.received,
@@ -251,7 +317,7 @@ impl<'a> Pinging<'a> {
             // min, avg and max are exact; p99 comes from the histogram (within 0.1 %), and is
             // never shown outside [min, max].
             let p99 = Duration::from_micros(self.histogram.value_at_quantile(0.99)).clamp(min, max);
-            println!(
+            say!(
                 "rtt min/avg/max/p99 = {:.3}/{:.3}/{:.3}/{:.3} ms",
                 ms(min),
                 ms(self.exact.sum) / self.received as f64,
@@ -259,8 +325,11 @@ impl<'a> Pinging<'a> {
                 ms(p99),
             );
         }
+        if let Some(line) = self.unsolicited.describe() {
+            say!("{line}");
+        }
         if let Some(reason) = &self.ended {
-            println!("the session ended: {reason}");
+            say!("the session ended: {reason}");
         }
     }
 

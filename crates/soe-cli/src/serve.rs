@@ -30,7 +30,8 @@ use soe_tokio::{
 use tokio::sync::{mpsc, watch};
 
 use crate::flags::{ServerFlags, SessionFlags};
-use crate::keycheck::{HELLO_ACK, ServerCheck};
+use crate::keycheck::ServerCheck;
+use crate::out::{self, say};
 
 /// What the server does with each message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -168,7 +169,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let backlog_limit = config.receive_queue_bytes;
     let endpoint = Endpoint::bind(args.bind, config)
         .with_context(|| format!("cannot listen on {}", args.bind))?;
-    println!(
+    say!(
         "soe serve: listening on {} (protocol {:?}, {:?} mode, CRC {} bytes, compression {}, RC4 {})",
         endpoint.local_addr(),
         args.session.protocol,
@@ -185,7 +186,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
     if let Some(addr) = args.metrics {
         let publish = shared.clone();
         let bound = crate::metrics_http::serve(addr, move || publish.publish_metrics()).await?;
-        println!("soe serve: Prometheus metrics on http://{bound}/metrics");
+        say!("soe serve: Prometheus metrics on http://{bound}/metrics");
     }
     let started = Instant::now();
     let stats_task = args
@@ -210,8 +211,12 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
             },
             () = &mut stop => break,
         }
+        if out::gone() {
+            // Its reader went away (`soe serve | head`): stop as cleanly as on Ctrl-C.
+            break;
+        }
     }
-    println!(
+    say!(
         "soe serve: shutting down, closing {} session(s)",
         endpoint.session_count()
     );
@@ -227,14 +232,18 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         task.abort();
     }
     let t = &shared.totals;
-    println!(
+    say!(
         "soe serve: done after {:.1} s: {} session(s), {} message(s) in, {} out",
         started.elapsed().as_secs_f64(),
         t.opened.load(Ordering::Relaxed),
         t.messages_in.load(Ordering::Relaxed),
         t.messages_out.load(Ordering::Relaxed),
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(if out::gone() {
+        ExitCode::from(out::GONE_EXIT)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Completes on Ctrl-C (SIGINT), or after `duration` when one is given.
@@ -325,7 +334,7 @@ impl Server {
         let (id, addr) = (conn.id(), conn.remote_addr());
         self.shared.totals.opened.fetch_add(1, Ordering::Relaxed);
         self.shared.live().insert(id, conn.clone());
-        println!("open  {id} {addr}");
+        say!("open  {id} {addr}");
         self.peers.insert(
             id,
             Peer {
@@ -352,10 +361,18 @@ impl Server {
             return;
         };
         let totals = &self.shared.totals;
-        match kind {
-            Delivery::Unreliable if peer.check.on_unreliable(&data) => {
-                let _ = peer.conn.send_unreliable(Bytes::from_static(HELLO_ACK));
+        let reply = match kind {
+            Delivery::Unreliable => peer.check.on_unreliable(&data),
+            _ => None,
+        };
+        if let Some(reply) = reply {
+            if reply.mismatch {
+                note_mismatch(peer, totals, self.key);
             }
+            let _ = peer.conn.send_unreliable(Bytes::from(reply.answer));
+            return;
+        }
+        match kind {
             Delivery::Unreliable | Delivery::Ordered => {
                 count_in(peer, totals, data.len());
                 if mode == Mode::Echo {
@@ -387,14 +404,16 @@ impl Server {
         let totals = &self.shared.totals;
         if !peer.first_reliable_seen {
             peer.first_reliable_seen = true;
-            let answer = peer.check.on_first_reliable(&data);
+            // Nothing reliable went to this session before its first reliable message: the
+            // answer is the session's first reliable message on channel 0.
+            let answer = peer.check.on_first_reliable(&data, 0);
             if self.rc4_after_first {
                 peer.conn.set_encryption(true);
             }
             if let Some(answer) = answer {
-                note_key_check(peer, totals, key);
+                totals.keys_agreed.fetch_add(1, Ordering::Relaxed);
                 let answer = Outgoing {
-                    channel,
+                    channel: Channel::ZERO,
                     data: Bytes::from(answer),
                     echo: false,
                 };
@@ -431,7 +450,7 @@ impl Server {
         metrics::counter!("soe_sessions_closed_total", "reason" => format!("{:?}", reason.reason))
             .increment(1);
         let verdict = final_verdict(&mut peer, totals, self.key);
-        println!(
+        say!(
             "close {id} {}: {:?} by {} after {:.1} s; {} message(s) in, {} out, {} resend(s), {} CRC reject(s); {}",
             peer.addr,
             reason.reason,
@@ -495,7 +514,7 @@ fn send_reliable(peer: &mut Peer, totals: &Totals, out: Outgoing, limit: usize) 
         .get_or_insert_with(|| start_backlog(peer.conn.clone()));
     let waiting = backlog.bytes.fetch_add(data.len(), Ordering::AcqRel) + data.len();
     if waiting > limit {
-        println!(
+        say!(
             "{} {}: {waiting} bytes of echoes wait for room (limit {limit}): closing the session",
             peer.conn.id(),
             peer.addr
@@ -540,14 +559,11 @@ fn start_backlog(conn: Connection) -> Backlog {
     }
 }
 
-/// Logs and counts what the key probe showed.
-fn note_key_check(peer: &Peer, totals: &Totals, key: bool) {
-    if peer.check == ServerCheck::Read {
-        totals.keys_agreed.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
+/// Logs and counts a key probe that did not read (the client's hello says its first reliable
+/// message was the probe).
+fn note_mismatch(peer: &Peer, totals: &Totals, key: bool) {
     totals.keys_mismatched.fetch_add(1, Ordering::Relaxed);
-    println!(
+    say!(
         "key   {} {}: KEY MISMATCH: the client's key probe does not read here ({}): its RC4 key \
          differs from this server's, or only one side turns RC4 on after the first message",
         peer.conn.id(),
@@ -581,7 +597,7 @@ fn decide(peer: &mut Peer, totals: &Totals, key: bool) {
     peer.looks_encrypted = judge.looks_random();
     if peer.looks_encrypted == Some(true) {
         totals.looking_encrypted.fetch_add(1, Ordering::Relaxed);
-        println!(
+        say!(
             "key   {} {}: what this session receives looks encrypted {} ({} bytes judged): {}",
             peer.conn.id(),
             peer.addr,
@@ -603,8 +619,8 @@ fn decide(peer: &mut Peer, totals: &Totals, key: bool) {
 /// What the close line says of the session's key: the probe's verdict, else the judge's.
 fn final_verdict(peer: &mut Peer, totals: &Totals, key: bool) -> String {
     match peer.check {
-        ServerCheck::Read => return "key probe read".into(),
-        ServerCheck::Unreadable => return "KEY MISMATCH (probe unreadable)".into(),
+        ServerCheck::Read(_) => return "key probe read".into(),
+        ServerCheck::Mismatch => return "KEY MISMATCH (probe unreadable)".into(),
         _ => {}
     }
     let judged = peer.judge.as_ref().map_or(usize::MAX, |j| j.len());
@@ -632,7 +648,7 @@ async fn print_stats(shared: Arc<Shared>, every: Duration) {
         let messages = t.messages_in.load(Ordering::Relaxed);
         let elapsed = last_print.elapsed();
         let rate = (messages - last_messages) as f64 / elapsed.as_secs_f64().max(1e-9);
-        println!(
+        say!(
             "stats: {live} session(s) ({} opened, {} closed), {rate:.0} message(s)/s in, {resends} resend(s), {crc_rejects} CRC reject(s), {} key mismatch(es)",
             t.opened.load(Ordering::Relaxed),
             t.closed.load(Ordering::Relaxed),

@@ -273,19 +273,22 @@ fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
     clients.dedup();
     assert_eq!(clients.len(), 2, "{clients:?}");
     let mut sent_sizes = Vec::new();
+    let mut expected_echoes: Vec<Vec<u8>> = Vec::new();
     for client in &clients {
         let sent = messages_from(&datagrams, client);
         assert!(!sent.is_empty());
         let size = sent[0].len();
-        let expected: Vec<Vec<u8>> = (0..sent.len() as u64).map(|s| message(s, size)).collect();
+        // Each session's messages carry its random tag after their sequence number.
+        let tag = u64::from_be_bytes(sent[0][8..16].try_into().unwrap());
+        let expected: Vec<Vec<u8>> = (0..sent.len() as u64)
+            .map(|s| message(s, tag, size))
+            .collect();
         assert_eq!(sent, expected, "client {client} messages");
         sent_sizes.push((size, sent.len()));
+        expected_echoes.extend(expected);
     }
     sent_sizes.sort_unstable();
     assert_eq!(sent_sizes, vec![(40, 10), (3000, 6)]);
-    let mut expected_echoes: Vec<Vec<u8>> = Vec::new();
-    expected_echoes.extend((0..6).map(|s| message(s, 3000)));
-    expected_echoes.extend((0..10).map(|s| message(s, 40)));
     let mut echoes_sorted = echoes.clone();
     echoes_sorted.sort();
     expected_echoes.sort();

@@ -179,11 +179,13 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The bytes `soe ping` and `soe load` send as message `seq` of `size` bytes (the format is
-/// part of the tool's documented behaviour: the sequence number, big-endian, then a text).
-pub(crate) fn message(seq: u64, size: usize) -> Vec<u8> {
+/// The bytes `soe ping` and `soe load` send as message `seq` of `size` bytes in a session whose
+/// tag is `tag` (the format is part of the tool's documented behaviour: the sequence number,
+/// big-endian, the session's random tag, then a text).
+pub(crate) fn message(seq: u64, tag: u64, size: usize) -> Vec<u8> {
     const FILL: &[u8] = b" soe message payload;";
-    let mut out: Vec<u8> = seq.to_be_bytes().iter().take(size).copied().collect();
+    let id = seq.to_be_bytes().into_iter().chain(tag.to_be_bytes());
+    let mut out: Vec<u8> = id.take(size).collect();
     let mut i = 0;
     while out.len() < size {
         out.push(FILL[i % FILL.len()]);
