@@ -103,8 +103,8 @@ static soe_status send_all(int fd, soe_endpoint *ep, uint64_t now, uint8_t *buf,
  * queued, for up to SOE_OPT_CLOSE_TIMEOUT_MS) and drives the endpoint until none is left (every
  * Disconnect sent, every event taken), for at most `limit_ms`. Returns the sessions left: 0 when
  * the endpoint may be freed without leaving a peer to its timeout. */
-static size_t close_all_and_drain(int fd, soe_endpoint *ep, uint8_t *buf, size_t cap,
-                                  uint64_t limit_ms) {
+static inline size_t close_all_and_drain(int fd, soe_endpoint *ep, uint8_t *buf, size_t cap,
+                                         uint64_t limit_ms) {
     uint64_t start = now_us();
     size_t left = 0;
     soe_close_all(ep, start, SOE_REASON_APPLICATION, 0);
