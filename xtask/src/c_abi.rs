@@ -133,7 +133,12 @@ pub(crate) fn run() -> Result<()> {
     c_server_shuts_down_on_sigint(checked(out.join("echo_server")), &soe)?;
     readme_server_against_ping(&out.join("readme_server"), &soe)?;
     // The C echo client (CMake build), and the stale handle after its close.
-    echo_client_against_serve(checked(echo_client), &soe, KEY, "C echo_client")?;
+    echo_client_against_serve(checked(echo_client.clone()), &soe, KEY, "C echo_client")?;
+    // The C++17 game server (CMake, libsoe.a, the moved prefix): a session, then SIGINT.
+    let game_server = echo_client.with_file_name("game_server");
+    if game_server.exists() {
+        server_shuts_down_on_sigint(checked(game_server), &soe, "game_server")?;
+    }
     println!(
         "==> c-abi: built from the installed prefix ({}, {}); C server and client and the \
          README's server verified against the Rust tools, error paths, teardown and C++ header \
@@ -382,7 +387,10 @@ fn sizes(installed: &Installed, echo_client: &Path, out: &Path) -> Result<()> {
     let mut files = vec![
         ("`libsoe.a`", size(&installed.static_lib)),
         (shared.as_str(), size(&installed.shared_lib())),
-        ("`echo_client` (libsoe.a, `-O1 -g`)", size(echo_client)),
+        (
+            "`echo_client` (libsoe.a, CMake `RelWithDebInfo`)",
+            size(echo_client),
+        ),
     ];
     let static_check = out.join("header_check_static");
     if static_check.exists() {
@@ -524,6 +532,9 @@ fn cmake_build(installed: &Installed, source: &Path, build: &Path) -> Result<Pat
         .args(["-DSOE_STATIC=ON", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"]);
     if let Ok(cc) = std::env::var("CC") {
         configure.arg(format!("-DCMAKE_C_COMPILER={cc}"));
+    }
+    if let Ok(cxx) = std::env::var("CXX") {
+        configure.arg(format!("-DCMAKE_CXX_COMPILER={cxx}"));
     }
     println!("==> c-abi: {}", cmd::describe(&configure));
     cmd::run_timed(&mut configure)?;
