@@ -364,16 +364,18 @@ namespace Soe
 
         private static void Configure(ConfigHandle c, Options o)
         {
-            byte[] name = Encoding.UTF8.GetBytes(o.ApplicationProtocol + "\0");
+            // A null from code without nullable checks keeps the defaults rather than throwing.
+            byte[] name = Encoding.UTF8.GetBytes((o.ApplicationProtocol ?? "SoeEcho") + "\0");
+            byte[] key = o.Rc4Key ?? new byte[0];
             fixed (byte* p = name)
             {
                 Check(Native.soe_config_set_application_protocol(c, p));
             }
-            if (o.Rc4Key.Length > 0)
+            if (key.Length > 0)
             {
-                fixed (byte* k = o.Rc4Key)
+                fixed (byte* k = key)
                 {
-                    Check(Native.soe_config_set_rc4_key(c, k, (UIntPtr)o.Rc4Key.Length));
+                    Check(Native.soe_config_set_rc4_key(c, k, (UIntPtr)key.Length));
                 }
             }
             Set(c, Option.Rc4AtStart, Flag(o.Rc4AtStart));

@@ -1,14 +1,20 @@
 //! `cargo xtask c-abi`: the C ABI (soe-ffi) from C and C++, as a C user takes it: installed
 //! under a prefix (`cargo xtask install-c`), then built from there with the system compilers.
 //!
-//! Installs the library into `target/c-abi/prefix`, builds `examples/c` from that prefix twice,
-//! with `pkg-config --cflags --libs soe` (linked to `libsoe.so.0`) and with CMake's
-//! `find_package(soe)` (`examples/c/CMakeLists.txt`, linked to `libsoe.a` through
-//! `soe::soe_static`), compiles the README's C server (the block under
-//! `<!-- c-abi: README server -->`, with pkg-config's flags and `-Iexamples/c`, as the README
-//! says), the error-path and teardown programs (`cc -Wall -Wextra -Werror`) and the header
-//! check (`c++ -Wall -Wextra -Werror`), then runs, each C program but the README's server
-//! under valgrind memcheck (no leak, no invalid access) when valgrind is installed:
+//! Installs the library into `target/c-abi/installed` and moves the prefix to
+//! `target/c-abi/prefix` (everything below is built from the moved one: the prefix must be
+//! relocatable). Checks that `libsoe.a` defines no global symbol but the `soe_*` functions, that
+//! neither library holds a path of the build machine, and that docs/c-api.md's size table is
+//! what it measures (`c_abi_install`). Builds `examples/c` with `pkg-config --cflags --libs soe`
+//! (linked to `libsoe.so.1`) and with CMake's `find_package(soe)` (`examples/c/CMakeLists.txt`,
+//! the C examples and the C++17 `game_server`, linked to `libsoe.a` through `soe::soe_static`),
+//! compiles the README's C server (the block under `<!-- c-abi: README server -->`, with
+//! pkg-config's flags and `-Iexamples/c`, as the README says), the error-path and teardown
+//! programs (`cc -Wall -Wextra -Werror`, the static one with `pkg-config --libs soe-static`),
+//! the header check (`c++ -Wall -Wextra -Werror`) and a fully static C++17 program
+//! (`c++ -static` with `pkg-config --static --libs soe`), then runs, each C program but the
+//! README's server under valgrind memcheck (no leak, no invalid access) when valgrind is
+//! installed:
 //!
 //! * the C echo server (pkg-config build) against `soe ping` (20 KB messages, fragments) and
 //!   `soe load` (four sessions, 1 byte to 20 KB), RC4 on, every echo verified by the tools; the
@@ -22,7 +28,9 @@
 //! * the ABI during teardown, linked both ways: a whole session from a pthread-key destructor
 //!   and from an `atexit` handler, after the thread's Rust thread-locals are gone; the handler
 //!   registered before it must still run (its line is checked);
-//! * the C++ header check.
+//! * the C++ header check, dynamic and fully static;
+//! * the C echo server and the C++17 game server, each with a `soe ping` session open, stopped
+//!   by SIGINT: each must close the session and send its Disconnects before it exits.
 //!
 //! Without valgrind the programs run bare, with a loud warning; without pkg-config or CMake
 //! that build is replaced by plain compiler flags, with a loud warning. Under `CI=true` each of
