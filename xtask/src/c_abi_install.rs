@@ -22,15 +22,30 @@ pub(crate) fn nm_globals(file: &Path) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The global symbols `archive` defines, by `nm -g --defined-only -P`.
+/// The global and weak symbols `archive` defines: by `readelf -sW` when it is there (nm, through
+/// a system LTO plugin, misses those of a member that carries LLVM bitcode), else by `nm`.
 fn defined_globals(archive: &Path) -> Result<Vec<String>> {
-    let listing = nm_globals(archive)?;
-    let mut out: Vec<String> = listing
-        .lines()
-        .filter(|l| !l.ends_with(':') && !l.is_empty())
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_owned)
-        .collect();
+    let readelf = Command::new("readelf")
+        .arg("-sW")
+        .arg(archive)
+        .stderr(std::process::Stdio::null())
+        .output();
+    let mut out: Vec<String> = match readelf {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let defined = f.len() >= 8 && matches!(f[4], "GLOBAL" | "WEAK") && f[6] != "UND";
+                defined.then(|| f[7].to_owned())
+            })
+            .collect(),
+        _ => nm_globals(archive)?
+            .lines()
+            .filter(|l| !l.ends_with(':') && !l.is_empty())
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_owned)
+            .collect(),
+    };
     out.sort();
     out.dedup();
     Ok(out)
@@ -48,10 +63,10 @@ pub(crate) fn static_symbols(installed: &Installed, rustc_archive: &Path) -> Res
         let runtime: Vec<&String> = before
             .iter()
             .filter(|s| {
-                s.as_str() == "rust_eh_personality"
-                    || s.starts_with("__rust")
-                    || s.starts_with("__udivti3")
-                    || s.starts_with("__muloti4")
+                matches!(
+                    s.as_str(),
+                    "rust_eh_personality" | "__udivti3" | "__divti3" | "__muloti4"
+                )
             })
             .collect();
         println!(

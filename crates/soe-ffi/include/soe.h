@@ -409,7 +409,8 @@ soe_status soe_endpoint_handle_datagram(struct soe_endpoint *ep,
 // Takes the next datagram to send: writes it to `buf` (`cap` bytes), its length to `*len`
 // and its destination to `*to`. Returns `SOE_DONE` when there is none, and
 // `SOE_ERR_BUFFER_TOO_SMALL` with the size needed in `*len` (the datagram is kept). A buffer
-// of the configured `udp_length` always fits.
+// of the configured `SOE_OPT_UDP_LENGTH` always fits (`soe_endpoint_new` refuses a protocol
+// name whose SessionRequest would not).
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
 //
