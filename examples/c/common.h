@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -95,6 +96,32 @@ static soe_status send_all(int fd, soe_endpoint *ep, uint64_t now, uint8_t *buf,
         struct sockaddr_in dest;
         addr_from_soe(&to, &dest);
         sendto(fd, buf, len, 0, (struct sockaddr *)&dest, sizeof dest);
+    }
+}
+
+/* Shutdown (on SIGINT, say): closes every session (gracefully: each still delivers what it has
+ * queued, for up to SOE_OPT_CLOSE_TIMEOUT_MS) and drives the endpoint until none is left (every
+ * Disconnect sent, every event taken), for at most `limit_ms`. Returns the sessions left: 0 when
+ * the endpoint may be freed without leaving a peer to its timeout. */
+static inline size_t close_all_and_drain(int fd, soe_endpoint *ep, uint8_t *buf, size_t cap,
+                                         uint64_t limit_ms) {
+    uint64_t start = now_us();
+    size_t left = 0;
+    soe_close_all(ep, start, SOE_REASON_APPLICATION, 0);
+    for (;;) {
+        uint64_t now = now_us();
+        receive_all(fd, ep, now, buf, cap);
+        soe_endpoint_handle_timeout(ep, now);
+        soe_event ev; /* messages that arrive now are dropped; one too large for buf ends it */
+        while (soe_endpoint_poll_event(ep, &ev, buf, cap) == SOE_OK) {
+        }
+        send_all(fd, ep, now, buf, cap);
+        soe_endpoint_session_count(ep, &left);
+        if (left == 0 || now - start > limit_ms * 1000u) {
+            return left;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN, .revents = 0};
+        poll(&pfd, 1, poll_timeout_ms(ep, 50));
     }
 }
 

@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,13 @@
 #include <unistd.h>
 
 #include "common.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig) {
+    (void)sig;
+    stop = 1;
+}
 
 static void check(soe_status status, const char *what) {
     if (status < 0) {
@@ -75,21 +83,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "echo_client: %s is not an IPv4 address\n", argv[1]);
         return 2;
     }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     int fd = udp_socket();
     if (fd < 0) {
         perror("echo_client: socket");
         return 1;
     }
 
-    soe_config config;
-    check(soe_config_init(&config, SOE_ROLE_CLIENT), "config");
-    config.application_protocol = protocol;
+    soe_config *config = NULL;
+    check(soe_config_new(SOE_ROLE_CLIENT, &config), "config");
+    check(soe_config_set_application_protocol(config, protocol), "protocol");
     if (key) {
-        config.rc4_key = (const uint8_t *)key;
-        config.rc4_key_len = strlen(key);
+        check(soe_config_set_rc4_key(config, (const uint8_t *)key, strlen(key)), "key");
     }
     soe_endpoint *ep = NULL;
-    check(soe_endpoint_new(&config, now_us(), &ep), "endpoint");
+    check(soe_endpoint_new(config, now_us(), &ep), "endpoint");
+    soe_config_free(config);
     soe_addr server_addr;
     addr_to_soe(&server, &server_addr);
     soe_session session;
@@ -102,7 +112,7 @@ int main(int argc, char **argv) {
     uint8_t *expected = malloc(size);
     long sent = 0, received = 0;
     int connected = 0, closing = 0, done = 0, failed = 0;
-    while (!done) {
+    while (!done && !stop) {
         if (now_us() - started > 30u * 1000000u) {
             fprintf(stderr, "echo_client: gave up after 30 s (%ld of %ld echoes)\n", received, count);
             failed = 1;
@@ -170,6 +180,11 @@ int main(int argc, char **argv) {
         }
 
         check(send_all(fd, ep, now, datagram, sizeof datagram), "transmit");
+    }
+    if (stop) {
+        /* Interrupted: close the session and send its Disconnect before freeing the endpoint. */
+        close_all_and_drain(fd, ep, datagram, sizeof datagram, 10000);
+        failed = 1;
     }
     /* The handle is stale once its Closed event was taken. */
     if (!failed && soe_send(ep, session, 0, (const uint8_t *)"x", 1) != SOE_ERR_STALE_SESSION) {

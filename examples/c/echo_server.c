@@ -6,7 +6,8 @@
  *   echo_server [--port P] [--key TEXT] [--protocol NAME] [--sessions N]
  *
  * --key TEXT turns RC4 on with the bytes of TEXT as the key. With --sessions N the server exits
- * (status 0) once N sessions have closed; otherwise it runs until SIGINT or SIGTERM. The first
+ * (status 0) once N sessions have closed; otherwise it runs until SIGINT or SIGTERM, then closes
+ * every session and sends their Disconnects before it frees the endpoint. The first
  * line on stdout is "listening on 127.0.0.1:PORT" (with --port 0, the port chosen).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -90,15 +91,15 @@ int main(int argc, char **argv) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
-    soe_config config;
-    check(soe_config_init(&config, SOE_ROLE_SERVER), "config");
-    config.application_protocol = protocol;
+    soe_config *config = NULL;
+    check(soe_config_new(SOE_ROLE_SERVER, &config), "config");
+    check(soe_config_set_application_protocol(config, protocol), "protocol");
     if (key) {
-        config.rc4_key = (const uint8_t *)key;
-        config.rc4_key_len = strlen(key);
+        check(soe_config_set_rc4_key(config, (const uint8_t *)key, strlen(key)), "key");
     }
     soe_endpoint *ep = NULL;
-    check(soe_endpoint_new(&config, now_us(), &ep), "endpoint");
+    check(soe_endpoint_new(config, now_us(), &ep), "endpoint");
+    soe_config_free(config);
 
     int fd = udp_socket();
     struct sockaddr_in bind_addr = {0};
@@ -166,6 +167,14 @@ int main(int argc, char **argv) {
     }
     printf("echo_server: %ld sessions accepted, %ld closed, %ld messages echoed\n", accepted,
            closed, echoed);
+    if (stop) {
+        /* Say goodbye to every peer before the endpoint goes: free it with sessions open and
+         * they learn of it only from their idle timeout. */
+        size_t open = 0;
+        check(soe_endpoint_session_count(ep, &open), "count");
+        size_t left = close_all_and_drain(fd, ep, datagram, sizeof datagram, 10000);
+        printf("echo_server: shutdown: %zu sessions closed, %zu left\n", open - left, left);
+    }
     if (held.full) {
         free(held.data);
     }

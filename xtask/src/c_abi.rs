@@ -1,14 +1,20 @@
 //! `cargo xtask c-abi`: the C ABI (soe-ffi) from C and C++, as a C user takes it: installed
 //! under a prefix (`cargo xtask install-c`), then built from there with the system compilers.
 //!
-//! Installs the library into `target/c-abi/prefix`, builds `examples/c` from that prefix twice,
-//! with `pkg-config --cflags --libs soe` (linked to `libsoe.so.0`) and with CMake's
-//! `find_package(soe)` (`examples/c/CMakeLists.txt`, linked to `libsoe.a` through
-//! `soe::soe_static`), compiles the README's C server (the block under
-//! `<!-- c-abi: README server -->`, with pkg-config's flags and `-Iexamples/c`, as the README
-//! says), the error-path and teardown programs (`cc -Wall -Wextra -Werror`) and the header
-//! check (`c++ -Wall -Wextra -Werror`), then runs, each C program but the README's server
-//! under valgrind memcheck (no leak, no invalid access) when valgrind is installed:
+//! Installs the library into `target/c-abi/installed` and moves the prefix to
+//! `target/c-abi/prefix` (everything below is built from the moved one: the prefix must be
+//! relocatable). Checks that `libsoe.a` defines no global symbol but the `soe_*` functions, that
+//! neither library holds a path of the build machine, and that docs/c-api.md's size table is
+//! what it measures (`c_abi_install`). Builds `examples/c` with `pkg-config --cflags --libs soe`
+//! (linked to `libsoe.so.1`) and with CMake's `find_package(soe)` (`examples/c/CMakeLists.txt`,
+//! the C examples and the C++17 `game_server`, linked to `libsoe.a` through `soe::soe_static`),
+//! compiles the README's C server (the block under `<!-- c-abi: README server -->`, with
+//! pkg-config's flags and `-Iexamples/c`, as the README says), the error-path and teardown
+//! programs (`cc -Wall -Wextra -Werror`, the static one with `pkg-config --libs soe-static`),
+//! the header check (`c++ -Wall -Wextra -Werror`) and a fully static C++17 program
+//! (`c++ -static` with `pkg-config --static --libs soe`), then runs, each C program but the
+//! README's server under valgrind memcheck (no leak, no invalid access) when valgrind is
+//! installed:
 //!
 //! * the C echo server (pkg-config build) against `soe ping` (20 KB messages, fragments) and
 //!   `soe load` (four sessions, 1 byte to 20 KB), RC4 on, every echo verified by the tools; the
@@ -22,7 +28,9 @@
 //! * the ABI during teardown, linked both ways: a whole session from a pthread-key destructor
 //!   and from an `atexit` handler, after the thread's Rust thread-locals are gone; the handler
 //!   registered before it must still run (its line is checked);
-//! * the C++ header check.
+//! * the C++ header check, dynamic and fully static;
+//! * the C echo server and the C++17 game server, each with a `soe ping` session open, stopped
+//!   by SIGINT: each must close the session and send its Disconnects before it exits.
 //!
 //! Without valgrind the programs run bare, with a loud warning; without pkg-config or CMake
 //! that build is replaced by plain compiler flags, with a loud warning. Under `CI=true` each of
@@ -35,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use crate::cmd;
 use crate::install_c::{self, Installed};
-use crate::{Error, Result};
+use crate::{Error, Result, c_abi_install};
 
 /// The RC4 key of the runs: plain text for the C programs, base64 for the `soe` tool.
 const KEY: &str = "soe-ffi c-abi key";
@@ -82,6 +90,11 @@ fn wanted(program: &str, what: &str) -> Result<bool> {
     Ok(false)
 }
 
+/// A tool the step needs is absent: a loud word, or an error under `CI=true`.
+pub(crate) fn missing(program: &str, what: &str) -> Result<()> {
+    wanted(program, what).map(|_| ())
+}
+
 /// Runs the whole check.
 pub(crate) fn run() -> Result<()> {
     let root = cmd::workspace_root();
@@ -99,9 +112,14 @@ pub(crate) fn run() -> Result<()> {
     let out = target.join("c-abi");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| Error::new(format!("{}: {e}", out.display())))?;
-    let installed = install_c::run(&out.join("prefix"), PROFILE, true)?;
+    // Installed, then moved: every program below is built from the moved prefix.
+    let installed =
+        install_c::run(&out.join("installed"), PROFILE, true)?.moved_to(&out.join("prefix"))?;
+    c_abi_install::static_symbols(&installed, &target.join(PROFILE).join("libsoe_ffi.a"))?;
+    c_abi_install::no_build_paths(&installed)?;
 
     let echo_client = build_programs(&root, &out, &installed, tools)?;
+    sizes(&installed, &echo_client, &out)?;
     let soe = target.join("debug/soe");
     let checked = |path: PathBuf| tools.checked(path);
     // The error paths, the ABI during teardown (shared and static), and the C++ header check.
@@ -113,10 +131,22 @@ pub(crate) fn run() -> Result<()> {
         &TEARDOWN_LINES,
     )?;
     expect_success(Command::new(out.join("header_check")), "header_check")?;
+    if tools.pkg_config {
+        expect_success(
+            Command::new(out.join("header_check_static")),
+            "header_check (-static)",
+        )?;
+    }
     c_server_against_tools(checked(out.join("echo_server")), &soe)?;
+    c_server_shuts_down_on_sigint(checked(out.join("echo_server")), &soe)?;
     readme_server_against_ping(&out.join("readme_server"), &soe)?;
     // The C echo client (CMake build), and the stale handle after its close.
-    echo_client_against_serve(checked(echo_client), &soe, KEY, "C echo_client")?;
+    echo_client_against_serve(checked(echo_client.clone()), &soe, KEY, "C echo_client")?;
+    // The C++17 game server (CMake, libsoe.a, the moved prefix): a session, then SIGINT.
+    let game_server = echo_client.with_file_name("game_server");
+    if game_server.exists() {
+        server_shuts_down_on_sigint(checked(game_server), &soe, "game_server")?;
+    }
     println!(
         "==> c-abi: built from the installed prefix ({}, {}); C server and client and the \
          README's server verified against the Rust tools, error paths, teardown and C++ header \
@@ -176,7 +206,7 @@ impl Tools {
 fn build_programs(root: &Path, out: &Path, installed: &Installed, tools: Tools) -> Result<PathBuf> {
     // The shared build, with pkg-config's flags (or the same flags by hand without it).
     let mut shared = if tools.pkg_config {
-        pkg_config_flags(installed, false)?
+        pkg_config_flags(installed, "soe", false)?
     } else {
         vec![
             format!("-I{}", installed.prefix.join("include").display()),
@@ -185,20 +215,17 @@ fn build_programs(root: &Path, out: &Path, installed: &Installed, tools: Tools) 
         ]
     };
     shared.push(format!("-Wl,-rpath,{}", installed.libdir().display()));
-    // The static build: the archive itself, and what `pkg-config --static` adds for it.
-    let mut fully_static = vec![
-        format!("-I{}", installed.prefix.join("include").display()),
-        installed.static_lib.display().to_string(),
-    ];
-    if tools.pkg_config {
-        fully_static.extend(
-            pkg_config_flags(installed, true)?
-                .into_iter()
-                .filter(|f| f.starts_with("-l") && f != "-lsoe"),
-        );
+    // The static library in an otherwise dynamic program: `soe-static.pc` as it is.
+    let fully_static = if tools.pkg_config {
+        pkg_config_flags(installed, "soe-static", false)?
     } else {
-        fully_static.extend(["-lpthread", "-ldl", "-lm"].map(String::from));
-    }
+        let mut flags = vec![
+            format!("-I{}", installed.prefix.join("include").display()),
+            installed.static_lib.display().to_string(),
+        ];
+        flags.extend(["-lpthread", "-ldl", "-lm"].map(String::from));
+        flags
+    };
     let tests = root.join("crates/soe-ffi/tests/c");
     let c = |source: &Path, name: &str, flags: &[String]| {
         compile(&c_compiler(), "-std=c11", source, flags, &out.join(name))
@@ -227,6 +254,18 @@ fn build_programs(root: &Path, out: &Path, installed: &Installed, tools: Tools) 
         &fully_static,
         &out.join("header_check"),
     )?;
+    if tools.pkg_config {
+        // A fully static program (`-static`), C++17, with `pkg-config --static` as it is.
+        let mut flags = vec!["-static".to_owned()];
+        flags.extend(pkg_config_flags(installed, "soe", true)?);
+        compile(
+            &cxx_compiler(),
+            "-std=c++17",
+            &tests.join("header_check.cpp"),
+            &flags,
+            &out.join("header_check_static"),
+        )?;
+    }
     needs_soname(&out.join("echo_server"), &installed.version.soname())?;
     // The CMake build of the examples, linked statically.
     if tools.cmake {
@@ -293,6 +332,80 @@ fn c_server_against_tools(mut server: Command, soe: &Path) -> Result<()> {
         return Err(e);
     }
     wait_exit(&mut child, "echo_server", Duration::from_secs(60))
+}
+
+/// The C echo server, serving one `soe ping` session, gets SIGINT: it must close the session,
+/// send its Disconnects and free the endpoint (under valgrind: without a leak), printing
+/// `shutdown: 1 sessions closed, 0 left`, and exit 0.
+fn c_server_shuts_down_on_sigint(server: Command, soe: &Path) -> Result<()> {
+    server_shuts_down_on_sigint(server, soe, "echo_server")
+}
+
+/// A server (`what`: the C `echo_server` or the C# `EchoServer`), serving one `soe ping`
+/// session, gets SIGINT: it must close the session, send its Disconnects, print
+/// `WHAT: shutdown: 1 sessions closed, 0 left` and exit 0.
+pub(crate) fn server_shuts_down_on_sigint(
+    mut server: Command,
+    soe: &Path,
+    what: &str,
+) -> Result<()> {
+    server.args(["--port", "0"]);
+    let (mut child, port, lines) = spawn_listening_lines(server, &format!("{what} (SIGINT)"))?;
+    let mut ping = Command::new(soe);
+    ping.args(["ping", "--count", "1000", "--interval", "20"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut ping = ping
+        .spawn()
+        .map_err(|e| Error::new(format!("soe ping: {e}")))?;
+    let echoing = Instant::now();
+    // Wait until the session is up (the server echoes), then interrupt the server.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut kill = Command::new("kill");
+    kill.args(["-INT", &child.id().to_string()]);
+    let signalled = cmd::run_timed(&mut kill).map(|_| ());
+    let exited =
+        signalled.and_then(|()| wait_exit(&mut child, "echo_server", Duration::from_secs(30)));
+    let _ = ping.kill();
+    let _ = ping.wait();
+    exited?;
+    // The reader thread may still hold the last line.
+    std::thread::sleep(Duration::from_millis(200));
+    let said = lines.lock().map(|l| l.clone()).unwrap_or_default();
+    let wanted = format!("{what}: shutdown: 1 sessions closed, 0 left");
+    if said.contains(&wanted) {
+        println!(
+            "==> {what} closed its session on SIGINT ({} after the start)",
+            cmd::format_duration(echoing.elapsed())
+        );
+        Ok(())
+    } else {
+        Err(Error::new(format!(
+            "{what} did not print {wanted:?} on SIGINT: {said:?}"
+        )))
+    }
+}
+
+/// Measures the installed libraries and two programs linked statically, and checks (or, with
+/// `SOE_BLESS=1`, writes) docs/c-api.md's size table.
+fn sizes(installed: &Installed, echo_client: &Path, out: &Path) -> Result<()> {
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let shared = format!("`{}`", installed.version.real_name());
+    let mut files = vec![
+        ("`libsoe.a`", size(&installed.static_lib)),
+        (shared.as_str(), size(&installed.shared_lib())),
+        (
+            "`echo_client` (libsoe.a, CMake `RelWithDebInfo`)",
+            size(echo_client),
+        ),
+    ];
+    let static_check = out.join("header_check_static");
+    if static_check.exists() {
+        files.push(("`header_check` (C++17, `-static`)", size(&static_check)));
+    }
+    let rustc = c_abi_install::rustc_version();
+    c_abi_install::check_size_table(&c_abi_install::size_table(&rustc, &files), &rustc)
 }
 
 /// The README's C server, on a free port, against `soe ping` (20 KB messages, fragments) and
@@ -392,15 +505,19 @@ pub(crate) fn echo_client_against_serve(
     result
 }
 
-/// `pkg-config --cflags --libs soe` (with `--static`: the static library's needs too) for the
-/// installed prefix, as words.
-fn pkg_config_flags(installed: &Installed, static_libs: bool) -> Result<Vec<String>> {
+/// `pkg-config --cflags --libs PACKAGE` (with `--static`: the static library's needs too) for
+/// the installed prefix, as words.
+fn pkg_config_flags(
+    installed: &Installed,
+    package: &str,
+    static_libs: bool,
+) -> Result<Vec<String>> {
     let mut c = Command::new("pkg-config");
     c.env("PKG_CONFIG_PATH", installed.pkgconfig_dir());
     if static_libs {
         c.arg("--static");
     }
-    c.args(["--cflags", "--libs", "soe"]);
+    c.args(["--cflags", "--libs", package]);
     println!("==> c-abi: {}", cmd::describe(&c));
     let flags = cmd::output(&mut c)?;
     println!("    {}", flags.trim());
@@ -423,6 +540,9 @@ fn cmake_build(installed: &Installed, source: &Path, build: &Path) -> Result<Pat
         .args(["-DSOE_STATIC=ON", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"]);
     if let Ok(cc) = std::env::var("CC") {
         configure.arg(format!("-DCMAKE_C_COMPILER={cc}"));
+    }
+    if let Ok(cxx) = std::env::var("CXX") {
+        configure.arg(format!("-DCMAKE_CXX_COMPILER={cxx}"));
     }
     println!("==> c-abi: {}", cmd::describe(&configure));
     cmd::run_timed(&mut configure)?;
@@ -515,7 +635,15 @@ pub(crate) fn expect_success(mut c: Command, what: &str) -> Result<()> {
 
 /// Starts a server whose first line on stdout ends with `127.0.0.1:PORT`, and returns it with
 /// the port.
-pub(crate) fn spawn_listening(mut c: Command, what: &str) -> Result<(Child, u16)> {
+pub(crate) fn spawn_listening(c: Command, what: &str) -> Result<(Child, u16)> {
+    spawn_listening_lines(c, what).map(|(child, port, _)| (child, port))
+}
+
+/// The lines a server printed after its first, as they come.
+type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// [`spawn_listening`], and the lines the server prints after its first.
+fn spawn_listening_lines(mut c: Command, what: &str) -> Result<(Child, u16, Lines)> {
     println!("==> {what}: {}", cmd::describe(&c));
     let mut child = c
         .stdout(Stdio::piped())
@@ -540,12 +668,17 @@ pub(crate) fn spawn_listening(mut c: Command, what: &str) -> Result<(Child, u16)
     };
     // Echo the rest of its output as it comes.
     let name = what.to_owned();
+    let kept = Lines::default();
+    let keep = kept.clone();
     std::thread::spawn(move || {
         for line in lines.map_while(std::result::Result::ok) {
             println!("    {name}: {line}");
+            if let Ok(mut k) = keep.lock() {
+                k.push(line);
+            }
         }
     });
-    Ok((child, port))
+    Ok((child, port, kept))
 }
 
 pub(crate) fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> Result<()> {

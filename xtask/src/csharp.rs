@@ -7,7 +7,10 @@
 //! * the C# echo server against `soe ping` (RC4, 20 KB messages in fragments, every echo
 //!   verified by the tool, a clean close by the peer);
 //! * the C# echo client against `soe serve` (RC4, 60 messages of 20 KB verified byte for byte,
-//!   a clean close with reason Application, and the stale handle afterwards).
+//!   a clean close with reason Application, and the stale handle afterwards);
+//! * the C# echo server's shutdown on SIGINT under mono (every session closed first);
+//! * `Soe.dll` built with `mcs -doc` and warnings as errors (every public member documented),
+//!   and packed by `bindings/csharp/pack.py` into a `.nupkg` whose entries are checked.
 //!
 //! Without mcs or mono the step cannot run: `cargo xtask ci` skips it with a loud word, and
 //! fails under `CI=true` (`.ci/run` installs mono-mcs and mono-runtime).
@@ -16,7 +19,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::c_abi::{self, base64, expect_success, spawn_listening, wait_exit};
+use crate::c_abi::{
+    self, base64, expect_success, server_shuts_down_on_sigint, spawn_listening, wait_exit,
+};
 use crate::cmd;
 use crate::install_c;
 use crate::{Error, Result};
@@ -61,8 +66,10 @@ pub(crate) fn run() -> Result<()> {
         c
     };
     check_layouts(&out, mono("Checks.exe"))?;
+    package(&source, &out, &installed)?;
     let soe = target.join("debug/soe");
     server_against_ping(mono("EchoServer.exe"), &soe)?;
+    server_shuts_down_on_sigint(mono("EchoServer.exe"), &soe, "EchoServer")?;
     c_abi::echo_client_against_serve(mono("EchoClient.exe"), &soe, KEY, "C# EchoClient")?;
     println!(
         "==> csharp: the C# binding compiled with mcs; layouts, statuses and errors checked; \
@@ -76,9 +83,11 @@ pub(crate) fn run() -> Result<()> {
 /// `tests/layout.c` with the C compiler against the installed header.
 fn compile(source: &Path, out: &Path, installed: &install_c::Installed) -> Result<()> {
     let soe_dll = out.join("Soe.dll");
+    // `-doc` with warnings as errors: a public member without its XML comment (CS1591) fails.
     mcs(&[
         "-unsafe",
         "-target:library",
+        &format!("-doc:{}", out.join("Soe.xml").display()),
         &out_arg(&soe_dll),
         &path(&source.join("Soe.cs")),
     ])?;
@@ -150,6 +159,63 @@ fn server_against_ping(mut server: Command, soe: &Path) -> Result<()> {
         return Err(e);
     }
     wait_exit(&mut child, "C# EchoServer", Duration::from_secs(30))
+}
+
+/// What the NuGet package must hold, as `dotnet pack` lays out Soe.csproj.
+const PACKAGE_ENTRIES: [&str; 6] = [
+    "[Content_Types].xml",
+    "_rels/.rels",
+    "Soe.nuspec",
+    "lib/netstandard2.1/Soe.dll",
+    "lib/netstandard2.1/Soe.xml",
+    "runtimes/linux-x64/native/libsoe.so",
+];
+
+/// Packs the `.nupkg` with `pack.py` and checks its entries and that Soe.csproj's version is
+/// the library's.
+fn package(source: &Path, out: &Path, installed: &install_c::Installed) -> Result<()> {
+    if !cmd::program_runs("python3") {
+        return c_abi::missing("python3", "the NuGet package (bindings/csharp/pack.py)");
+    }
+    let project = std::fs::read_to_string(source.join("Soe.csproj"))
+        .map_err(|e| Error::new(format!("Soe.csproj: {e}")))?;
+    let version = installed.version.string();
+    if !project.contains(&format!("<Version>{version}</Version>")) {
+        return Err(Error::new(format!(
+            "bindings/csharp/Soe.csproj's <Version> is not the library's {version}"
+        )));
+    }
+    let mut pack = Command::new("python3");
+    pack.arg(source.join("pack.py"))
+        .arg("--dll")
+        .arg(out.join("Soe.dll"))
+        .arg("--xml")
+        .arg(out.join("Soe.xml"))
+        .arg("--native")
+        .arg(installed.shared_lib())
+        .arg("--out")
+        .arg(out);
+    println!("==> csharp: {}", cmd::describe(&pack));
+    let nupkg = cmd::output(&mut pack)?.trim().to_owned();
+    let mut list = Command::new("python3");
+    list.args(["-m", "zipfile", "-l", &nupkg]);
+    let listing = cmd::output(&mut list)?;
+    let entries: Vec<&str> = listing
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mut want = PACKAGE_ENTRIES.to_vec();
+    want.sort_unstable();
+    let mut got = entries.clone();
+    got.sort_unstable();
+    if got != want {
+        return Err(Error::new(format!(
+            "{nupkg} holds {got:?}, expected {want:?}"
+        )));
+    }
+    println!("    {nupkg}: {} entries, the NuGet layout", entries.len());
+    Ok(())
 }
 
 fn path(p: &Path) -> String {

@@ -3,14 +3,20 @@
 //!
 //! ```text
 //! DIR/include/soe.h
-//! DIR/lib/libsoe.a
-//! DIR/lib/libsoe.so.0.2.0            SONAME libsoe.so.0 (set by crates/soe-ffi/build.rs)
-//! DIR/lib/libsoe.so.0 -> libsoe.so.0.2.0
-//! DIR/lib/libsoe.so   -> libsoe.so.0
-//! DIR/lib/pkgconfig/soe.pc
+//! DIR/lib/libsoe.a                  one prelinked object; only the soe_* symbols are global
+//! DIR/lib/libsoe.so.0.3.0            SONAME libsoe.so.1 (set by crates/soe-ffi/build.rs)
+//! DIR/lib/libsoe.so.1 -> libsoe.so.0.3.0
+//! DIR/lib/libsoe.so   -> libsoe.so.1
+//! DIR/lib/pkgconfig/soe.pc           shared (`--static`: a `-static` program)
+//! DIR/lib/pkgconfig/soe-static.pc    libsoe.a into an otherwise dynamic program
 //! DIR/lib/cmake/soe/soeConfig.cmake          imported targets soe::soe (shared), soe::soe_static
 //! DIR/lib/cmake/soe/soeConfigVersion.cmake
 //! ```
+//!
+//! The prefix is relocatable: the pkg-config files name it as `${pcfiledir}/../..` and the
+//! CMake package from its own place, so a prefix copied or moved elsewhere still works. The
+//! build machine's paths stay out of the libraries (`--remap-path-prefix` for the workspace and
+//! the cargo home).
 //!
 //! The libraries are built with the `c-release` profile (link-time optimisation across soe-ffi,
 //! its dependencies and std, one codegen unit) unless `--profile` names another, and installed
@@ -29,8 +35,10 @@ use crate::{Error, Result};
 pub(crate) const DEFAULT_PROFILE: &str = "c-release";
 
 /// What the static library needs from the system when linked into a program (rustc's
-/// `--print native-static-libs` for Linux, duplicates removed).
-const NATIVE_STATIC_LIBS: [&str; 7] = ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"];
+/// `--print native-static-libs` for Linux, duplicates removed), but `-lgcc_s` and `-lc`: the
+/// compiler driver links the unwinder itself (libgcc_s, or libgcc_eh under `-static`, where a
+/// `-lgcc_s` fails) and libc.
+const NATIVE_STATIC_LIBS: [&str; 5] = ["util", "rt", "pthread", "m", "dl"];
 
 /// The library's version and ABI version, read from `crates/soe-ffi/src/version.rs` (which
 /// build.rs checks against Cargo.toml).
@@ -106,6 +114,31 @@ impl Installed {
     pub(crate) fn pkgconfig_dir(&self) -> PathBuf {
         self.libdir().join("pkgconfig")
     }
+
+    /// Moves the installed prefix to `to` (as a packager or a user who copies a prefix does):
+    /// what was installed, at its new place. Nothing in the prefix names its old place.
+    pub(crate) fn moved_to(self, to: &Path) -> Result<Self> {
+        let _ = std::fs::remove_dir_all(to);
+        std::fs::rename(&self.prefix, to).map_err(|e| {
+            Error::new(format!(
+                "move {} to {}: {e}",
+                self.prefix.display(),
+                to.display()
+            ))
+        })?;
+        let prefix = absolute(to)?;
+        println!("==> install-c: prefix moved to {}", prefix.display());
+        Ok(Self {
+            static_lib: prefix.join("lib/libsoe.a"),
+            prefix,
+            version: self.version,
+        })
+    }
+
+    /// The shared library's real file.
+    pub(crate) fn shared_lib(&self) -> PathBuf {
+        self.libdir().join(self.version.real_name())
+    }
 }
 
 /// Builds the libraries with `profile` and installs them, the header, the pkg-config file and
@@ -121,8 +154,10 @@ pub(crate) fn run(prefix: &Path, profile: &str, strip: bool) -> Result<Installed
     let root = cmd::workspace_root();
     let prefix = absolute(prefix)?;
     let version = Version::read()?;
+    let rustflags = remap_rustflags(&root);
     for crate_type in ["staticlib", "cdylib"] {
         let mut build = cmd::cargo();
+        build.env("RUSTFLAGS", &rustflags);
         build.args([
             "rustc",
             "--quiet",
@@ -150,7 +185,7 @@ pub(crate) fn run(prefix: &Path, profile: &str, strip: bool) -> Result<Installed
         &include.join("soe.h"),
     )?;
     let static_lib = lib.join("libsoe.a");
-    copy(&out.join("libsoe_ffi.a"), &static_lib)?;
+    prelink_static(&out.join("libsoe_ffi.a"), &static_lib)?;
     let shared_lib = lib.join(version.real_name());
     copy(&out.join("libsoe_ffi.so"), &shared_lib)?;
     symlink(&version.real_name(), &lib.join(version.soname()))?;
@@ -158,7 +193,11 @@ pub(crate) fn run(prefix: &Path, profile: &str, strip: bool) -> Result<Installed
     if strip {
         strip_debug(&[&static_lib, &shared_lib])?;
     }
-    write(&pkgconfig.join("soe.pc"), &pkg_config(&prefix, version))?;
+    write(&pkgconfig.join("soe.pc"), &pkg_config(version))?;
+    write(
+        &pkgconfig.join("soe-static.pc"),
+        &pkg_config_static(version),
+    )?;
     write(&cmake.join("soeConfig.cmake"), &cmake_config(version))?;
     write(
         &cmake.join("soeConfigVersion.cmake"),
@@ -167,7 +206,7 @@ pub(crate) fn run(prefix: &Path, profile: &str, strip: bool) -> Result<Installed
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     println!(
         "==> install-c: soe {} (ABI {}) installed under {}: libsoe.a {} bytes, {} {} bytes \
-         (SONAME {}), soe.h, soe.pc, soeConfig.cmake",
+         (SONAME {}), soe.h, soe.pc, soe-static.pc, soeConfig.cmake",
         version.string(),
         version.abi,
         prefix.display(),
@@ -252,26 +291,136 @@ fn strip_debug(files: &[&Path]) -> Result<()> {
     cmd::run_timed(&mut c).map(|_| ())
 }
 
-/// The pkg-config file: `pkg-config --cflags --libs soe` links the shared library;
-/// `--static` adds what the static library needs.
-pub(crate) fn pkg_config(prefix: &Path, version: Version) -> String {
-    let mut pc = String::new();
-    let _ = writeln!(pc, "prefix={}", prefix.display());
-    pc.push_str(
-        "includedir=${prefix}/include\n\
-         libdir=${prefix}/lib\n\
+/// The start of both pkg-config files: a relocatable prefix (the `.pc` file's own directory,
+/// two levels up), the name and the version.
+fn pc_head(name: &str, what: &str, version: Version) -> String {
+    format!(
+        "prefix=${{pcfiledir}}/../..\n\
+         includedir=${{prefix}}/include\n\
+         libdir=${{prefix}}/lib\n\
          \n\
-         Name: soe\n\
-         Description: SOE protocol (v3) endpoint, sans-I/O, for C, C++ and C# hosts (soe-ffi)\n",
-    );
-    let _ = writeln!(pc, "Version: {}", version.string());
-    pc.push_str("Cflags: -I${includedir}\nLibs: -L${libdir} -lsoe\n");
-    let private: Vec<String> = NATIVE_STATIC_LIBS
+         Name: {name}\n\
+         Description: SOE protocol (v3) endpoint, sans-I/O, for C, C++ and C# hosts (soe-ffi){what}\n\
+         Version: {}\n\
+         Cflags: -I${{includedir}}\n",
+        version.string()
+    )
+}
+
+/// `-lutil -lrt ...`: what the static library needs from the system.
+fn native_libs() -> String {
+    NATIVE_STATIC_LIBS
         .iter()
         .map(|l| format!("-l{l}"))
-        .collect();
-    let _ = writeln!(pc, "Libs.private: {}", private.join(" "));
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `soe.pc`: `pkg-config --cflags --libs soe` links the shared library; `--static` adds what
+/// the static library needs, for a program linked with `-static` (where `-lsoe` can only be
+/// `libsoe.a`).
+pub(crate) fn pkg_config(version: Version) -> String {
+    let mut pc = pc_head("soe", "", version);
+    pc.push_str("Libs: -L${libdir} -lsoe\n");
+    let _ = writeln!(pc, "Libs.private: {}", native_libs());
     pc
+}
+
+/// `soe-static.pc`: `pkg-config --cflags --libs soe-static` links `libsoe.a` (named by its
+/// path, so the shared library beside it cannot be picked) into an otherwise dynamic program.
+pub(crate) fn pkg_config_static(version: Version) -> String {
+    let mut pc = pc_head("soe-static", ", static library", version);
+    let _ = writeln!(pc, "Libs: ${{libdir}}/libsoe.a {}", native_libs());
+    pc
+}
+
+/// `RUSTFLAGS` for the library's build: the caller's, then `--remap-path-prefix` for the
+/// workspace (`/soe`) and the cargo home (`/cargo`), so that no path of the build machine (in
+/// panic locations, which the stripped libraries keep) is in the binaries.
+fn remap_rustflags(root: &Path) -> String {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
+    let _ = write!(flags, " --remap-path-prefix={}=/soe", root.display());
+    if let Some(home) = home {
+        let _ = write!(flags, " --remap-path-prefix={}=/cargo", home.display());
+    }
+    flags.trim().to_owned()
+}
+
+/// Makes `libsoe.a` from rustc's static library: the objects a program of the `soe_*`
+/// functions needs, linked into one relocatable object (`ld -r`), whose symbols are then made
+/// local but the `soe_*` ones (`objcopy --keep-global-symbols`). A program that links this
+/// and another Rust static library then meets no second `rust_eh_personality`, `__rust_*` or
+/// compiler-rt helper (`__udivti3`...), and none of std's. Without `ld`, `objcopy` and `nm`, the archive is
+/// copied as rustc made it, with a loud word (an error under `CI=true`).
+fn prelink_static(from: &Path, to: &Path) -> Result<()> {
+    let tools = ["ld", "objcopy", "nm", "ar"];
+    if let Some(missing) = tools.iter().find(|t| !cmd::program_runs(t)) {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            return Err(Error::new(format!(
+                "{missing} is not installed, and CI=true requires it to hide the Rust runtime \
+                 symbols of libsoe.a"
+            )));
+        }
+        println!(
+            "==> install-c: {missing} is not installed: libsoe.a keeps the Rust runtime's global \
+             symbols (see docs/c-api.md)"
+        );
+        return copy(from, to);
+    }
+    let exported = soe_symbols(from)?;
+    let dir = to.with_extension("prelink");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
+    let (object, list) = (dir.join("soe.o"), dir.join("soe.syms"));
+    write(&list, &(exported.join("\n") + "\n"))?;
+    let mut ld = Command::new("ld");
+    ld.arg("-r").arg("-o").arg(&object);
+    for symbol in &exported {
+        ld.arg("-u").arg(symbol);
+    }
+    ld.arg(from);
+    cmd::run_timed(&mut ld)?;
+    let mut objcopy = Command::new("objcopy");
+    // rustc's LTO object also carries its LLVM bitcode (`.llvmbc`, `.llvmcmd`), which C
+    // toolchains' LTO plugins try and fail to read (`nm`, `ar` then see no symbols).
+    objcopy
+        .arg(format!("--keep-global-symbols={}", list.display()))
+        .args(["--remove-section=.llvmbc", "--remove-section=.llvmcmd"])
+        .arg(&object);
+    cmd::run_timed(&mut objcopy)?;
+    let _ = std::fs::remove_file(to);
+    let mut ar = Command::new("ar");
+    ar.arg("rcs").arg(to).arg(&object);
+    cmd::run_timed(&mut ar)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "==> install-c: libsoe.a prelinked, {} soe_* symbols global, the rest local",
+        exported.len()
+    );
+    Ok(())
+}
+
+/// The `soe_*` functions an archive defines (`nm --defined-only -g`).
+fn soe_symbols(archive: &Path) -> Result<Vec<String>> {
+    let listing = crate::c_abi_install::nm_globals(archive)?;
+    let mut symbols: Vec<String> = listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| s.starts_with("soe_"))
+        .map(str::to_owned)
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    if symbols.is_empty() {
+        return Err(Error::new(format!(
+            "{} defines no soe_* symbol",
+            archive.display()
+        )));
+    }
+    Ok(symbols)
 }
 
 /// The CMake package: relocatable (paths from the file's own place), two imported targets.
@@ -279,7 +428,7 @@ pub(crate) fn cmake_config(version: Version) -> String {
     let libs: Vec<&str> = NATIVE_STATIC_LIBS
         .iter()
         .copied()
-        .filter(|l| !matches!(*l, "pthread" | "dl" | "c"))
+        .filter(|l| !matches!(*l, "pthread" | "dl"))
         .collect();
     format!(
         r#"# soe {v} (ABI {abi}): the SOE protocol endpoint's C library (soe-ffi), installed by
@@ -393,19 +542,39 @@ mod tests {
     }
 
     #[test]
-    fn the_pkg_config_file_names_the_prefix_the_version_and_the_static_needs() {
+    fn the_pkg_config_files_are_relocatable_and_link_statically_without_gcc_s() {
         let v = Version {
             major: 0,
-            minor: 2,
+            minor: 3,
             patch: 0,
-            abi: 0,
+            abi: 1,
         };
-        let pc = pkg_config(Path::new("/opt/soe"), v);
-        assert!(pc.starts_with("prefix=/opt/soe\n"), "{pc}");
-        assert!(pc.contains("\nVersion: 0.2.0\n"));
+        let pc = pkg_config(v);
+        assert!(pc.starts_with("prefix=${pcfiledir}/../..\n"), "{pc}");
+        assert!(pc.contains("\nVersion: 0.3.0\n"));
         assert!(pc.contains("\nLibs: -L${libdir} -lsoe\n"));
-        assert!(pc.contains("\nLibs.private: -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc\n"));
+        assert!(
+            pc.contains("\nLibs.private: -lutil -lrt -lpthread -lm -ldl\n"),
+            "{pc}"
+        );
         assert!(pc.contains("\nCflags: -I${includedir}\n"));
+        let st = pkg_config_static(v);
+        assert!(st.starts_with("prefix=${pcfiledir}/../..\n"), "{st}");
+        assert!(st.contains("\nName: soe-static\n"));
+        assert!(st.contains("\nLibs: ${libdir}/libsoe.a -lutil"), "{st}");
+        for text in [&pc, &st] {
+            assert!(!text.contains("gcc_s") && !text.contains("/work"), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_build_remaps_the_workspace_and_the_cargo_home() {
+        let flags = remap_rustflags(Path::new("/build/here"));
+        assert!(
+            flags.contains("--remap-path-prefix=/build/here=/soe"),
+            "{flags}"
+        );
+        assert!(flags.contains("=/cargo"), "{flags}");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //   mono EchoServer.exe [--port P] [--key TEXT] [--sessions N]
 //
 // --key TEXT turns RC4 on with the UTF-8 bytes of TEXT. With --sessions N the server exits
-// (status 0) once N sessions have closed. The first line on stdout is
+// (status 0) once N sessions have closed; on SIGINT or SIGTERM it closes every session, sends
+// their Disconnects and exits 0 (Shutdown, in Loop.cs, works under mono). The first line on stdout is
 // "listening on 127.0.0.1:PORT".
 
 using System;
@@ -34,6 +35,7 @@ namespace Soe.Examples
             }
             var options = new Options { Server = true };
             if (key != null) options.Rc4Key = Encoding.UTF8.GetBytes(key);
+            var shutdown = new Shutdown();
             using (var ep = new Endpoint(options, Clock.NowUs()))
             using (var socket = Loop.Bind(port))
             {
@@ -44,7 +46,7 @@ namespace Soe.Examples
                 byte[] held = null;
                 var heldEvent = default(Event);
                 long accepted = 0, closed = 0, echoed = 0;
-                while (wantClosed == 0 || closed < wantClosed)
+                while (!shutdown.Requested && (wantClosed == 0 || closed < wantClosed))
                 {
                     Loop.Wait(socket, ep, 1000);
                     ulong now = Clock.NowUs();
@@ -93,6 +95,14 @@ namespace Soe.Examples
                 }
                 Console.WriteLine("EchoServer: " + accepted + " sessions accepted, " + closed
                     + " closed, " + echoed + " messages echoed");
+                if (shutdown.Requested)
+                {
+                    // Say goodbye to every peer before the endpoint goes.
+                    int open = ep.SessionCount;
+                    int left = Loop.CloseAllAndDrain(socket, ep, datagram, 10000);
+                    Console.WriteLine("EchoServer: shutdown: " + (open - left) + " sessions closed, "
+                        + left + " left");
+                }
             }
             return 0;
         }

@@ -3,6 +3,7 @@
 // the binding.
 
 using System;
+using System.Linq;
 using System.Net;
 using System.Net.Sockets;
 
@@ -53,6 +54,71 @@ namespace Soe.Examples
             while (ep.PollTransmit(now, buffer, out length, out to) == Status.Ok)
             {
                 socket.SendTo(buffer, 0, length, SocketFlags.None, to);
+            }
+        }
+
+        /// <summary>Shutdown: closes every session (gracefully) and drives the endpoint until
+        /// none is left (every Disconnect sent), for at most `limitMs`; the sessions left.</summary>
+        public static int CloseAllAndDrain(Socket socket, Endpoint ep, byte[] buffer, int limitMs)
+        {
+            ulong start = Clock.NowUs();
+            ep.CloseAll(start);
+            for (;;)
+            {
+                ulong now = Clock.NowUs();
+                ReceiveAll(socket, ep, now, buffer);
+                ep.HandleTimeout(now);
+                Event ev;
+                while (ep.PollEvent(buffer, out ev) == Status.Ok) { }
+                SendAll(socket, ep, now, buffer);
+                int left = ep.SessionCount;
+                if (left == 0 || now - start > (ulong)limitMs * 1000) return left;
+                Wait(socket, ep, 50);
+            }
+        }
+    }
+
+    /// <summary>SIGINT and SIGTERM as a flag the loop polls. Under mono, Console.CancelKeyPress
+    /// never sees SIGINT, so Mono.Posix's UnixSignal watches the signals when it is there (it
+    /// is looked up by reflection: the examples need no reference to it); on .NET,
+    /// Console.CancelKeyPress (SIGINT) and AppDomain.ProcessExit (SIGTERM) set the flag.</summary>
+    internal sealed class Shutdown
+    {
+        private const string MonoPosix =
+            ", Mono.Posix, Version=4.0.0.0, Culture=neutral, PublicKeyToken=0738eb9f132ed756";
+        private volatile bool requested;
+        private readonly object[] signals;
+        private readonly System.Reflection.PropertyInfo isSet;
+
+        public Shutdown()
+        {
+            Console.CancelKeyPress += (sender, e) => { e.Cancel = true; requested = true; };
+            Type unixSignal = Type.GetType("Mono.Unix.UnixSignal" + MonoPosix);
+            Type signum = Type.GetType("Mono.Unix.Native.Signum" + MonoPosix);
+            if (unixSignal != null && signum != null)
+            {
+                signals = new[] { "SIGINT", "SIGTERM" }
+                    .Select(name => Activator.CreateInstance(unixSignal, Enum.Parse(signum, name)))
+                    .ToArray();
+                isSet = unixSignal.GetProperty("IsSet");
+            }
+            else
+            {
+                signals = new object[0];
+                AppDomain.CurrentDomain.ProcessExit += (sender, e) => requested = true;
+            }
+        }
+
+        /// <summary>Whether SIGINT or SIGTERM arrived.</summary>
+        public bool Requested
+        {
+            get
+            {
+                foreach (object s in signals)
+                {
+                    if ((bool)isSet.GetValue(s, null)) requested = true;
+                }
+                return requested;
             }
         }
     }

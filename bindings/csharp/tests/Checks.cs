@@ -11,6 +11,7 @@
 
 using System;
 using System.Net;
+using System.Reflection;
 using System.Runtime.InteropServices;
 using System.Text;
 
@@ -66,31 +67,121 @@ namespace Soe.Tests
             Console.WriteLine(c + "." + field + " " + Marshal.OffsetOf(t, name).ToInt64());
         }
 
+        private static bool Disposed(Action action)
+        {
+            try
+            {
+                action();
+                return false;
+            }
+            catch (ObjectDisposedException)
+            {
+                return true;
+            }
+        }
+
+        /// <summary>Every status the library names has a Status member, every option it knows an
+        /// Option member and an Options property, every reason 0..16 a Reason member, and every
+        /// native call on an endpoint or config takes the SafeHandle, never an IntPtr.</summary>
+        private static void Coverage()
+        {
+            for (int v = -100; v < 100; v++)
+            {
+                string name = Marshal.PtrToStringAnsi(NativeName(v));
+                if (name != "SOE_UNKNOWN")
+                {
+                    Expect(Enum.IsDefined(typeof(Status), v), name + " (" + v + ") has a Status member");
+                }
+            }
+            for (ushort r = 0; r <= 16; r++)
+            {
+                Expect(Enum.IsDefined(typeof(Reason), r), "reason " + r + " has a Reason member");
+            }
+            foreach (Option o in Enum.GetValues(typeof(Option)))
+            {
+                Expect(typeof(Options).GetProperty(o.ToString()) != null, "Options." + o);
+            }
+            Expect(Enum.GetValues(typeof(Option)).Length == KnownOptions(), "Option covers every option of the library");
+            var flags = BindingFlags.Static | BindingFlags.NonPublic | BindingFlags.Public;
+            foreach (MethodInfo m in typeof(Native).GetMethods(flags))
+            {
+                ParameterInfo[] ps = m.GetParameters();
+                if (m.Name.EndsWith("_free") || ps.Length == 0) continue;
+                string first = ps[0].Name;
+                if (first == "ep" || first == "config")
+                {
+                    Expect(typeof(SafeHandle).IsAssignableFrom(ps[0].ParameterType.IsByRef
+                        ? ps[0].ParameterType.GetElementType() : ps[0].ParameterType),
+                        m.Name + " takes the SafeHandle");
+                }
+            }
+        }
+
+        /// <summary>How many options the loaded library knows: the first number it refuses as
+        /// unknown, less one.</summary>
+        private static int KnownOptions()
+        {
+            var flags = BindingFlags.Static | BindingFlags.NonPublic;
+            MethodInfo configNew = typeof(Native).GetMethod("soe_config_new", flags);
+            MethodInfo get = typeof(Native).GetMethod("soe_config_get", flags);
+            var args = new object[] { 1u, null };
+            configNew.Invoke(null, args);
+            using (var config = (ConfigHandle)args[1])
+            {
+                for (uint o = 1; o < 1000; o++)
+                {
+                    var getArgs = new object[] { config, (Option)o, 0L };
+                    if ((Status)get.Invoke(null, getArgs) == Status.ErrUnknownOption) return (int)o - 1;
+                }
+            }
+            return -1;
+        }
+
+        private static IntPtr NativeName(int status)
+        {
+            var flags = BindingFlags.Static | BindingFlags.NonPublic;
+            return (IntPtr)typeof(Native).GetMethod("soe_status_name", flags).Invoke(null, new object[] { status });
+        }
+
+        /// <summary>Sends, moves and takes 2,000 messages after a warm-up; the binding must not
+        /// allocate on the way (the library's own memory is not the GC's).</summary>
+        private static void NoAllocationPerDatagram(Endpoint client, Endpoint server, ulong session,
+            IPEndPoint serverAddr, IPEndPoint clientAddr, ulong now)
+        {
+            var buf = new byte[2048];
+            var message = new byte[64];
+            message[0] = 1;
+            long before = 0;
+            for (int i = 0; i < 3000; i++)
+            {
+                if (i == 1000) before = GC.GetAllocatedBytesForCurrentThread();
+                now += 1000;
+                client.SendUnreliable(session, message);
+                client.HandleTimeout(now);
+                server.HandleTimeout(now);
+                int len;
+                IPEndPoint to;
+                while (client.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                    server.HandleDatagram(now, clientAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                while (server.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                    client.HandleDatagram(now, serverAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                Event ev;
+                while (server.PollEvent(buf, out ev) == Status.Ok) { }
+                while (client.PollEvent(buf, out ev) == Status.Ok) { }
+            }
+            long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
+            Expect(allocated == 0, "2,000 datagrams allocated " + allocated + " bytes");
+        }
+
         private static int Main()
         {
-            Type addr = typeof(Native.Addr), config = typeof(Native.Config);
+            Type addr = typeof(Native.Addr);
             Type evType = typeof(Event), stats = typeof(Stats);
             Size("soe_addr", addr);
             Field("soe_addr", "family", addr, "Family");
             Field("soe_addr", "port", addr, "Port");
             Field("soe_addr", "ip", addr, "Ip");
             Field("soe_addr", "scope_id", addr, "ScopeId");
-            Size("soe_config", config);
-            Field("soe_config", "role", config, "Role");
-            Field("soe_config", "application_protocol", config, "ApplicationProtocol");
-            Field("soe_config", "udp_length", config, "UdpLength");
-            Field("soe_config", "crc_length", config, "CrcLength");
-            Field("soe_config", "compression", config, "Compression");
-            Field("soe_config", "rc4_key", config, "Rc4Key");
-            Field("soe_config", "rc4_key_len", config, "Rc4KeyLen");
-            Field("soe_config", "rc4_at_start", config, "Rc4AtStart");
-            Field("soe_config", "max_sessions", config, "MaxSessions");
-            Field("soe_config", "max_half_open", config, "MaxHalfOpen");
-            Field("soe_config", "max_message_size", config, "MaxMessageSize");
-            Field("soe_config", "max_queued_messages", config, "MaxQueuedMessages");
-            Field("soe_config", "idle_timeout_ms", config, "IdleTimeoutMs");
-            Field("soe_config", "connect_timeout_ms", config, "ConnectTimeoutMs");
-            Field("soe_config", "heartbeat_interval_ms", config, "HeartbeatIntervalMs");
             Size("soe_event", evType);
             Field("soe_event", "kind", evType, "Kind");
             Field("soe_event", "session", evType, "Session");
@@ -99,6 +190,7 @@ namespace Soe.Tests
             Field("soe_event", "len", evType, "len");
             Field("soe_event", "reason", evType, "Reason");
             Field("soe_event", "by_peer", evType, "byPeer");
+            Field("soe_event", "user", evType, "User");
             Size("soe_stats", stats);
             Field("soe_stats", "rtt_us", stats, "RttUs");
             Field("soe_stats", "unreliable_received", stats, "UnreliableReceived");
@@ -106,13 +198,14 @@ namespace Soe.Tests
             {
                 Expect(Native.StatusName(s) == CName(s), s + " is " + Native.StatusName(s) + " in the library");
             }
-            Expect(Native.soe_abi_version() == Native.AbiVersion, "the ABI version");
+            Expect(Native.LoadedAbiVersion() == Native.AbiVersion, "the ABI version");
+            Coverage();
             Expect(Native.Version().Length > 0, "a version string");
 
             // Errors are exceptions with the status and the explanation.
             Expect(Thrown(() => new Endpoint(new Options { Rc4Key = new byte[300] }, 0), "rc4_key_len")
                 == Status.ErrInvalidConfig, "a 300-byte key is an invalid config");
-            Expect(Thrown(() => new Endpoint(new Options { MaxMessageSize = 5000000 }, 0), "max_message_size")
+            Expect(Thrown(() => new Endpoint(new Options { MaxMessageSize = 5000000 }, 0), "SOE_OPT_MAX_MESSAGE_SIZE")
                 == Status.ErrInvalidConfig, "max_message_size above 4 MiB is an invalid config");
             using (var server = new Endpoint(new Options { Server = true, MaxQueuedMessages = 2 }, 1000000))
             using (var client = new Endpoint(new Options { MaxQueuedMessages = 2 }, 1000000))
@@ -125,7 +218,7 @@ namespace Soe.Tests
                     "a second session to one address is refused");
                 Expect(Thrown(() => client.Send(session, 4, new byte[1]), "channel") == Status.ErrInvalidArgument,
                     "channel 4");
-                Expect(Thrown(() => client.Close(1000000, session, 17), "reason") == Status.ErrInvalidArgument,
+                Expect(Thrown(() => client.Close(1000000, session, (Reason)17), "reason") == Status.ErrInvalidArgument,
                     "reason 17");
                 Expect(Thrown(() => client.Send(999, 0, new byte[1]), "999") == Status.ErrStaleSession,
                     "an unknown handle");
@@ -171,7 +264,25 @@ namespace Soe.Tests
                 Expect(messages == 2 && tooSmall == 2, "two messages, each first too large for 10 bytes");
                 Expect(client.SessionCount == 1 && client.Stats(session).ReliableMessagesSent == 2, "stats");
                 Expect(client.NextTimeout().HasValue, "a deadline");
+                NoAllocationPerDatagram(client, server, session, serverAddr, clientAddr, now);
+                // The same address comes back as the same IPEndPoint.
+                IPEndPoint first = null, second = null;
+                int n;
+                client.Send(session, 0, new byte[4]);
+                client.PollTransmit(now, buf, out n, out first);
+                client.Send(session, 0, new byte[4]);
+                client.PollTransmit(now, buf, out n, out second);
+                Expect(ReferenceEquals(first, second), "one IPEndPoint per destination");
+                // A short buffer: ErrBufferTooSmall with the size needed, the datagram kept.
+                client.Send(session, 0, new byte[300]);
+                Expect(client.PollTransmit(now, new byte[8], out n, out first) == Status.ErrBufferTooSmall
+                    && n > 300, "PollTransmit reports the size needed (" + n + ")");
+                Expect(client.PollTransmit(now, buf, out n, out first) == Status.Ok && n > 300,
+                    "the kept datagram");
             }
+            var disposed = new Endpoint(new Options(), 0);
+            disposed.Dispose();
+            Expect(Disposed(() => disposed.HandleTimeout(1)), "a disposed endpoint refuses calls");
             if (failures > 0)
             {
                 Console.Error.WriteLine("Checks: " + failures + " failed");

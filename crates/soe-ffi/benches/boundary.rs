@@ -116,26 +116,14 @@ fn addr(last: u8, port: u16) -> soe_addr {
     SocketAddr::from(([127, 0, 0, last], port)).into()
 }
 
-fn c_config(role: u32) -> soe_config {
-    let mut config = soe_config {
-        role,
-        application_protocol: ptr::null(),
-        udp_length: 0,
-        crc_length: 0,
-        compression: 0,
-        rc4_key: ptr::null(),
-        rc4_key_len: 0,
-        rc4_at_start: 0,
-        max_sessions: 0,
-        max_half_open: 0,
-        max_message_size: 0,
-        max_queued_messages: 0,
-        idle_timeout_ms: 0,
-        connect_timeout_ms: 0,
-        heartbeat_interval_ms: 0,
-    };
-    assert_eq!(soe_config_init(&mut config, role), soe_status::SOE_OK);
-    config.application_protocol = c"Bench".as_ptr();
+/// A config for `role` naming the bench's protocol; free it with `soe_config_free`.
+fn c_config(role: u32) -> *mut soe_config {
+    let mut config = ptr::null_mut();
+    assert_eq!(soe_config_new(role, &mut config), soe_status::SOE_OK);
+    assert_eq!(
+        soe_config_set_application_protocol(config, c"Bench".as_ptr()),
+        soe_status::SOE_OK
+    );
     config
 }
 
@@ -166,14 +154,14 @@ impl<const COUNT: bool> CPair<COUNT> {
     fn new() -> Self {
         let (mut client, mut server) = (ptr::null_mut(), ptr::null_mut());
         let now = 1_000_000u64;
-        assert_eq!(
-            soe_endpoint_new(&c_config(SOE_ROLE_SERVER), now, &mut server),
-            soe_status::SOE_OK
-        );
-        assert_eq!(
-            soe_endpoint_new(&c_config(SOE_ROLE_CLIENT), now, &mut client),
-            soe_status::SOE_OK
-        );
+        for (role, ep) in [
+            (SOE_ROLE_SERVER, &mut server),
+            (SOE_ROLE_CLIENT, &mut client),
+        ] {
+            let config = c_config(role);
+            assert_eq!(soe_endpoint_new(config, now, ep), soe_status::SOE_OK);
+            soe_config_free(config);
+        }
         let mut pair = Self {
             client,
             server,
@@ -188,6 +176,7 @@ impl<const COUNT: bool> CPair<COUNT> {
                 len: 0,
                 reason: 0,
                 by_peer: 0,
+                user: ptr::null_mut(),
             },
             buf: vec![0u8; 2048],
             now,

@@ -79,10 +79,10 @@
 // Disconnect reason 16: the application protocols (or protocol versions) differ.
 #define SOE_REASON_PROTOCOL_MISMATCH 16
 
-// `soe_config.role`: accept sessions (and also connect).
+// `soe_config_new`'s role: accept sessions (and also connect).
 #define SOE_ROLE_SERVER 1
 
-// `soe_config.role`: only connect.
+// `soe_config_new`'s role: only connect.
 #define SOE_ROLE_CLIENT 2
 
 // The longest `application_protocol`, in bytes without the NUL. Real names are a few dozen
@@ -100,25 +100,34 @@
 // The longest RC4 key, in bytes.
 #define SOE_MAX_RC4_KEY_LENGTH 256
 
+// The value of an optional timer that never runs (`SOE_OPT_IDLE_TIMEOUT_MS`,
+// `SOE_OPT_HEARTBEAT_INTERVAL_MS`).
+#define SOE_NEVER -1
+
+// The longest duration an option takes, in milliseconds: one year.
+#define SOE_MAX_DURATION_MS (((365 * 24) * 3600) * 1000)
+
 // The library's major version (`SOE_VERSION_MAJOR`).
 #define SOE_VERSION_MAJOR 0
 
 // The library's minor version. Before 1.0, a new minor version may change the ABI (it then
 // also raises `SOE_ABI_VERSION`).
-#define SOE_VERSION_MINOR 2
+#define SOE_VERSION_MINOR 3
 
 // The library's patch version.
 #define SOE_VERSION_PATCH 0
 
 // The version as one number, `MAJOR * 10000 + MINOR * 100 + PATCH`, for `#if` tests.
-#define SOE_VERSION_NUMBER 200
+#define SOE_VERSION_NUMBER 300
 
-// The ABI version: the number in the shared library's SONAME (`libsoe.so.0`). It changes
+// The ABI version: the number in the shared library's SONAME (`libsoe.so.1`). It changes
 // when, and only when, a program built against an earlier header of the same ABI version
 // could misbehave with this library: a function's parameters or a struct's layout changed, a
 // constant's meaning changed, a function was removed, or a function returns a status its
-// documentation did not list. Additions keep it: new functions, constants and reasons.
-#define SOE_ABI_VERSION 0
+// documentation did not list. Additions keep it: new functions, constants, options and
+// reasons. ABI 1 (0.3.0) replaced the public `soe_config` struct of ABI 0 by an opaque config
+// set option by option, and added `user` to `soe_event`.
+#define SOE_ABI_VERSION 1
 
 // What every function returns. Zero and positive values are outcomes; negative values are
 // errors, explained by `soe_last_error()`.
@@ -164,6 +173,9 @@ enum soe_status
   // The endpoint panicked in an earlier call and refuses every call but
   // `soe_endpoint_free`.
   SOE_ERR_POISONED = -11,
+  // `soe_config_set` or `soe_config_get` named an option this library does not know: one
+  // from a newer header than the library loaded. The config is unchanged.
+  SOE_ERR_UNKNOWN_OPTION = -12,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -217,53 +229,14 @@ typedef uint32_t soe_delivery;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// The settings of an endpoint and its sessions. Opaque; made by `soe_config_new` (every
+// option at its default), changed by `soe_config_set` and its typed siblings, read by
+// `soe_endpoint_new` (which copies it), freed by `soe_config_free`.
+typedef struct soe_config soe_config;
+
 // An endpoint: sessions behind one socket. Opaque; made by `soe_endpoint_new`, freed by
 // `soe_endpoint_free`.
 typedef struct soe_endpoint soe_endpoint;
-
-// The settings of an endpoint and its sessions. Fill it with `soe_config_init`, then change
-// what you need. Durations are in milliseconds; 0 turns an optional timer off where noted.
-typedef struct soe_config {
-  // `SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`.
-  uint32_t role;
-  // The application protocol name sent in SessionRequest (both sides must agree), a
-  // NUL-terminated string of at most `SOE_MAX_PROTOCOL_LENGTH` (255) bytes, copied by
-  // `soe_endpoint_new`. Default "SoeEcho" (a static string; NULL means the same).
-  const char *application_protocol;
-  // The largest datagram this side accepts, announced in the handshake; 64 to 65507.
-  // Default 512.
-  uint32_t udp_length;
-  // The CRC trailer a server announces: 0, 2 or 4 bytes (clients adopt the server's).
-  // Default 2.
-  uint8_t crc_length;
-  // Whether a server announces compression (1) or not (0). Default 0.
-  uint8_t compression;
-  // The RC4 key for reliable data (both sides must agree), `rc4_key_len` bytes (1 to 256),
-  // copied by `soe_endpoint_new`; NULL for none. Default NULL.
-  const uint8_t *rc4_key;
-  // The key's length in bytes.
-  size_t rc4_key_len;
-  // With a key: 1 (the default) encrypts from the session's start; 0 starts in plaintext
-  // until `soe_set_encryption` switches a session on (the H1Z1 gateway's way).
-  uint8_t rc4_at_start;
-  // The most sessions; at least 1. Default 10000.
-  uint32_t max_sessions;
-  // The most half-open sessions (handshake answered, not completed); at least 1. Default
-  // 1024.
-  uint32_t max_half_open;
-  // The longest reliable message, in bytes; 1 to 4194304. Default 4194304.
-  uint32_t max_message_size;
-  // Messages queued per reliable channel before `soe_send` returns `SOE_ERR_QUEUE_FULL`;
-  // at least 1.
-  uint32_t max_queued_messages;
-  // A session with a silent peer ends after this long (reason Timeout); 0: never.
-  uint32_t idle_timeout_ms;
-  // How long a client waits for the server's answer.
-  uint32_t connect_timeout_ms;
-  // A Heartbeat after this long without hearing from the peer (`soe_config_init`: 10 s);
-  // 0: none.
-  uint32_t heartbeat_interval_ms;
-} soe_config;
 
 // An IPv4 or IPv6 address and port.
 typedef struct soe_addr {
@@ -299,6 +272,9 @@ typedef struct soe_event {
   uint16_t reason;
   // Whether the peer ended the session (1) or this side did (0).
   uint8_t by_peer;
+  // The session's user pointer (`soe_session_set_user`; NULL until set), in every event of
+  // the session, its `SOE_EVENT_CLOSED` included: the place to free what it points to.
+  void *user;
 } soe_event;
 
 // A session's counters, written by `soe_session_stats`.
@@ -329,22 +305,80 @@ typedef struct soe_stats {
   uint64_t unreliable_received;
 } soe_stats;
 
+// A numeric option of `soe_config_set` (`SOE_OPT_*`). A plain integer, not an enum: a
+// program built against a newer header may pass a number this library does not know.
+typedef uint32_t soe_option;
+
+// The largest datagram this side accepts, announced in the handshake. Default 512; 64 to
+// 65507. A SessionRequest (the protocol name plus 15 bytes) must fit in it.
+#define SOE_OPT_UDP_LENGTH 1
+
+// The CRC trailer a server announces, in bytes (clients adopt the server's). Default 2; 0, 2
+// or 4.
+#define SOE_OPT_CRC_LENGTH 2
+
+// Whether a server announces compression (1) or not (0). Default 0.
+#define SOE_OPT_COMPRESSION 3
+
+// With an RC4 key: 1 encrypts from the session's start; 0 starts in plaintext until
+// `soe_set_encryption` switches a session on (the H1Z1 gateway's way). Default 1.
+#define SOE_OPT_RC4_AT_START 4
+
+// The most sessions. Default 10000; at least 1.
+#define SOE_OPT_MAX_SESSIONS 5
+
+// The most half-open sessions (handshake answered, not completed). Default 1024; at least 1.
+#define SOE_OPT_MAX_HALF_OPEN 6
+
+// The longest reliable message, in bytes. Default 4194304; 1 to 4194304.
+#define SOE_OPT_MAX_MESSAGE_SIZE 7
+
+// Messages queued per reliable channel before `soe_send` gives `SOE_ERR_QUEUE_FULL`.
+// Default 4096; at least 1.
+#define SOE_OPT_MAX_QUEUED_MESSAGES 8
+
+// Unreliable and ordered messages queued per session before `soe_send_unreliable` gives
+// `SOE_ERR_QUEUE_FULL` (and received ones kept until taken). Default 256; at least 1.
+#define SOE_OPT_MAX_QUEUED_UNRELIABLE 9
+
+// A session whose peer is silent this long ends (reason Timeout), in milliseconds. Default
+// 30000; `SOE_NEVER` turns it off.
+#define SOE_OPT_IDLE_TIMEOUT_MS 10
+
+// How long a client waits for the server's answer, in milliseconds. Default 10000; at least 1.
+#define SOE_OPT_CONNECT_TIMEOUT_MS 11
+
+// A client sends a Heartbeat after this long without hearing from the peer, in milliseconds.
+// Default 10000; `SOE_NEVER` turns it off.
+#define SOE_OPT_HEARTBEAT_INTERVAL_MS 12
+
+// The linger of `soe_close`: how long a closing session waits for its queued reliable data to
+// be acknowledged before it sends the Disconnect anyway, in milliseconds. Default 5000; 0
+// sends it at once.
+#define SOE_OPT_CLOSE_TIMEOUT_MS 13
+
+// How many times the Disconnect is sent. Default 5; 1 to 16.
+#define SOE_OPT_DISCONNECT_REPEATS 14
+
+// The spacing of the repeated Disconnects, in milliseconds. Default 100; at least 1.
+#define SOE_OPT_DISCONNECT_INTERVAL_MS 15
+
+// Whether small reliable messages queued together travel packed in one reliable packet (1) or
+// one packet each (0). Default 1.
+#define SOE_OPT_BUNDLE_MESSAGES 16
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
-// Fills `config` with the defaults for `role` (`SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`).
-//
-// Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (an unknown role).
-//
-// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
-soe_status soe_config_init(struct soe_config *config, uint32_t role);
-
 // Creates an endpoint from `config` and writes it to `*out`. `now_us` is the host's clock
-// now; later calls pass times from the same clock. Free it with `soe_endpoint_free`.
+// now; later calls pass times from the same clock. The endpoint keeps its own copy of the
+// config, which may be changed or freed after. Free the endpoint with `soe_endpoint_free`.
 //
-// Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (the message names the
-// field); `*out` is then set to NULL.
+// Thread-safe (no other thread may change `config` during the call). Returns `SOE_ERR_NULL`,
+// or `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
+// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`);
+// `*out` is then set to NULL.
 //
 // Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 soe_status soe_endpoint_new(const struct soe_config *config,
@@ -375,7 +409,8 @@ soe_status soe_endpoint_handle_datagram(struct soe_endpoint *ep,
 // Takes the next datagram to send: writes it to `buf` (`cap` bytes), its length to `*len`
 // and its destination to `*to`. Returns `SOE_DONE` when there is none, and
 // `SOE_ERR_BUFFER_TOO_SMALL` with the size needed in `*len` (the datagram is kept). A buffer
-// of the configured `udp_length` always fits.
+// of the configured `SOE_OPT_UDP_LENGTH` always fits (`soe_endpoint_new` refuses a protocol
+// name whose SessionRequest would not).
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
 //
@@ -484,12 +519,14 @@ soe_status soe_send_capacity(struct soe_endpoint *ep,
                              uint8_t channel,
                              size_t *capacity);
 
-// Closes a session: what is queued is still delivered, then a Disconnect with `reason` (one
-// of the `SOE_REASON_*` codes, 0 to 16; `SOE_REASON_APPLICATION` is the usual one) goes out.
-// `SOE_EVENT_CLOSED` follows, with that reason; the handle stays valid until then.
-//
-// Changed in 0.2.0: the `reason` parameter is new (0.1.0 always sent 6, and had no SONAME;
-// a program built against it must be rebuilt).
+// Closes a session gracefully: what is queued is still delivered (for up to
+// `SOE_OPT_CLOSE_TIMEOUT_MS`, the linger), then a Disconnect with `reason` (one of the
+// `SOE_REASON_*` codes, 0 to 16; `SOE_REASON_APPLICATION` is the usual one) goes out,
+// `SOE_OPT_DISCONNECT_REPEATS` times, `SOE_OPT_DISCONNECT_INTERVAL_MS` apart.
+// `SOE_EVENT_CLOSED` follows when the Disconnect starts, with that reason; the handle stays
+// valid until it is taken. The session still counts in `soe_endpoint_session_count` until
+// that event has been taken and its last Disconnect's interval has passed. A second call, or
+// one on a session already closing, does nothing more.
 //
 // Thread safety: one thread at a time per endpoint (lock it to share it).
 //
@@ -499,6 +536,51 @@ soe_status soe_close(struct soe_endpoint *ep,
                      uint64_t now_us,
                      soe_session session,
                      uint16_t reason);
+
+// Closes a session at once, without the linger: what is queued or unacknowledged is dropped,
+// `SOE_EVENT_CLOSED` (with `reason`) is ready to take, and the Disconnect goes out as with
+// `soe_close` (`SOE_OPT_DISCONNECT_REPEATS` times, `SOE_OPT_DISCONNECT_INTERVAL_MS` apart).
+// On a session that is already closing gracefully, it cuts the linger short.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
+soe_status soe_close_immediately(struct soe_endpoint *ep,
+                                 uint64_t now_us,
+                                 soe_session session,
+                                 uint16_t reason);
+
+// Closes every session of the endpoint, as `soe_close` (`immediately` = 0: each delivers what
+// it has queued first) or as `soe_close_immediately` (1). For a shutdown: then drive the loop
+// until `soe_endpoint_session_count` is 0 (every Disconnect sent) before freeing the endpoint.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
+soe_status soe_close_all(struct soe_endpoint *ep,
+                         uint64_t now_us,
+                         uint16_t reason,
+                         uint8_t immediately);
+
+// Attaches `user` to a session: every later event of the session carries it in
+// `soe_event.user` (as ENet's `peer->data`), its `SOE_EVENT_CLOSED` included, after which the
+// library forgets it. The library never reads or frees it. NULL detaches.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
+soe_status soe_session_set_user(struct soe_endpoint *ep, soe_session session, void *user);
+
+// Writes a session's user pointer (`soe_session_set_user`; NULL until set) to `*user`.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
+soe_status soe_session_user(struct soe_endpoint *ep, soe_session session, void **user);
 
 // Turns RC4 on (`on` = 1) or off (0) for one session's reliable data from now on, both
 // directions: the H1Z1 gateway's switch after a login request (with `rc4_at_start` = 0). Each
@@ -535,7 +617,7 @@ const char *soe_last_error(void);
 // "SOE_UNKNOWN" for a value that is none. Thread-safe.
 const char *soe_status_name(int32_t status);
 
-// This library's version ("0.2.0"; `SOE_VERSION_STRING` is the version of the header), a
+// This library's version ("0.3.0"; `SOE_VERSION_STRING` is the version of the header), a
 // static NUL-terminated string. Thread-safe.
 const char *soe_version(void);
 
@@ -545,6 +627,58 @@ const char *soe_version(void);
 //
 // Since 0.2.0.
 uint32_t soe_abi_version(void);
+
+// Creates a config for `role` (`SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`) with every option at
+// its default, and writes it to `*out`. Free it with `soe_config_free`.
+//
+// Thread-safe. On an error `*out` is set to NULL.
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
+soe_status soe_config_new(uint32_t role, struct soe_config **out);
+
+// Frees a config; NULL is ignored. Endpoints made from it keep their own copy.
+//
+// Thread safety: no other call may use the config during or after this one.
+void soe_config_free(struct soe_config *cfg);
+
+// Sets a numeric option (`SOE_OPT_*`) to `value`: a count, a flag (0 or 1), or a duration in
+// milliseconds (the options ending in `_MS`; `SOE_NEVER` for an optional timer that never
+// runs). A value out of range is `SOE_ERR_INVALID_CONFIG` (the message names the option, its
+// range and its default) and leaves the option as it was; an option this library does not
+// know (one from a newer header) is `SOE_ERR_UNKNOWN_OPTION`.
+//
+// Thread safety: one thread at a time per config.
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_UNKNOWN_OPTION`,
+// `SOE_ERR_PANIC`.
+soe_status soe_config_set(struct soe_config *cfg, soe_option option, int64_t value);
+
+// Writes a numeric option's value (`SOE_OPT_*`) to `*value`: the default until
+// `soe_config_set` changed it.
+//
+// Thread safety: one thread at a time per config.
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_UNKNOWN_OPTION`, `SOE_ERR_PANIC`.
+soe_status soe_config_get(struct soe_config *cfg, soe_option option, int64_t *value);
+
+// Sets the application protocol name sent in SessionRequest (both sides must agree): a
+// NUL-terminated string of at most `SOE_MAX_PROTOCOL_LENGTH` (255) bytes, copied. Default
+// "SoeEcho"; NULL sets the default again. The SessionRequest (the name plus 15 bytes) must fit
+// in `SOE_OPT_UDP_LENGTH`, which `soe_endpoint_new` checks.
+//
+// Thread safety: one thread at a time per config.
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
+soe_status soe_config_set_application_protocol(struct soe_config *cfg, const char *name);
+
+// Sets the RC4 key for reliable data (both sides must agree): `len` bytes (1 to
+// `SOE_MAX_RC4_KEY_LENGTH`, 256), copied. Default none; NULL with 0 removes the key.
+//
+// Thread safety: one thread at a time per config.
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_INVALID_CONFIG`,
+// `SOE_ERR_PANIC`.
+soe_status soe_config_set_rc4_key(struct soe_config *cfg, const uint8_t *key, size_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

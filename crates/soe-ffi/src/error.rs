@@ -47,6 +47,9 @@ pub enum soe_status {
     /// The endpoint panicked in an earlier call and refuses every call but
     /// `soe_endpoint_free`.
     SOE_ERR_POISONED = -11,
+    /// `soe_config_set` or `soe_config_get` named an option this library does not know: one
+    /// from a newer header than the library loaded. The config is unchanged.
+    SOE_ERR_UNKNOWN_OPTION = -12,
 }
 
 impl soe_status {
@@ -66,6 +69,7 @@ impl soe_status {
             Self::SOE_ERR_CONNECT => "SOE_ERR_CONNECT\0",
             Self::SOE_ERR_PANIC => "SOE_ERR_PANIC\0",
             Self::SOE_ERR_POISONED => "SOE_ERR_POISONED\0",
+            Self::SOE_ERR_UNKNOWN_OPTION => "SOE_ERR_UNKNOWN_OPTION\0",
         }
     }
 }

@@ -7,13 +7,22 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use ::soe_session::SessionHandle;
 
+/// One live session's number and the host's pointer for it.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    handle: SessionHandle,
+    number: u64,
+    /// `soe_session_set_user`'s pointer, as an address (the library never follows it).
+    user: usize,
+}
+
 /// Session numbers issued by one endpoint.
 #[derive(Debug, Default)]
 pub(crate) struct Handles {
     /// By the session's slab key (`SessionHandle::index`, unique among live sessions): the
     /// handle that holds it and its number. A direct index, no hashing: `number` runs for every
     /// event.
-    by_key: Vec<Option<(SessionHandle, u64)>>,
+    by_key: Vec<Option<Slot>>,
     /// By number. The numbers are this library's own (a counter), not chosen by a peer, so a
     /// multiplicative hash is enough; SipHash's flood resistance would buy nothing here.
     by_number: HashMap<u64, SessionHandle, BuildHasherDefault<NumberHasher>>,
@@ -25,9 +34,9 @@ impl Handles {
     /// The number of the session behind `h`, issued on first sight.
     #[inline]
     pub(crate) fn number(&mut self, h: SessionHandle) -> u64 {
-        if let Some(Some((known, number))) = self.by_key.get(h.index()) {
-            if *known == h {
-                return *number;
+        if let Some(Some(slot)) = self.by_key.get(h.index()) {
+            if slot.handle == h {
+                return slot.number;
             }
         }
         self.issue(h)
@@ -44,8 +53,13 @@ impl Handles {
             self.by_key.resize(key + 1, None);
         }
         // A session that left without its Closed event being taken held this key before.
-        if let Some((_, old)) = self.by_key[key].replace((h, number)) {
-            self.by_number.remove(&old);
+        let slot = Slot {
+            handle: h,
+            number,
+            user: 0,
+        };
+        if let Some(old) = self.by_key[key].replace(slot) {
+            self.by_number.remove(&old.number);
         }
         self.by_number.insert(number, h);
         number
@@ -57,12 +71,29 @@ impl Handles {
         self.by_number.get(&number).copied()
     }
 
+    /// The host's pointer for a live session (0 when none was set).
+    #[inline]
+    pub(crate) fn user(&self, h: SessionHandle) -> usize {
+        match self.by_key.get(h.index()) {
+            Some(Some(slot)) if slot.handle == h => slot.user,
+            _ => 0,
+        }
+    }
+
+    /// Sets the host's pointer for a session (issuing its number if need be).
+    pub(crate) fn set_user(&mut self, h: SessionHandle, user: usize) {
+        self.number(h);
+        if let Some(Some(slot)) = self.by_key.get_mut(h.index()) {
+            slot.user = user;
+        }
+    }
+
     /// Forgets a session (its Closed event was taken): its number names nothing from now on.
     pub(crate) fn forget(&mut self, h: SessionHandle) {
-        if let Some(slot) = self.by_key.get_mut(h.index()) {
-            if slot.is_some_and(|(known, _)| known == h) {
-                if let Some((_, number)) = slot.take() {
-                    self.by_number.remove(&number);
+        if let Some(entry) = self.by_key.get_mut(h.index()) {
+            if entry.is_some_and(|slot| slot.handle == h) {
+                if let Some(slot) = entry.take() {
+                    self.by_number.remove(&slot.number);
                 }
             }
         }

@@ -25,22 +25,23 @@
 #![allow(non_camel_case_types)]
 #![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
+mod config;
 mod error;
 mod handles;
 mod ptr;
 mod version;
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::soe_session::{
-    Channel, CrcLength, Delivery, DisconnectReason, Endpoint, EndpointConfig, Event,
-    MAX_UDP_LENGTH, MIN_UDP_LENGTH, ReliableConfig, SendError, SessionConfig, SessionHandle,
+    Channel, Delivery, DisconnectReason, Endpoint, Event, MAX_UDP_LENGTH, SendError, SessionHandle,
 };
 use bytes::Bytes;
 
+pub use config::*;
 pub use error::soe_status;
 use error::{Error, boundary};
 use handles::Handles;
@@ -54,7 +55,7 @@ pub struct soe_endpoint {
     /// Session numbers handed out, both ways. Numbers are never reused, so a handle to a closed
     /// session stays invalid.
     handles: Handles,
-    /// `soe_config.max_message_size`: reliable messages longer are refused before a byte of
+    /// `SOE_OPT_MAX_MESSAGE_SIZE`: reliable messages longer are refused before a byte of
     /// them is read.
     max_message_size: usize,
     /// A datagram the caller's buffer was too small for, kept for the next call.
@@ -171,56 +172,10 @@ pub const SOE_REASON_CORRUPT_PACKET: u16 = 15;
 /// Disconnect reason 16: the application protocols (or protocol versions) differ.
 pub const SOE_REASON_PROTOCOL_MISMATCH: u16 = 16;
 
-/// `soe_config.role`: accept sessions (and also connect).
+/// `soe_config_new`'s role: accept sessions (and also connect).
 pub const SOE_ROLE_SERVER: u32 = 1;
-/// `soe_config.role`: only connect.
+/// `soe_config_new`'s role: only connect.
 pub const SOE_ROLE_CLIENT: u32 = 2;
-
-/// The settings of an endpoint and its sessions. Fill it with `soe_config_init`, then change
-/// what you need. Durations are in milliseconds; 0 turns an optional timer off where noted.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct soe_config {
-    /// `SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`.
-    pub role: u32,
-    /// The application protocol name sent in SessionRequest (both sides must agree), a
-    /// NUL-terminated string of at most `SOE_MAX_PROTOCOL_LENGTH` (255) bytes, copied by
-    /// `soe_endpoint_new`. Default "SoeEcho" (a static string; NULL means the same).
-    pub application_protocol: *const c_char,
-    /// The largest datagram this side accepts, announced in the handshake; 64 to 65507.
-    /// Default 512.
-    pub udp_length: u32,
-    /// The CRC trailer a server announces: 0, 2 or 4 bytes (clients adopt the server's).
-    /// Default 2.
-    pub crc_length: u8,
-    /// Whether a server announces compression (1) or not (0). Default 0.
-    pub compression: u8,
-    /// The RC4 key for reliable data (both sides must agree), `rc4_key_len` bytes (1 to 256),
-    /// copied by `soe_endpoint_new`; NULL for none. Default NULL.
-    pub rc4_key: *const u8,
-    /// The key's length in bytes.
-    pub rc4_key_len: usize,
-    /// With a key: 1 (the default) encrypts from the session's start; 0 starts in plaintext
-    /// until `soe_set_encryption` switches a session on (the H1Z1 gateway's way).
-    pub rc4_at_start: u8,
-    /// The most sessions; at least 1. Default 10000.
-    pub max_sessions: u32,
-    /// The most half-open sessions (handshake answered, not completed); at least 1. Default
-    /// 1024.
-    pub max_half_open: u32,
-    /// The longest reliable message, in bytes; 1 to 4194304. Default 4194304.
-    pub max_message_size: u32,
-    /// Messages queued per reliable channel before `soe_send` returns `SOE_ERR_QUEUE_FULL`;
-    /// at least 1.
-    pub max_queued_messages: u32,
-    /// A session with a silent peer ends after this long (reason Timeout); 0: never.
-    pub idle_timeout_ms: u32,
-    /// How long a client waits for the server's answer.
-    pub connect_timeout_ms: u32,
-    /// A Heartbeat after this long without hearing from the peer (`soe_config_init`: 10 s);
-    /// 0: none.
-    pub heartbeat_interval_ms: u32,
-}
 
 /// What an event is.
 #[repr(u32)]
@@ -268,6 +223,9 @@ pub struct soe_event {
     pub reason: u16,
     /// Whether the peer ended the session (1) or this side did (0).
     pub by_peer: u8,
+    /// The session's user pointer (`soe_session_set_user`; NULL until set), in every event of
+    /// the session, its `SOE_EVENT_CLOSED` included: the place to free what it points to.
+    pub user: *mut c_void,
 }
 
 /// A session's counters, written by `soe_session_stats`.
@@ -378,21 +336,46 @@ fn with_endpoint(
     )
 }
 
-fn send_error(e: SendError) -> Error {
-    let status = match &e {
-        SendError::QueueFull(_) => soe_status::SOE_ERR_QUEUE_FULL,
-        SendError::TooLarge { .. } | SendError::EmptyUnreliable | SendError::ZeroFirstByte => {
-            soe_status::SOE_ERR_MESSAGE_TOO_LARGE
-        }
-        SendError::Closed => soe_status::SOE_ERR_CLOSED,
-        _ => soe_status::SOE_ERR_STALE_SESSION,
+/// The C form of a refused send, saying what happened: nothing was queued, and the caller
+/// still holds its bytes (the Rust API hands a refused message back; C has nothing to hand).
+#[cold]
+#[inline(never)]
+fn send_error(e: SendError, session: soe_session, what: &str) -> Error {
+    let (status, message) = match &e {
+        SendError::QueueFull(data) => (
+            soe_status::SOE_ERR_QUEUE_FULL,
+            format!(
+                "the {what} send queue of session {session} is full; the {} byte message was \
+                 not queued: take events, send datagrams, and send it again",
+                data.len()
+            ),
+        ),
+        SendError::EmptyUnreliable => (
+            soe_status::SOE_ERR_MESSAGE_TOO_LARGE,
+            format!(
+                "an empty {what} message was not queued: the receiver could not tell it from \
+                 nothing (send at least one byte)"
+            ),
+        ),
+        SendError::ZeroFirstByte => (
+            soe_status::SOE_ERR_MESSAGE_TOO_LARGE,
+            format!(
+                "the {what} message was not queued: its first byte is 0, which the receiver \
+                 would read as protocol framing (its first byte must be non-zero)"
+            ),
+        ),
+        SendError::TooLarge { .. } => (soe_status::SOE_ERR_MESSAGE_TOO_LARGE, e.to_string()),
+        SendError::Closed => (
+            soe_status::SOE_ERR_CLOSED,
+            format!("session {session} is closing and takes no more messages; nothing was queued"),
+        ),
+        _ => (
+            soe_status::SOE_ERR_STALE_SESSION,
+            format!("session {session} does not exist (it closed, or was never issued)"),
+        ),
     };
-    Error::new(status, e.to_string())
+    Error::new(status, message)
 }
-
-/// The application protocol `soe_config_init` names (and a NULL `application_protocol`
-/// means).
-const DEFAULT_PROTOCOL: &std::ffi::CStr = c"SoeEcho";
 
 /// The longest `application_protocol`, in bytes without the NUL. Real names are a few dozen
 /// bytes ("CGAPI_527", "ExternalGatewayApi_3"); the bound keeps a string without its NUL from
@@ -409,158 +392,14 @@ pub const SOE_MAX_DATAGRAM_LENGTH: usize = 65_535;
 /// The longest RC4 key, in bytes.
 pub const SOE_MAX_RC4_KEY_LENGTH: usize = 256;
 
-/// Builds the Rust configuration from a C one, refusing what is out of range.
-fn endpoint_config(c: &soe_config) -> Result<EndpointConfig, Error> {
-    let protocol = match ptr::c_str(c.application_protocol, SOE_MAX_PROTOCOL_LENGTH) {
-        Ok(Some(s)) => s.to_bytes().to_vec(),
-        Ok(None) => DEFAULT_PROTOCOL.to_bytes().to_vec(),
-        Err(()) => {
-            return Err(Error::config(format!(
-                "application_protocol has no NUL within its first {} bytes; names are at most \
-                 {SOE_MAX_PROTOCOL_LENGTH} bytes",
-                SOE_MAX_PROTOCOL_LENGTH + 1
-            )));
-        }
-    };
-    if !(MIN_UDP_LENGTH..=MAX_UDP_LENGTH).contains(&c.udp_length) {
-        return Err(Error::config(format!(
-            "udp_length = {} is out of range; allowed {MIN_UDP_LENGTH}..={MAX_UDP_LENGTH}",
-            c.udp_length
-        )));
-    }
-    let crc = match c.crc_length {
-        0 | 2 | 4 => CrcLength::new(c.crc_length),
-        _ => None,
-    }
-    .ok_or_else(|| {
-        Error::config(format!(
-            "crc_length = {} is not one of 0, 2, 4",
-            c.crc_length
-        ))
-    })?;
-    if c.rc4_at_start > 1 {
-        return Err(Error::config(format!(
-            "rc4_at_start = {} is neither 0 nor 1",
-            c.rc4_at_start
-        )));
-    }
-    if c.compression > 1 {
-        return Err(Error::config(format!(
-            "compression = {} is neither 0 nor 1",
-            c.compression
-        )));
-    }
-    for (field, value) in [
-        ("max_sessions", c.max_sessions),
-        ("max_half_open", c.max_half_open),
-        ("max_message_size", c.max_message_size),
-        ("max_queued_messages", c.max_queued_messages),
-        ("connect_timeout_ms", c.connect_timeout_ms),
-    ] {
-        if value == 0 {
-            return Err(Error::config(format!("{field} = 0; it must be at least 1")));
-        }
-    }
-    if c.max_message_size > SOE_MAX_MESSAGE_SIZE {
-        return Err(Error::config(format!(
-            "max_message_size = {} is out of range; allowed 1..={SOE_MAX_MESSAGE_SIZE}",
-            c.max_message_size
-        )));
-    }
-    // Checked before the key's bytes are read: a wrong length must not reach past the key.
-    if c.rc4_key_len > SOE_MAX_RC4_KEY_LENGTH {
-        return Err(Error::config(format!(
-            "rc4_key_len = {} is out of range; a key is 1 to {SOE_MAX_RC4_KEY_LENGTH} bytes",
-            c.rc4_key_len
-        )));
-    }
-    let reliable = ReliableConfig::default()
-        .with_max_message_size(c.max_message_size as usize)
-        .with_max_queued_messages(c.max_queued_messages as usize);
-    let ms = |v: u32| Duration::from_millis(u64::from(v));
-    let optional = |v: u32| (v > 0).then(|| ms(v));
-    let mut session = SessionConfig::new(protocol)
-        .with_udp_length(c.udp_length)
-        .with_crc_length(crc)
-        .with_compression(c.compression == 1)
-        .with_idle_timeout(optional(c.idle_timeout_ms))
-        .with_connect_timeout(ms(c.connect_timeout_ms))
-        .with_heartbeat_interval(optional(c.heartbeat_interval_ms))
-        .with_encryption_at_start(c.rc4_at_start == 1)
-        .with_reliable(Arc::new(reliable))
-        .map_err(Error::config)?;
-    if !c.rc4_key.is_null() || c.rc4_key_len > 0 {
-        let key = ptr::bytes(c.rc4_key, c.rc4_key_len, "rc4_key")?;
-        session = session
-            .with_encryption_key(Bytes::copy_from_slice(key))
-            .map_err(|e| Error::config(format!("rc4_key: {e}")))?;
-    }
-    let session = Arc::new(session);
-    let config = match c.role {
-        SOE_ROLE_SERVER => EndpointConfig::server(session.clone()).with_client(session),
-        SOE_ROLE_CLIENT => EndpointConfig::client(session),
-        other => {
-            return Err(Error::config(format!(
-                "role = {other} is neither SOE_ROLE_SERVER (1) nor SOE_ROLE_CLIENT (2)"
-            )));
-        }
-    };
-    Ok(config
-        .with_max_sessions(c.max_sessions as usize)
-        .with_max_half_open(c.max_half_open as usize))
-}
-
-/// Fills `config` with the defaults for `role` (`SOE_ROLE_SERVER` or `SOE_ROLE_CLIENT`).
-///
-/// Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (an unknown role).
-///
-/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
-#[unsafe(no_mangle)]
-#[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
-pub extern "C" fn soe_config_init(config: *mut soe_config, role: u32) -> soe_status {
-    boundary(
-        || {
-            if role != SOE_ROLE_SERVER && role != SOE_ROLE_CLIENT {
-                return Err(Error::config(format!(
-                    "role = {role} is neither SOE_ROLE_SERVER (1) nor SOE_ROLE_CLIENT (2)"
-                )));
-            }
-            let session = SessionConfig::default();
-            let endpoint = EndpointConfig::default();
-            let reliable = ReliableConfig::default();
-            let ms = |d: Option<Duration>| {
-                d.map_or(0, |d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX))
-            };
-            let value = soe_config {
-                role,
-                application_protocol: DEFAULT_PROTOCOL.as_ptr(),
-                udp_length: session.udp_length(),
-                crc_length: session.crc_length().get() as u8,
-                compression: u8::from(session.compression()),
-                rc4_key: std::ptr::null(),
-                rc4_key_len: 0,
-                rc4_at_start: u8::from(session.encryption_at_start()),
-                max_sessions: u32::try_from(endpoint.max_sessions()).unwrap_or(u32::MAX),
-                max_half_open: u32::try_from(endpoint.max_half_open()).unwrap_or(u32::MAX),
-                max_message_size: u32::try_from(reliable.max_message_size).unwrap_or(u32::MAX),
-                max_queued_messages: u32::try_from(reliable.max_queued_messages)
-                    .unwrap_or(u32::MAX),
-                idle_timeout_ms: ms(session.idle_timeout()),
-                connect_timeout_ms: ms(Some(session.connect_timeout())),
-                heartbeat_interval_ms: ms(session.heartbeat_interval()),
-            };
-            ptr::write(config, value, "config")?;
-            Ok(soe_status::SOE_OK)
-        },
-        || {},
-    )
-}
-
 /// Creates an endpoint from `config` and writes it to `*out`. `now_us` is the host's clock
-/// now; later calls pass times from the same clock. Free it with `soe_endpoint_free`.
+/// now; later calls pass times from the same clock. The endpoint keeps its own copy of the
+/// config, which may be changed or freed after. Free the endpoint with `soe_endpoint_free`.
 ///
-/// Thread-safe. Returns `SOE_ERR_NULL` or `SOE_ERR_INVALID_CONFIG` (the message names the
-/// field); `*out` is then set to NULL.
+/// Thread-safe (no other thread may change `config` during the call). Returns `SOE_ERR_NULL`,
+/// or `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
+/// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`);
+/// `*out` is then set to NULL.
 ///
 /// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
 #[unsafe(no_mangle)]
@@ -577,8 +416,8 @@ pub extern "C" fn soe_endpoint_new(
             }
             ptr::write(out, std::ptr::null_mut(), "out")?;
             let c = ptr::reference(config, "config")?;
-            let max_message_size = c.max_message_size as usize;
-            let config = endpoint_config(c)?;
+            let max_message_size = c.max_message_size();
+            let config = c.endpoint_config()?;
             let endpoint = Box::new(soe_endpoint {
                 endpoint: Endpoint::new(Arc::new(config)),
                 clock: Clock::new(now_us),
@@ -648,7 +487,8 @@ pub extern "C" fn soe_endpoint_handle_datagram(
 /// Takes the next datagram to send: writes it to `buf` (`cap` bytes), its length to `*len`
 /// and its destination to `*to`. Returns `SOE_DONE` when there is none, and
 /// `SOE_ERR_BUFFER_TOO_SMALL` with the size needed in `*len` (the datagram is kept). A buffer
-/// of the configured `udp_length` always fits.
+/// of the configured `SOE_OPT_UDP_LENGTH` always fits (`soe_endpoint_new` refuses a protocol
+/// name whose SessionRequest would not).
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
 ///
@@ -758,7 +598,9 @@ fn describe(e: &mut soe_endpoint, h: SessionHandle, ev: &Event) -> Option<soe_ev
         len: 0,
         reason: 0,
         by_peer: 0,
+        user: std::ptr::null_mut(),
     };
+    out.user = e.handles.user(h) as *mut c_void;
     match ev {
         Event::Accepted => out.kind = soe_event_kind::SOE_EVENT_ACCEPTED,
         Event::Connected => out.kind = soe_event_kind::SOE_EVENT_CONNECTED,
@@ -921,7 +763,9 @@ pub extern "C" fn soe_send(
 ) -> soe_status {
     let channel = channel_of(channel);
     send_with(ep, session, data, len, None, |endpoint, h, data| {
-        endpoint.send(h, channel?, data).map_err(send_error)
+        endpoint
+            .send(h, channel?, data)
+            .map_err(|e| send_error(e, session, "reliable"))
     })
 }
 
@@ -948,7 +792,11 @@ pub extern "C" fn soe_send_unreliable(
         data,
         len,
         Some(MAX_DATAGRAM_MESSAGE),
-        |endpoint, h, data| endpoint.send_unreliable(h, data).map_err(send_error),
+        |endpoint, h, data| {
+            endpoint
+                .send_unreliable(h, data)
+                .map_err(|e| send_error(e, session, "unreliable"))
+        },
     )
 }
 
@@ -974,7 +822,11 @@ pub extern "C" fn soe_send_ordered(
         data,
         len,
         Some(MAX_DATAGRAM_MESSAGE),
-        |endpoint, h, data| endpoint.send_ordered(h, data).map_err(send_error),
+        |endpoint, h, data| {
+            endpoint
+                .send_ordered(h, data)
+                .map_err(|e| send_error(e, session, "ordered"))
+        },
     )
 }
 
@@ -1000,12 +852,24 @@ pub extern "C" fn soe_send_capacity(
     })
 }
 
-/// Closes a session: what is queued is still delivered, then a Disconnect with `reason` (one
-/// of the `SOE_REASON_*` codes, 0 to 16; `SOE_REASON_APPLICATION` is the usual one) goes out.
-/// `SOE_EVENT_CLOSED` follows, with that reason; the handle stays valid until then.
-///
-/// Changed in 0.2.0: the `reason` parameter is new (0.1.0 always sent 6, and had no SONAME;
-/// a program built against it must be rebuilt).
+/// A close reason from C: one of the `SOE_REASON_*` codes.
+fn close_reason(reason: u16) -> Result<DisconnectReason, Error> {
+    match DisconnectReason::from_u16(reason) {
+        DisconnectReason::Other(code) => Err(Error::invalid(format!(
+            "reason = {code} is not a disconnect reason (SOE_REASON_*, 0 to 16)"
+        ))),
+        known => Ok(known),
+    }
+}
+
+/// Closes a session gracefully: what is queued is still delivered (for up to
+/// `SOE_OPT_CLOSE_TIMEOUT_MS`, the linger), then a Disconnect with `reason` (one of the
+/// `SOE_REASON_*` codes, 0 to 16; `SOE_REASON_APPLICATION` is the usual one) goes out,
+/// `SOE_OPT_DISCONNECT_REPEATS` times, `SOE_OPT_DISCONNECT_INTERVAL_MS` apart.
+/// `SOE_EVENT_CLOSED` follows when the Disconnect starts, with that reason; the handle stays
+/// valid until it is taken. The session still counts in `soe_endpoint_session_count` until
+/// that event has been taken and its last Disconnect's interval has passed. A second call, or
+/// one on a session already closing, does nothing more.
 ///
 /// Thread safety: one thread at a time per endpoint (lock it to share it).
 ///
@@ -1021,17 +885,109 @@ pub extern "C" fn soe_close(
 ) -> soe_status {
     with_endpoint(ep, |e| {
         let h = e.handle(session)?;
-        let reason = match DisconnectReason::from_u16(reason) {
-            DisconnectReason::Other(code) => {
-                return Err(Error::invalid(format!(
-                    "reason = {code} is not a disconnect reason (SOE_REASON_*, 0 to 16)"
-                )));
-            }
-            known => known,
-        };
+        let reason = close_reason(reason)?;
         let now = e.clock.instant(now_us);
         e.endpoint.close(now, h, reason);
         Ok(soe_status::SOE_OK)
+    })
+}
+
+/// Closes a session at once, without the linger: what is queued or unacknowledged is dropped,
+/// `SOE_EVENT_CLOSED` (with `reason`) is ready to take, and the Disconnect goes out as with
+/// `soe_close` (`SOE_OPT_DISCONNECT_REPEATS` times, `SOE_OPT_DISCONNECT_INTERVAL_MS` apart).
+/// On a session that is already closing gracefully, it cuts the linger short.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_STALE_SESSION`,
+/// `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
+pub extern "C" fn soe_close_immediately(
+    ep: *mut soe_endpoint,
+    now_us: u64,
+    session: soe_session,
+    reason: u16,
+) -> soe_status {
+    with_endpoint(ep, |e| {
+        let h = e.handle(session)?;
+        let reason = close_reason(reason)?;
+        let now = e.clock.instant(now_us);
+        e.endpoint.close_immediately(now, h, reason);
+        Ok(soe_status::SOE_OK)
+    })
+}
+
+/// Closes every session of the endpoint, as `soe_close` (`immediately` = 0: each delivers what
+/// it has queued first) or as `soe_close_immediately` (1). For a shutdown: then drive the loop
+/// until `soe_endpoint_session_count` is 0 (every Disconnect sent) before freeing the endpoint.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
+pub extern "C" fn soe_close_all(
+    ep: *mut soe_endpoint,
+    now_us: u64,
+    reason: u16,
+    immediately: u8,
+) -> soe_status {
+    with_endpoint(ep, |e| {
+        let reason = close_reason(reason)?;
+        let now = e.clock.instant(now_us);
+        match immediately {
+            0 => e.endpoint.close_all(now, reason),
+            1 => e.endpoint.close_all_immediately(now, reason),
+            other => {
+                return Err(Error::invalid(format!(
+                    "immediately = {other} is neither 0 nor 1"
+                )));
+            }
+        }
+        Ok(soe_status::SOE_OK)
+    })
+}
+
+/// Attaches `user` to a session: every later event of the session carries it in
+/// `soe_event.user` (as ENet's `peer->data`), its `SOE_EVENT_CLOSED` included, after which the
+/// library forgets it. The library never reads or frees it. NULL detaches.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
+pub extern "C" fn soe_session_set_user(
+    ep: *mut soe_endpoint,
+    session: soe_session,
+    user: *mut c_void,
+) -> soe_status {
+    with_endpoint(ep, |e| {
+        let h = e.handle(session)?;
+        e.handles.set_user(h, user as usize);
+        Ok(soe_status::SOE_OK)
+    })
+}
+
+/// Writes a session's user pointer (`soe_session_set_user`; NULL until set) to `*user`.
+///
+/// Thread safety: one thread at a time per endpoint (lock it to share it).
+///
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+/// `SOE_ERR_POISONED`.
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
+pub extern "C" fn soe_session_user(
+    ep: *mut soe_endpoint,
+    session: soe_session,
+    user: *mut *mut c_void,
+) -> soe_status {
+    with_endpoint(ep, |e| {
+        let h = e.handle(session)?;
+        ptr::write(user, e.handles.user(h) as *mut c_void, "user").map(|()| soe_status::SOE_OK)
     })
 }
 
@@ -1153,6 +1109,7 @@ pub extern "C" fn soe_status_name(status: i32) -> *const c_char {
         SOE_ERR_CONNECT,
         SOE_ERR_PANIC,
         SOE_ERR_POISONED,
+        SOE_ERR_UNKNOWN_OPTION,
     ];
     let name = known
         .into_iter()
@@ -1161,7 +1118,7 @@ pub extern "C" fn soe_status_name(status: i32) -> *const c_char {
     name.as_ptr().cast()
 }
 
-/// This library's version ("0.2.0"; `SOE_VERSION_STRING` is the version of the header), a
+/// This library's version ("0.3.0"; `SOE_VERSION_STRING` is the version of the header), a
 /// static NUL-terminated string. Thread-safe.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.

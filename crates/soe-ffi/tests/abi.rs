@@ -8,7 +8,7 @@ use std::ptr;
 use soe_ffi::*;
 
 mod support;
-use support::{addr, config_init, cstr, last_error};
+use support::{Config, addr, cstr, last_error};
 
 const KEY: &[u8] = b"abi test key";
 
@@ -30,23 +30,20 @@ struct Pair {
 
 impl Pair {
     fn new(key: Option<&[u8]>) -> Self {
-        let mut server_cfg = config(SOE_ROLE_SERVER);
-        let mut client_cfg = config(SOE_ROLE_CLIENT);
+        let (mut server_cfg, mut client_cfg) = (config(SOE_ROLE_SERVER), config(SOE_ROLE_CLIENT));
         if let Some(k) = key {
-            for c in [&mut server_cfg, &mut client_cfg] {
-                c.rc4_key = k.as_ptr();
-                c.rc4_key_len = k.len();
-            }
+            server_cfg = server_cfg.key(k);
+            client_cfg = client_cfg.key(k);
         }
         let now = 5_000_000_000;
         let mut server = ptr::null_mut();
         let mut client = ptr::null_mut();
         assert_eq!(
-            soe_endpoint_new(&server_cfg, now, &mut server),
+            soe_endpoint_new(server_cfg.ptr(), now, &mut server),
             soe_status::SOE_OK
         );
         assert_eq!(
-            soe_endpoint_new(&client_cfg, now, &mut client),
+            soe_endpoint_new(client_cfg.ptr(), now, &mut client),
             soe_status::SOE_OK
         );
         Self {
@@ -119,10 +116,8 @@ impl Drop for Pair {
     }
 }
 
-fn config(role: u32) -> soe_config {
-    let mut config = config_init(role);
-    config.application_protocol = c"AbiTest".as_ptr();
-    config
+fn config(role: u32) -> Config {
+    Config::new(role).protocol(c"AbiTest")
 }
 
 fn empty_event() -> soe_event {
@@ -134,6 +129,7 @@ fn empty_event() -> soe_event {
         len: 0,
         reason: 0,
         by_peer: 0,
+        user: ptr::null_mut(),
     }
 }
 
@@ -329,21 +325,16 @@ fn status_names_and_version_are_static_strings() {
 fn rc4_switched_on_for_one_session_hides_what_follows() {
     // Both ends hold the key and start in plaintext.
     let mut pair = Pair::new(Some(KEY));
-    let mut server_cfg = config(SOE_ROLE_SERVER);
-    let mut client_cfg = config(SOE_ROLE_CLIENT);
-    for c in [&mut server_cfg, &mut client_cfg] {
-        c.rc4_key = KEY.as_ptr();
-        c.rc4_key_len = KEY.len();
-        c.rc4_at_start = 0;
-    }
+    let [server_cfg, client_cfg] = [SOE_ROLE_SERVER, SOE_ROLE_CLIENT]
+        .map(|role| config(role).key(KEY).set(SOE_OPT_RC4_AT_START, 0));
     soe_endpoint_free(pair.client);
     soe_endpoint_free(pair.server);
     assert_eq!(
-        soe_endpoint_new(&server_cfg, pair.now, &mut pair.server),
+        soe_endpoint_new(server_cfg.ptr(), pair.now, &mut pair.server),
         soe_status::SOE_OK
     );
     assert_eq!(
-        soe_endpoint_new(&client_cfg, pair.now, &mut pair.client),
+        soe_endpoint_new(client_cfg.ptr(), pair.now, &mut pair.client),
         soe_status::SOE_OK
     );
     let (c, s) = connect(&mut pair);
@@ -442,22 +433,19 @@ fn a_null_transmit_buffer_keeps_the_datagram_for_the_next_call() {
 }
 
 #[test]
-fn config_init_names_the_default_protocol_soe_echo() {
-    let client_cfg = config_init(SOE_ROLE_CLIENT);
-    assert!(!client_cfg.application_protocol.is_null());
-    assert_eq!(cstr(client_cfg.application_protocol), "SoeEcho");
+fn a_new_config_names_the_default_protocol_soe_echo() {
+    let client_cfg = Config::new(SOE_ROLE_CLIENT);
     // A client with the default talks to a server that names "SoeEcho" itself.
-    let mut server_cfg = config(SOE_ROLE_SERVER);
-    server_cfg.application_protocol = c"SoeEcho".as_ptr();
+    let server_cfg = config(SOE_ROLE_SERVER).protocol(c"SoeEcho");
     let mut pair = Pair::new(None);
     soe_endpoint_free(pair.client);
     soe_endpoint_free(pair.server);
     assert_eq!(
-        soe_endpoint_new(&server_cfg, pair.now, &mut pair.server),
+        soe_endpoint_new(server_cfg.ptr(), pair.now, &mut pair.server),
         soe_status::SOE_OK
     );
     assert_eq!(
-        soe_endpoint_new(&client_cfg, pair.now, &mut pair.client),
+        soe_endpoint_new(client_cfg.ptr(), pair.now, &mut pair.client),
         soe_status::SOE_OK
     );
     connect(&mut pair);
@@ -471,21 +459,21 @@ fn max_message_size_above_4_mib_is_refused_and_a_4_5_mb_message_is_too_large() {
         (5_000_000, false),
         (u32::MAX, false),
     ] {
-        let mut c = config(SOE_ROLE_SERVER);
-        c.max_message_size = value;
-        let mut ep = ptr::null_mut();
-        let status = soe_endpoint_new(&c, 0, &mut ep);
+        let c = config(SOE_ROLE_SERVER);
+        let status = soe_config_set(c.ptr(), SOE_OPT_MAX_MESSAGE_SIZE, i64::from(value));
         if accepted {
             assert_eq!(status, soe_status::SOE_OK, "{value}: {}", last_error());
+            let mut ep = ptr::null_mut();
+            assert_eq!(soe_endpoint_new(c.ptr(), 0, &mut ep), soe_status::SOE_OK);
             soe_endpoint_free(ep);
         } else {
             assert_eq!(status, soe_status::SOE_ERR_INVALID_CONFIG, "{value}");
-            assert!(ep.is_null());
             let e = last_error();
             assert!(
-                e.contains("max_message_size") && e.contains("4194304"),
+                e.contains("SOE_OPT_MAX_MESSAGE_SIZE") && e.contains("4194304"),
                 "{e}"
             );
+            assert_eq!(c.get(SOE_OPT_MAX_MESSAGE_SIZE), 4_194_304, "unchanged");
         }
     }
     let mut pair = Pair::new(None);

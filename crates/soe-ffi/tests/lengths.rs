@@ -10,13 +10,13 @@ use std::ptr;
 use soe_ffi::*;
 
 mod support;
-use support::{addr, config_init as config, last_error};
+use support::{Config, addr, last_error};
 
 /// A client endpoint with one session (the handshake is not needed: sends are queued).
 fn client() -> (*mut soe_endpoint, soe_session) {
     let mut ep = ptr::null_mut();
     assert_eq!(
-        soe_endpoint_new(&config(SOE_ROLE_CLIENT), 0, &mut ep),
+        soe_endpoint_new(Config::new(SOE_ROLE_CLIENT).ptr(), 0, &mut ep),
         soe_status::SOE_OK
     );
     let mut session = 0;
@@ -76,7 +76,7 @@ fn a_huge_unreliable_or_ordered_length_is_too_large_before_a_byte_is_read() {
 fn a_huge_datagram_length_is_an_invalid_argument_before_a_byte_is_read() {
     let mut ep = ptr::null_mut();
     assert_eq!(
-        soe_endpoint_new(&config(SOE_ROLE_SERVER), 0, &mut ep),
+        soe_endpoint_new(Config::new(SOE_ROLE_SERVER).ptr(), 0, &mut ep),
         soe_status::SOE_OK
     );
     let data = [0u8, 1, 0, 0, 0, 3];
@@ -102,16 +102,12 @@ fn a_huge_datagram_length_is_an_invalid_argument_before_a_byte_is_read() {
 fn a_huge_rc4_key_length_is_an_invalid_config_before_a_byte_is_read() {
     let key = [9u8; 4];
     for len in HUGE.into_iter().chain([257]) {
-        let mut c = config(SOE_ROLE_SERVER);
-        c.rc4_key = key.as_ptr();
-        c.rc4_key_len = len;
-        let mut ep = ptr::null_mut();
+        let c = Config::new(SOE_ROLE_SERVER);
         assert_eq!(
-            soe_endpoint_new(&c, 0, &mut ep),
+            soe_config_set_rc4_key(c.ptr(), key.as_ptr(), len),
             soe_status::SOE_ERR_INVALID_CONFIG,
             "{len}"
         );
-        assert!(ep.is_null());
         let e = last_error();
         assert!(
             e.contains("rc4_key_len") && e.contains(&len.to_string()),
@@ -124,11 +120,9 @@ fn a_huge_rc4_key_length_is_an_invalid_config_before_a_byte_is_read() {
 fn an_unterminated_protocol_name_is_read_no_further_than_its_limit() {
     // 300 bytes without a NUL: the library stops at its 255-byte limit instead of running on.
     let name = [b'a'; 300];
-    let mut c = config(SOE_ROLE_SERVER);
-    c.application_protocol = name.as_ptr().cast();
-    let mut ep = ptr::null_mut();
+    let c = Config::new(SOE_ROLE_SERVER);
     assert_eq!(
-        soe_endpoint_new(&c, 0, &mut ep),
+        soe_config_set_application_protocol(c.ptr(), name.as_ptr().cast()),
         soe_status::SOE_ERR_INVALID_CONFIG
     );
     assert!(

@@ -87,7 +87,7 @@ fn the_error_table_lists_every_status_with_its_value() {
         .map(|v| (cstr(soe_status_name(v)), v))
         .filter(|(name, _)| name != "SOE_UNKNOWN")
         .collect();
-    assert_eq!(known.len(), 13);
+    assert_eq!(known.len(), 14);
     let documented: BTreeMap<String, i32> = doc_table("| status | value | meaning |")
         .into_iter()
         .map(|cells| {
@@ -103,7 +103,7 @@ fn the_error_table_lists_every_status_with_its_value() {
 #[test]
 fn the_header_and_the_docs_list_the_same_statuses_for_each_function() {
     let header = from_header();
-    assert_eq!(header.len(), 16, "{:?}", header.keys());
+    assert_eq!(header.len(), 24, "{:?}", header.keys());
     let docs = from_docs();
     for (f, statuses) in &header {
         assert_eq!(docs.get(f), Some(statuses), "{f}: docs/c-api.md vs soe.h");
@@ -144,6 +144,7 @@ fn event() -> soe_event {
         len: 0,
         reason: 0,
         by_peer: 0,
+        user: ptr::null_mut(),
     }
 }
 
@@ -183,15 +184,78 @@ fn drain(seen: &mut Seen, ep: *mut soe_endpoint) -> Vec<soe_event> {
     out
 }
 
-#[allow(unsafe_code)]
-fn init(seen: &mut Seen, role: u32) -> soe_config {
-    let mut c = std::mem::MaybeUninit::<soe_config>::zeroed();
+fn new_config(seen: &mut Seen, role: u32) -> *mut soe_config {
+    let mut c = ptr::null_mut();
     assert_eq!(
-        call!(seen, soe_config_init(c.as_mut_ptr(), role)),
+        call!(seen, soe_config_new(role, &mut c)),
         soe_status::SOE_OK
     );
-    // SAFETY: soe_config_init returned SOE_OK, so it wrote a whole soe_config.
-    unsafe { c.assume_init() }
+    c
+}
+
+/// Every config function through each of its paths; returns the server's and the client's
+/// configs (two queued messages a channel; the client's messages at most 1000 bytes).
+fn configs(seen: &mut Seen, now: u64) -> (*mut soe_config, *mut soe_config) {
+    let null_cfg: *mut soe_config = ptr::null_mut();
+    let mut spare = ptr::null_mut();
+    let mut value = 0i64;
+    call!(seen, soe_config_new(SOE_ROLE_SERVER, ptr::null_mut()));
+    call!(seen, soe_config_new(7, &mut spare));
+    let server = new_config(seen, SOE_ROLE_SERVER);
+    let client = new_config(seen, SOE_ROLE_CLIENT);
+    call!(seen, soe_config_set(null_cfg, SOE_OPT_UDP_LENGTH, 512));
+    call!(seen, soe_config_set(server, 0, 1));
+    call!(seen, soe_config_set(server, 9999, 1));
+    call!(seen, soe_config_set(server, SOE_OPT_UDP_LENGTH, 1));
+    call!(seen, soe_config_set(server, SOE_OPT_MAX_QUEUED_MESSAGES, 2));
+    call!(seen, soe_config_set(client, SOE_OPT_MAX_QUEUED_MESSAGES, 2));
+    call!(seen, soe_config_set(client, SOE_OPT_MAX_MESSAGE_SIZE, 1000));
+    call!(
+        seen,
+        soe_config_get(null_cfg, SOE_OPT_UDP_LENGTH, &mut value)
+    );
+    call!(
+        seen,
+        soe_config_get(server, SOE_OPT_UDP_LENGTH, ptr::null_mut())
+    );
+    call!(seen, soe_config_get(server, 9999, &mut value));
+    call!(seen, soe_config_get(server, SOE_OPT_UDP_LENGTH, &mut value));
+    let unterminated = [b'a'; 300];
+    call!(
+        seen,
+        soe_config_set_application_protocol(null_cfg, c"X".as_ptr())
+    );
+    call!(
+        seen,
+        soe_config_set_application_protocol(server, unterminated.as_ptr().cast())
+    );
+    call!(
+        seen,
+        soe_config_set_application_protocol(server, ptr::null())
+    );
+    let key = b"statuses";
+    let wrapping = (usize::MAX - 8) as *const u8;
+    call!(seen, soe_config_set_rc4_key(null_cfg, key.as_ptr(), 8));
+    call!(seen, soe_config_set_rc4_key(server, ptr::null(), 8));
+    call!(seen, soe_config_set_rc4_key(server, wrapping, 64));
+    call!(seen, soe_config_set_rc4_key(server, key.as_ptr(), 257));
+    call!(seen, soe_config_set_rc4_key(server, ptr::null(), 0));
+    // Endpoints: a name whose SessionRequest does not fit udp_length is refused.
+    let tight = new_config(seen, SOE_ROLE_CLIENT);
+    call!(seen, soe_config_set(tight, SOE_OPT_UDP_LENGTH, 64));
+    let long = [b'n'; 200].iter().chain(&[0]).copied().collect::<Vec<u8>>();
+    call!(
+        seen,
+        soe_config_set_application_protocol(tight, long.as_ptr().cast())
+    );
+    let mut no_ep = ptr::null_mut();
+    call!(seen, soe_endpoint_new(ptr::null(), now, &mut no_ep));
+    call!(seen, soe_endpoint_new(server, now, ptr::null_mut()));
+    let mut none = ptr::null_mut();
+    call!(seen, soe_endpoint_new(tight, now, &mut none));
+    soe_config_free(tight);
+    soe_config_free(null_cfg);
+    (server, client)
 }
 
 #[test]
@@ -204,22 +268,10 @@ fn every_function_returns_exactly_the_statuses_it_documents() {
     let mut now = 1_000_000u64;
 
     // Configs and endpoints.
-    call!(seen, soe_config_init(ptr::null_mut(), SOE_ROLE_SERVER));
-    let mut scratch = init(&mut seen, SOE_ROLE_SERVER);
-    call!(seen, soe_config_init(&mut scratch, 7));
-    let mut server_cfg = init(&mut seen, SOE_ROLE_SERVER);
-    server_cfg.max_queued_messages = 2;
-    let mut client_cfg = init(&mut seen, SOE_ROLE_CLIENT);
-    client_cfg.max_queued_messages = 2;
-    client_cfg.max_message_size = 1000;
-    let (mut server, mut client, mut spare) = (null_ep, null_ep, null_ep);
-    call!(seen, soe_endpoint_new(ptr::null(), now, &mut spare));
-    call!(seen, soe_endpoint_new(&server_cfg, now, ptr::null_mut()));
-    let mut bad = server_cfg;
-    bad.udp_length = 1;
-    call!(seen, soe_endpoint_new(&bad, now, &mut spare));
-    call!(seen, soe_endpoint_new(&server_cfg, now, &mut server));
-    call!(seen, soe_endpoint_new(&client_cfg, now, &mut client));
+    let (server_cfg, client_cfg) = configs(&mut seen, now);
+    let (mut server, mut client) = (null_ep, null_ep);
+    call!(seen, soe_endpoint_new(server_cfg, now, &mut server));
+    call!(seen, soe_endpoint_new(client_cfg, now, &mut client));
 
     // Every endpoint function with a NULL endpoint, then with a NULL out-parameter.
     let (mut len, mut dest, mut ev, mut deadline) = (0usize, addr(0, 0), event(), 0u64);
@@ -354,16 +406,42 @@ fn every_function_returns_exactly_the_statuses_it_documents() {
     call!(seen, soe_set_encryption(client, session, 2));
     call!(seen, soe_set_encryption(client, session, 1));
     call!(seen, soe_set_encryption(client, 999, 1));
-    let mut keyed_cfg = client_cfg;
     let key = b"statuses";
-    keyed_cfg.rc4_key = key.as_ptr();
-    keyed_cfg.rc4_key_len = key.len();
+    call!(
+        seen,
+        soe_config_set_rc4_key(client_cfg, key.as_ptr(), key.len())
+    );
     let mut keyed = null_ep;
-    call!(seen, soe_endpoint_new(&keyed_cfg, now, &mut keyed));
+    call!(seen, soe_endpoint_new(client_cfg, now, &mut keyed));
     let mut keyed_session = 0;
     call!(seen, soe_connect(keyed, now, &s_addr, &mut keyed_session));
     call!(seen, soe_set_encryption(keyed, keyed_session, 1));
     soe_endpoint_free(keyed);
+
+    // The user pointer.
+    let mut user = ptr::null_mut();
+    let mine = (&mut count as *mut usize).cast::<std::ffi::c_void>();
+    call!(seen, soe_session_set_user(null_ep, session, mine));
+    call!(seen, soe_session_set_user(client, 999, mine));
+    call!(seen, soe_session_set_user(client, session, mine));
+    call!(seen, soe_session_user(null_ep, session, &mut user));
+    call!(seen, soe_session_user(client, 999, &mut user));
+    call!(seen, soe_session_user(client, session, ptr::null_mut()));
+    call!(seen, soe_session_user(client, session, &mut user));
+    assert_eq!(user, mine);
+    // Closing all, and at once.
+    call!(seen, soe_close_all(null_ep, now, SOE_REASON_APPLICATION, 0));
+    call!(seen, soe_close_all(server, now, 17, 0));
+    call!(seen, soe_close_all(server, now, SOE_REASON_APPLICATION, 2));
+    call!(
+        seen,
+        soe_close_immediately(null_ep, now, 1, SOE_REASON_APPLICATION)
+    );
+    call!(
+        seen,
+        soe_close_immediately(client, now, 999, SOE_REASON_APPLICATION)
+    );
+    call!(seen, soe_close_immediately(client, now, session, 17));
 
     // Close: bad reasons, a good one, sends refused while closing, then the stale handle.
     call!(seen, soe_close(client, now, 999, SOE_REASON_APPLICATION));
@@ -371,6 +449,10 @@ fn every_function_returns_exactly_the_statuses_it_documents() {
     call!(
         seen,
         soe_close(client, now, session, SOE_REASON_APPLICATION)
+    );
+    call!(
+        seen,
+        soe_close_immediately(client, now, session, SOE_REASON_APPLICATION)
     );
     call!(seen, soe_send(client, session, 0, data.as_ptr(), 1));
     call!(seen, soe_send_unreliable(client, session, data.as_ptr(), 1));
@@ -388,6 +470,9 @@ fn every_function_returns_exactly_the_statuses_it_documents() {
         seen,
         soe_close(server, now, accepted, SOE_REASON_APPLICATION)
     );
+    call!(seen, soe_close_all(server, now, SOE_REASON_APPLICATION, 1));
+    soe_config_free(server_cfg);
+    soe_config_free(client_cfg);
     soe_endpoint_free(client);
     soe_endpoint_free(server);
 

@@ -12,16 +12,14 @@ use std::sync::Mutex;
 use soe_ffi::*;
 
 mod support;
-use support::{addr, config_init, last_error};
+use support::{Config, addr, last_error};
 
 /// What each destructor saw, for the test thread to check after the join.
 static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-fn config(role: u32) -> soe_config {
-    let mut c = config_init(role);
+fn config(role: u32) -> Config {
     // Compression on: framing's shared zlib state is a thread-local too.
-    c.compression = 1;
-    c
+    Config::new(role).set(SOE_OPT_COMPRESSION, 1)
 }
 
 /// A whole session through the ABI: create, handshake, a compressible message each way, an
@@ -40,12 +38,12 @@ fn exercise(label: &str) -> Result<(), String> {
     let mut now = 1_000_000;
     check(
         "soe_endpoint_new",
-        soe_endpoint_new(&config(SOE_ROLE_SERVER), now, &mut server),
+        soe_endpoint_new(config(SOE_ROLE_SERVER).ptr(), now, &mut server),
         soe_status::SOE_OK,
     )?;
     check(
         "soe_endpoint_new",
-        soe_endpoint_new(&config(SOE_ROLE_CLIENT), now, &mut client),
+        soe_endpoint_new(config(SOE_ROLE_CLIENT).ptr(), now, &mut client),
         soe_status::SOE_OK,
     )?;
     let (s_addr, c_addr) = (addr(1, 20_042), addr(2, 40_000));
@@ -90,6 +88,7 @@ fn exercise(label: &str) -> Result<(), String> {
             len: 0,
             reason: 0,
             by_peer: 0,
+            user: ptr::null_mut(),
         };
         while soe_endpoint_poll_event(server, &mut ev, buf.as_mut_ptr(), buf.len())
             == soe_status::SOE_OK

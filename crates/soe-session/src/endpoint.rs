@@ -524,6 +524,26 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
     }
 
+    /// Closes a session at once, without waiting for its queued data to be acknowledged (see
+    /// [`Session::close_immediately`]).
+    pub fn close_immediately(&mut self, now: Instant, h: SessionHandle, reason: DisconnectReason) {
+        if let Some(key) = self.key_of(h) {
+            self.sessions[key].session.close_immediately(now, reason);
+            self.touched(key);
+        }
+    }
+
+    /// Closes every session at once (see [`Session::close_immediately`]): a shutdown that does
+    /// not wait for queued data. Keep driving the endpoint until [`Endpoint::is_empty`] so the
+    /// Disconnects go out.
+    pub fn close_all_immediately(&mut self, now: Instant, reason: DisconnectReason) {
+        let keys: Vec<usize> = self.sessions.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            self.sessions[key].session.close_immediately(now, reason);
+            self.touched(key);
+        }
+    }
+
     // ----- driving -----
 
     /// Handles one datagram from `remote`.

@@ -681,6 +681,15 @@ impl Session {
         }
     }
 
+    /// Closes at once with `reason`, without the linger of [`close`](Self::close): queued and
+    /// unacknowledged data is dropped, [`Event::Closed`] (`by_peer: false`) is queued, and the
+    /// Disconnect is sent `disconnect_repeats` times, `disconnect_interval` apart. Connecting:
+    /// ends at once, as `close` does. A session already closing skips the rest of its flush; a
+    /// draining or closed one is left as it is.
+    pub fn close_immediately(&mut self, now: Instant, reason: DisconnectReason) {
+        self.abort(now, reason);
+    }
+
     /// The next event, if any (see [`Event`] for the order).
     pub fn poll_event(&mut self) -> Option<Event> {
         if self.open_event {

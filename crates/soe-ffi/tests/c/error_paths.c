@@ -72,25 +72,22 @@ static int wait_event(soe_endpoint *ep, uint32_t kind, soe_event *out) {
     return 0;
 }
 
-static soe_status new_with(soe_config config, soe_endpoint **out) {
-    return soe_endpoint_new(&config, now, out);
-}
-
 int main(void) {
-    soe_config base;
+    soe_config *base = NULL;
     soe_endpoint *ep = NULL;
 
     /* NULL pointers. */
-    EXPECT(soe_config_init(NULL, SOE_ROLE_SERVER), SOE_ERR_NULL);
+    EXPECT(soe_config_new(SOE_ROLE_SERVER, NULL), SOE_ERR_NULL);
     CHECK(strstr(soe_last_error(), "NULL") != NULL);
-    EXPECT(soe_config_init(&base, 7), SOE_ERR_INVALID_CONFIG);
-    EXPECT(soe_config_init(&base, SOE_ROLE_SERVER), SOE_OK);
+    EXPECT(soe_config_new(7, &base), SOE_ERR_INVALID_CONFIG);
+    CHECK(base == NULL);
+    EXPECT(soe_config_new(SOE_ROLE_SERVER, &base), SOE_OK);
     CHECK(soe_last_error()[0] == '\0');
-    CHECK(base.application_protocol != NULL && strcmp(base.application_protocol, "SoeEcho") == 0);
     CHECK(strcmp(soe_version(), SOE_VERSION_STRING) == 0);
     CHECK(soe_abi_version() == SOE_ABI_VERSION);
     EXPECT(soe_endpoint_new(NULL, now, &ep), SOE_ERR_NULL);
-    EXPECT(soe_endpoint_new(&base, now, NULL), SOE_ERR_NULL);
+    EXPECT(soe_endpoint_new(base, now, NULL), SOE_ERR_NULL);
+    EXPECT(soe_config_set(NULL, SOE_OPT_UDP_LENGTH, 512), SOE_ERR_NULL);
     soe_addr a = addr(1, 1000);
     uint8_t buf[2048];
     size_t len = 0;
@@ -103,49 +100,71 @@ int main(void) {
     EXPECT(soe_endpoint_handle_timeout(NULL, now), SOE_ERR_NULL);
     EXPECT(soe_send(NULL, 1, 0, buf, 1), SOE_ERR_NULL);
     EXPECT(soe_close(NULL, now, 1, SOE_REASON_APPLICATION), SOE_ERR_NULL);
+    EXPECT(soe_close_all(NULL, now, SOE_REASON_APPLICATION, 0), SOE_ERR_NULL);
     soe_endpoint_free(NULL); /* ignored */
+    soe_config_free(NULL);   /* ignored */
 
-    /* Invalid configurations: refused, naming the field, and *out set to NULL. */
+    /* Invalid options: refused, naming the option, and the option left as it was. */
     struct {
         const char *field;
-        soe_config config;
-    } bad[11];
-    for (int i = 0; i < 11; i++) {
-        bad[i].config = base;
-    }
-    bad[0].field = "udp_length", bad[0].config.udp_length = 10;
-    bad[1].field = "udp_length", bad[1].config.udp_length = 100000;
-    bad[2].field = "crc_length", bad[2].config.crc_length = 3;
-    bad[3].field = "compression", bad[3].config.compression = 2;
-    bad[4].field = "max_sessions", bad[4].config.max_sessions = 0;
-    bad[5].field = "rc4_key", bad[5].config.rc4_key = buf, bad[5].config.rc4_key_len = 300;
-    bad[6].field = "role", bad[6].config.role = 9;
-    bad[7].field = "max_message_size", bad[7].config.max_message_size = 0;
-    bad[8].field = "rc4_at_start", bad[8].config.rc4_at_start = 5;
-    bad[9].field = "max_message_size", bad[9].config.max_message_size = SOE_MAX_MESSAGE_SIZE + 1;
-    /* An underflowed length: refused before a byte of the key is read. */
-    bad[10].field = "rc4_key_len", bad[10].config.rc4_key = buf, bad[10].config.rc4_key_len = (size_t)0 - 4;
-    for (int i = 0; i < 11; i++) {
-        ep = (soe_endpoint *)&base; /* must be overwritten with NULL */
-        EXPECT(new_with(bad[i].config, &ep), SOE_ERR_INVALID_CONFIG);
-        CHECK(ep == NULL);
+        soe_option option;
+        int64_t value;
+    } bad[] = {
+        {"SOE_OPT_UDP_LENGTH", SOE_OPT_UDP_LENGTH, 10},
+        {"SOE_OPT_UDP_LENGTH", SOE_OPT_UDP_LENGTH, 100000},
+        {"SOE_OPT_CRC_LENGTH", SOE_OPT_CRC_LENGTH, 3},
+        {"SOE_OPT_COMPRESSION", SOE_OPT_COMPRESSION, 2},
+        {"SOE_OPT_MAX_SESSIONS", SOE_OPT_MAX_SESSIONS, 0},
+        {"SOE_OPT_MAX_MESSAGE_SIZE", SOE_OPT_MAX_MESSAGE_SIZE, 0},
+        {"SOE_OPT_RC4_AT_START", SOE_OPT_RC4_AT_START, 5},
+        {"SOE_OPT_MAX_MESSAGE_SIZE", SOE_OPT_MAX_MESSAGE_SIZE, SOE_MAX_MESSAGE_SIZE + 1},
+        {"SOE_OPT_CONNECT_TIMEOUT_MS", SOE_OPT_CONNECT_TIMEOUT_MS, SOE_NEVER},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t before = 0, after = 1;
+        EXPECT(soe_config_get(base, bad[i].option, &before), SOE_OK);
+        EXPECT(soe_config_set(base, bad[i].option, bad[i].value), SOE_ERR_INVALID_CONFIG);
         if (strstr(soe_last_error(), bad[i].field) == NULL) {
-            fprintf(stderr, "config %d: message \"%s\" does not name %s\n", i, soe_last_error(),
+            fprintf(stderr, "option %zu: message \"%s\" does not name %s\n", i, soe_last_error(),
                     bad[i].field);
             failures++;
         }
+        EXPECT(soe_config_get(base, bad[i].option, &after), SOE_OK);
+        CHECK(before == after);
+    }
+    /* An option from a newer header. */
+    EXPECT(soe_config_set(base, 999, 1), SOE_ERR_UNKNOWN_OPTION);
+    /* Keys: too long, and an underflowed length, refused before a byte is read. */
+    EXPECT(soe_config_set_rc4_key(base, buf, 300), SOE_ERR_INVALID_CONFIG);
+    CHECK(strstr(soe_last_error(), "rc4_key_len") != NULL);
+    EXPECT(soe_config_set_rc4_key(base, buf, (size_t)0 - 4), SOE_ERR_INVALID_CONFIG);
+    /* A protocol name whose SessionRequest cannot fit udp_length: refused at endpoint_new. */
+    {
+        soe_config *tight = NULL;
+        char name[201];
+        memset(name, 'n', 200);
+        name[200] = '\0';
+        EXPECT(soe_config_new(SOE_ROLE_CLIENT, &tight), SOE_OK);
+        EXPECT(soe_config_set(tight, SOE_OPT_UDP_LENGTH, 64), SOE_OK);
+        EXPECT(soe_config_set_application_protocol(tight, name), SOE_OK);
+        ep = (soe_endpoint *)&a; /* must be overwritten with NULL */
+        EXPECT(soe_endpoint_new(tight, now, &ep), SOE_ERR_INVALID_CONFIG);
+        CHECK(ep == NULL);
+        CHECK(strstr(soe_last_error(), "SOE_OPT_UDP_LENGTH") != NULL);
+        soe_config_free(tight);
     }
 
     /* Two endpoints that talk in memory. */
-    soe_config server_config = base;
-    server_config.max_queued_messages = 4;
-    soe_config client_config;
-    EXPECT(soe_config_init(&client_config, SOE_ROLE_CLIENT), SOE_OK);
-    client_config.max_message_size = 1000;
-    client_config.max_queued_messages = 4;
+    soe_config *client_config = NULL;
+    EXPECT(soe_config_set(base, SOE_OPT_MAX_QUEUED_MESSAGES, 4), SOE_OK);
+    EXPECT(soe_config_new(SOE_ROLE_CLIENT, &client_config), SOE_OK);
+    EXPECT(soe_config_set(client_config, SOE_OPT_MAX_MESSAGE_SIZE, 1000), SOE_OK);
+    EXPECT(soe_config_set(client_config, SOE_OPT_MAX_QUEUED_MESSAGES, 4), SOE_OK);
     soe_endpoint *server = NULL, *client = NULL;
-    EXPECT(soe_endpoint_new(&server_config, now, &server), SOE_OK);
-    EXPECT(soe_endpoint_new(&client_config, now, &client), SOE_OK);
+    EXPECT(soe_endpoint_new(base, now, &server), SOE_OK);
+    EXPECT(soe_endpoint_new(client_config, now, &client), SOE_OK);
+    soe_config_free(base);
+    soe_config_free(client_config);
     soe_addr s_addr = addr(1, 20042), c_addr = addr(2, 40000);
     soe_session session = 0;
     EXPECT(soe_connect(client, now, NULL, &session), SOE_ERR_NULL);

@@ -5,12 +5,14 @@
 #include <cstring>
 
 int main() {
-    soe_config config;
-    if (soe_config_init(&config, SOE_ROLE_SERVER) != SOE_OK) {
+    soe_config *config = nullptr;
+    if (soe_config_new(SOE_ROLE_SERVER, &config) != SOE_OK ||
+        soe_config_set(config, SOE_OPT_IDLE_TIMEOUT_MS, SOE_NEVER) != SOE_OK) {
         return 1;
     }
     soe_endpoint *ep = nullptr;
-    soe_status status = soe_endpoint_new(&config, 0, &ep);
+    soe_status status = soe_endpoint_new(config, 0, &ep);
+    soe_config_free(config);
     if (status != SOE_OK || ep == nullptr) {
         std::fprintf(stderr, "%s: %s\n", soe_status_name(status), soe_last_error());
         return 1;

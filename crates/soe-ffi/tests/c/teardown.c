@@ -48,14 +48,17 @@ static soe_addr addr(uint8_t last, uint16_t port) {
 
 /* A whole session between two endpoints in memory; 1 when every step did what it should. */
 static int exercise(const char *label) {
-    soe_config server_config, client_config;
-    REQUIRE(soe_config_init(&server_config, SOE_ROLE_SERVER), SOE_OK);
-    REQUIRE(soe_config_init(&client_config, SOE_ROLE_CLIENT), SOE_OK);
-    server_config.compression = 1; /* framing's zlib state is a thread-local too */
+    soe_config *server_config = NULL, *client_config = NULL;
+    REQUIRE(soe_config_new(SOE_ROLE_SERVER, &server_config), SOE_OK);
+    REQUIRE(soe_config_new(SOE_ROLE_CLIENT, &client_config), SOE_OK);
+    /* framing's zlib state is a thread-local too */
+    REQUIRE(soe_config_set(server_config, SOE_OPT_COMPRESSION, 1), SOE_OK);
     soe_endpoint *server = NULL, *client = NULL;
     uint64_t now = 1000000;
-    REQUIRE(soe_endpoint_new(&server_config, now, &server), SOE_OK);
-    REQUIRE(soe_endpoint_new(&client_config, now, &client), SOE_OK);
+    REQUIRE(soe_endpoint_new(server_config, now, &server), SOE_OK);
+    REQUIRE(soe_endpoint_new(client_config, now, &client), SOE_OK);
+    soe_config_free(server_config);
+    soe_config_free(client_config);
     soe_addr s_addr = addr(1, 20042), c_addr = addr(2, 40000);
     soe_session session = 0;
     REQUIRE(soe_connect(client, now, &s_addr, &session), SOE_OK);

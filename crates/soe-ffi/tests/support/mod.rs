@@ -23,11 +23,71 @@ pub(crate) fn last_error() -> String {
     cstr(soe_last_error())
 }
 
-/// `soe_config_init` for `role`, checked to return `SOE_OK`.
-#[allow(unsafe_code)]
-pub(crate) fn config_init(role: u32) -> soe_config {
-    let mut c = std::mem::MaybeUninit::<soe_config>::zeroed();
-    assert_eq!(soe_config_init(c.as_mut_ptr(), role), soe_status::SOE_OK);
-    // SAFETY: soe_config_init returned SOE_OK, so it wrote a whole soe_config.
-    unsafe { c.assume_init() }
+/// A config made by `soe_config_new`, freed on drop; each setter is checked to return
+/// `SOE_OK`.
+pub(crate) struct Config(*mut soe_config);
+
+impl Config {
+    pub(crate) fn new(role: u32) -> Self {
+        let mut c = std::ptr::null_mut();
+        assert_eq!(soe_config_new(role, &mut c), soe_status::SOE_OK);
+        assert!(!c.is_null());
+        Self(c)
+    }
+
+    pub(crate) fn set(self, option: soe_option, value: i64) -> Self {
+        let s = soe_config_set(self.0, option, value);
+        assert_eq!(s, soe_status::SOE_OK, "{option}: {}", last_error());
+        self
+    }
+
+    pub(crate) fn protocol(self, name: &CStr) -> Self {
+        let s = soe_config_set_application_protocol(self.0, name.as_ptr());
+        assert_eq!(s, soe_status::SOE_OK, "{}", last_error());
+        self
+    }
+
+    pub(crate) fn key(self, key: &[u8]) -> Self {
+        let s = soe_config_set_rc4_key(self.0, key.as_ptr(), key.len());
+        assert_eq!(s, soe_status::SOE_OK, "{}", last_error());
+        self
+    }
+
+    pub(crate) fn ptr(&self) -> *mut soe_config {
+        self.0
+    }
+
+    pub(crate) fn get(&self, option: soe_option) -> i64 {
+        let mut v = 0;
+        assert_eq!(soe_config_get(self.0, option, &mut v), soe_status::SOE_OK);
+        v
+    }
+}
+
+impl Drop for Config {
+    fn drop(&mut self) {
+        soe_config_free(self.0);
+    }
+}
+
+/// An endpoint from `config`, checked to be created.
+pub(crate) fn endpoint(config: &Config, now: u64) -> *mut soe_endpoint {
+    let mut ep = std::ptr::null_mut();
+    let s = soe_endpoint_new(config.ptr(), now, &mut ep);
+    assert_eq!(s, soe_status::SOE_OK, "{}", last_error());
+    ep
+}
+
+/// An event to write into.
+pub(crate) fn empty_event() -> soe_event {
+    soe_event {
+        kind: soe_event_kind::SOE_EVENT_ACCEPTED,
+        session: 0,
+        channel: 0,
+        delivery: soe_delivery::SOE_DELIVERY_RELIABLE,
+        len: 0,
+        reason: 0,
+        by_peer: 0,
+        user: std::ptr::null_mut(),
+    }
 }

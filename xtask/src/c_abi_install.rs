@@ -1,0 +1,237 @@
+//! The checks of `cargo xtask c-abi` on the installed files themselves, before any program is
+//! built from them: the static library exports nothing but the `soe_*` functions (no Rust
+//! runtime symbol another Rust static library would also define), no path of the build
+//! machine is in either library, and the size table of docs/c-api.md is the one measured.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::cmd;
+use crate::install_c::Installed;
+use crate::{Error, Result};
+
+/// `nm -g --defined-only -P FILE`, its complaints silenced: rustc's archive holds LLVM bitcode
+/// that a system LTO plugin fails to read, once per member, though nm lists the symbols.
+pub(crate) fn nm_globals(file: &Path) -> Result<String> {
+    let out = Command::new("nm")
+        .args(["-g", "--defined-only", "-P"])
+        .arg(file)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::new(format!("nm {}: {e}", file.display())))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The global and weak symbols `archive` defines: by `readelf -sW` when it is there (nm, through
+/// a system LTO plugin, misses those of a member that carries LLVM bitcode), else by `nm`.
+fn defined_globals(archive: &Path) -> Result<Vec<String>> {
+    let readelf = Command::new("readelf")
+        .arg("-sW")
+        .arg(archive)
+        .stderr(std::process::Stdio::null())
+        .output();
+    let mut out: Vec<String> = match readelf {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let defined = f.len() >= 8 && matches!(f[4], "GLOBAL" | "WEAK") && f[6] != "UND";
+                defined.then(|| f[7].to_owned())
+            })
+            .collect(),
+        _ => nm_globals(archive)?
+            .lines()
+            .filter(|l| !l.ends_with(':') && !l.is_empty())
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_owned)
+            .collect(),
+    };
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// The installed `libsoe.a` defines no global symbol but `soe_*`; `rustc_archive` (what rustc
+/// made) is listed beside it for the log.
+pub(crate) fn static_symbols(installed: &Installed, rustc_archive: &Path) -> Result<()> {
+    if !cmd::program_runs("nm") {
+        return crate::c_abi::missing("nm", "the static library's exported symbols");
+    }
+    let ours = defined_globals(&installed.static_lib)?;
+    let foreign: Vec<&String> = ours.iter().filter(|s| !s.starts_with("soe_")).collect();
+    if let Ok(before) = defined_globals(rustc_archive) {
+        let runtime: Vec<&String> = before
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.as_str(),
+                    "rust_eh_personality" | "__udivti3" | "__divti3" | "__muloti4"
+                )
+            })
+            .collect();
+        println!(
+            "==> c-abi: rustc's libsoe_ffi.a defines {} global symbols ({} of them soe_*), among \
+             them {runtime:?}",
+            before.len(),
+            before.iter().filter(|s| s.starts_with("soe_")).count(),
+        );
+    }
+    println!(
+        "==> c-abi: the installed libsoe.a defines {} global symbols, {} not soe_*",
+        ours.len(),
+        foreign.len()
+    );
+    if foreign.is_empty() && !ours.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::new(format!(
+            "libsoe.a exports symbols other than soe_*, which collide with another Rust static \
+             library in the same program: {:?}",
+            foreign.iter().take(20).collect::<Vec<_>>()
+        )))
+    }
+}
+
+/// Neither library holds the workspace's path or the cargo home's.
+pub(crate) fn no_build_paths(installed: &Installed) -> Result<()> {
+    let root = cmd::workspace_root();
+    let home = std::env::var("CARGO_HOME")
+        .ok()
+        .or_else(|| std::env::var("HOME").ok().map(|h| format!("{h}/.cargo")));
+    let needles: Vec<String> = [Some(root.display().to_string()), home]
+        .into_iter()
+        .flatten()
+        .collect();
+    for file in [installed.static_lib.clone(), installed.shared_lib()] {
+        let bytes =
+            std::fs::read(&file).map_err(|e| Error::new(format!("{}: {e}", file.display())))?;
+        for needle in &needles {
+            if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                return Err(Error::new(format!(
+                    "{} holds the build machine's path {needle} (--remap-path-prefix missed it)",
+                    file.display()
+                )));
+            }
+        }
+    }
+    println!("==> c-abi: no build machine path ({needles:?}) in libsoe.a or the shared library");
+    Ok(())
+}
+
+/// The start and the end of the generated size table in docs/c-api.md.
+const SIZES_BEGIN: &str = "<!-- sizes: generated by `cargo xtask c-abi` -->";
+const SIZES_END: &str = "<!-- /sizes -->";
+
+/// The size table for the files measured, headed by the toolchain that built them.
+pub(crate) fn size_table(rustc: &str, files: &[(&str, u64)]) -> String {
+    let mut t = format!(
+        "{SIZES_BEGIN}\n\nx86_64 Linux, {rustc}, `c-release`, debug information stripped:\n\n| file | bytes |\n|---|---|\n"
+    );
+    for (what, bytes) in files {
+        t.push_str(&format!("| {what} | {} |\n", thousands(*bytes)));
+    }
+    t.push('\n');
+    t.push_str(SIZES_END);
+    t
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The bytes column of a size table, by row.
+fn figures(table: &str) -> Vec<(String, u64)> {
+    table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| file"))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            Some((
+                cells.first()?.to_string(),
+                cells.get(1)?.replace(',', "").parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Compares docs/c-api.md's size table with the one measured: with `SOE_BLESS=1` writes it;
+/// built by the same rustc, each figure must be within 3 % of the measured one (LTO output
+/// moves a little with the code); by another rustc, says so and passes.
+pub(crate) fn check_size_table(measured: &str, rustc: &str) -> Result<()> {
+    let path = cmd::workspace_root().join("docs/c-api.md");
+    let doc = std::fs::read_to_string(&path)
+        .map_err(|e| Error::new(format!("{}: {e}", path.display())))?;
+    let missing = || {
+        Error::new(format!(
+            "docs/c-api.md has no {SIZES_BEGIN} ... {SIZES_END}"
+        ))
+    };
+    let start = doc.find(SIZES_BEGIN).ok_or_else(missing)?;
+    let end = doc[start..].find(SIZES_END).ok_or_else(missing)? + start + SIZES_END.len();
+    let committed = &doc[start..end];
+    if std::env::var_os("SOE_BLESS").is_some() {
+        let updated = format!("{}{measured}{}", &doc[..start], &doc[end..]);
+        return std::fs::write(&path, updated)
+            .map_err(|e| Error::new(format!("{}: {e}", path.display())));
+    }
+    if !committed.contains(&format!(", {rustc},")) {
+        println!(
+            "==> c-abi: docs/c-api.md's sizes were measured with another rustc than {rustc}; \
+             not compared (SOE_BLESS=1 cargo xtask c-abi rewrites them)"
+        );
+        return Ok(());
+    }
+    let (want, got) = (figures(committed), figures(measured));
+    let close = want.len() == got.len()
+        && want
+            .iter()
+            .zip(&got)
+            .all(|((a, x), (b, y))| a == b && (*x as f64 - *y as f64).abs() <= 0.03 * (*y as f64));
+    if close {
+        println!("==> c-abi: docs/c-api.md's size table matches the files measured");
+        Ok(())
+    } else {
+        Err(Error::new(format!(
+            "docs/c-api.md's size table {want:?} is not what was measured {got:?}: rewrite it \
+             with SOE_BLESS=1 cargo xtask c-abi"
+        )))
+    }
+}
+
+/// `rustc --version`'s version words ("rustc 1.95.0").
+pub(crate) fn rustc_version() -> String {
+    let mut c = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()));
+    c.arg("--version");
+    cmd::output(&mut c)
+        .ok()
+        .and_then(|v| {
+            let mut words = v.split_whitespace();
+            Some(format!("{} {}", words.next()?, words.next()?))
+        })
+        .unwrap_or_else(|| "rustc (unknown)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_size_table_reads_back_what_it_wrote() {
+        let t = size_table("rustc 1.95.0", &[("`libsoe.a`", 1_234_567), ("`x`", 12)]);
+        assert!(t.contains("| `libsoe.a` | 1,234,567 |"), "{t}");
+        assert_eq!(
+            figures(&t),
+            vec![("`libsoe.a`".into(), 1_234_567), ("`x`".into(), 12)]
+        );
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(999), "999");
+    }
+}
