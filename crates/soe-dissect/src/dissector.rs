@@ -8,6 +8,7 @@ use std::time::Duration;
 use soe_crypto::CrcLength;
 use soe_wire::{FrameConfig, Framer, Packet};
 
+use crate::channel::Carrier;
 use crate::config::DEFAULT_CRC_LENGTH;
 use crate::config::DissectConfig;
 use crate::framing::{Framing, Unframed, is_contextless, unframe};
@@ -93,7 +94,7 @@ impl Dissector {
         let mut temp = None;
         let session = match slot.and_then(|i| self.sessions.get_mut(i)) {
             Some(s) => s,
-            None => temp.insert(SessionState::new(0, key, time)),
+            None => temp.insert(SessionState::new(0, key, time, false)),
         };
         let direction_before = session.direction(src, dst);
         let side = session.side_of(src);
@@ -113,6 +114,11 @@ impl Dissector {
             time,
             feed: unframed.feed,
             key: self.config.key_for(session.server(), session.addrs),
+            carrier: Carrier {
+                frame: self.count,
+                compressed: unframed.compressed,
+                crc: unframed.crc.verdict,
+            },
         };
         let mut work = Work::new(
             session,
@@ -200,7 +206,7 @@ impl Dissector {
                 ));
                 let number = self.sessions.get(i).map_or(0, |s| s.number);
                 if let Some(s) = self.sessions.get_mut(i) {
-                    *s = SessionState::new(number, key, time);
+                    *s = SessionState::new(number, key, time, self.config.rc4_after_first_message);
                 }
                 Some(i)
             }
@@ -250,7 +256,12 @@ impl Dissector {
     /// Appends a new session for the pair.
     fn create(&mut self, key: (SocketAddr, SocketAddr), time: Duration) -> usize {
         let index = self.sessions.len();
-        self.sessions.push(SessionState::new(index + 1, key, time));
+        self.sessions.push(SessionState::new(
+            index + 1,
+            key,
+            time,
+            self.config.rc4_after_first_message,
+        ));
         self.by_pair.insert(key, index);
         index
     }
@@ -259,6 +270,13 @@ impl Dissector {
     /// [`Limits::max_buffered`](crate::Limits::max_buffered)).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered
+    }
+
+    /// The application protocol name of session `number` (as in the records), when its
+    /// SessionRequest was seen.
+    pub fn application_protocol(&self, number: usize) -> Option<&str> {
+        let index = number.checked_sub(1)?;
+        self.sessions.get(index)?.protocol.as_deref()
     }
 
     /// Sessions followed so far, live and ended (at most [`Limits::max_sessions`](crate::Limits::max_sessions)).

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::channel::{ChannelRx, Sink, flush};
+use crate::channel::{Carrier, ChannelRx, Sink, flush};
 use crate::config::Limits;
 use crate::framing::{Framing, Unframed};
 use crate::judge::Judge;
@@ -37,6 +37,9 @@ pub(crate) struct SessionState {
     pub(crate) last: Duration,
     /// Per sender: 0 is the client (or the lower address while the client is unknown).
     pub(crate) sides: [Side; 2],
+    /// RC4 switches on after the session's first reliable message, which is still to come
+    /// ([`DissectConfig::rc4_after_first_message`](crate::DissectConfig)).
+    pub(crate) plain_first: bool,
 }
 
 /// What one side sends, and the receiver state for it.
@@ -55,8 +58,14 @@ pub(crate) struct Side {
 }
 
 impl SessionState {
-    /// A fresh session for an address pair.
-    pub(crate) fn new(number: usize, addrs: (SocketAddr, SocketAddr), time: Duration) -> Self {
+    /// A fresh session for an address pair; `plain_first`: its first reliable message is sent
+    /// before RC4 switches on.
+    pub(crate) fn new(
+        number: usize,
+        addrs: (SocketAddr, SocketAddr),
+        time: Duration,
+        plain_first: bool,
+    ) -> Self {
         Self {
             number,
             addrs,
@@ -71,6 +80,7 @@ impl SessionState {
             first: time,
             last: time,
             sides: [Side::default(), Side::default()],
+            plain_first,
         }
     }
 
@@ -204,6 +214,7 @@ impl SessionState {
             judge,
             ..
         } = self.sides.get_mut(i)?;
+        let plain_first = &mut self.plain_first;
         for rx in channels.iter_mut().flatten() {
             let mut sink = Sink {
                 stats: &mut *stats,
@@ -214,6 +225,8 @@ impl SessionState {
                 stored: &mut *stored,
                 limits,
                 judge: &mut *judge,
+                carrier: Carrier::default(),
+                plain_first: &mut *plain_first,
             };
             flush(rx, &mut sink);
         }
