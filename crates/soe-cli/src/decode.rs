@@ -11,7 +11,7 @@ use clap::Args;
 
 use soe_dissect::capture::{CaptureRead, for_each_datagram};
 use soe_dissect::export::PduWriter;
-use soe_dissect::{DatagramRecord, Dissector};
+use soe_dissect::{DatagramRecord, Dissector, FlushRecord};
 
 use crate::flags::DissectFlags;
 
@@ -44,10 +44,11 @@ pub(crate) struct DecodeArgs {
     export: Option<PathBuf>,
 }
 
-/// The export of `--export`: where it goes, and whether to flush it per datagram.
-struct Export {
+/// The export of `--export` (decode and proxy): where it goes, and whether to flush it per
+/// datagram.
+pub(crate) struct Export {
     /// The pcapng writer.
-    writer: PduWriter<Box<dyn Write>>,
+    pub(crate) writer: PduWriter<Box<dyn Write>>,
     /// Flush after every datagram that wrote a message (stdout, or a live capture on stdin).
     live: bool,
     /// The newest datagram's time (the end of the capture releases messages at it).
@@ -55,8 +56,8 @@ struct Export {
 }
 
 impl Export {
-    /// Opens `--export FILE` (`-`: stdout).
-    fn open(path: &std::path::Path, live_input: bool) -> Result<Self> {
+    /// Opens `--export FILE` (`-`: stdout); `live_input`: flush per datagram.
+    pub(crate) fn open(path: &std::path::Path, live_input: bool) -> Result<Self> {
         let to_stdout = path.as_os_str() == "-";
         let out: Box<dyn Write> = if to_stdout {
             Box::new(io::stdout())
@@ -74,7 +75,7 @@ impl Export {
     }
 
     /// Writes the messages of a datagram record.
-    fn datagram(
+    pub(crate) fn datagram(
         &mut self,
         time: Duration,
         record: &DatagramRecord,
@@ -90,6 +91,22 @@ impl Export {
         }
         Ok(())
     }
+
+    /// Writes what the end of the input released, and flushes.
+    pub(crate) fn end(&mut self, dissector: &mut Dissector) -> Result<Vec<FlushRecord>> {
+        let flushed = dissector.flush();
+        for flush in &flushed {
+            let protocol = dissector.application_protocol(flush.session);
+            export_result(self.writer.write_flush(self.last_time, flush, protocol))?;
+        }
+        export_result(self.writer.flush())?;
+        Ok(flushed)
+    }
+}
+
+/// Whether `--export PATH` writes to stdout.
+pub(crate) fn to_stdout(path: Option<&std::path::Path>) -> bool {
+    path.is_some_and(|p| p.as_os_str() == "-")
 }
 
 /// An export write's result; a closed pipe (Wireshark closed) ends the program quietly.
@@ -169,7 +186,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
         Some(path) => Some(Export::open(path, live_input)?),
         None => None,
     };
-    let quiet = args.export.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let quiet = to_stdout(args.export.as_deref());
     let out: Box<dyn Write> = if quiet {
         Box::new(io::sink())
     } else {
@@ -326,15 +343,11 @@ impl<W: Write> Output<W> {
     /// Ends the input: writes what the end of the capture released (the packets that waited
     /// behind gaps the capture lost), then every session summary.
     fn end(&mut self, dissector: &mut Dissector) -> Result<()> {
-        for flush in dissector.flush() {
-            if let Some(export) = &mut self.export {
-                let protocol = dissector.application_protocol(flush.session);
-                export_result(
-                    export
-                        .writer
-                        .write_flush(export.last_time, &flush, protocol),
-                )?;
-            }
+        let flushed = match &mut self.export {
+            Some(export) => export.end(dissector)?,
+            None => dissector.flush(),
+        };
+        for flush in flushed {
             if self.json {
                 let text = serde_json::to_string(&flush).context("cannot encode a record")?;
                 self.line(&text)?;
