@@ -531,8 +531,9 @@ fn deliver_one(
         }
         _ => false,
     };
-    let judged = !rx.keystream_lost && !(plain_first && rx.cipher.is_some());
-    if judged {
+    // The plaintext first message says nothing of the key: it is judged on the rest.
+    let unjudged = rx.keystream_lost || (plain_first && rx.cipher.is_some());
+    if !unjudged {
         let plain = decrypted.then_some(bytes.as_slice());
         if let Some(verdict) = sink.judge.observe(message, plain) {
             sink.stats.encryption = verdict;
