@@ -103,6 +103,8 @@ pub struct PduWriter<W: Write> {
     out: W,
     /// One record, built before it is written whole.
     block: Vec<u8>,
+    /// Its packet (tags, header, message), built first.
+    packet: Vec<u8>,
     /// Records written.
     written: u64,
 }
@@ -133,6 +135,7 @@ impl<W: Write> PduWriter<W> {
         Ok(Self {
             out,
             block: Vec::with_capacity(2048),
+            packet: Vec::with_capacity(2048),
             written: 0,
         })
     }
@@ -201,12 +204,17 @@ impl<W: Write> PduWriter<W> {
         context: &MessageContext<'_>,
         message: &MessageRecord,
     ) -> io::Result<()> {
-        let body =
-            hex::decode(&message.hex).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let mut packet = Vec::with_capacity(64 + HEADER_LEN + body.len());
-        put_tags(&mut packet, context);
-        put_header(&mut packet, context, message, body.len());
-        packet.extend_from_slice(&body);
+        // Both buffers are the writer's, reused: no allocation per message once they grew.
+        let body_len = message.hex.len() / 2;
+        let packet = &mut self.packet;
+        packet.clear();
+        put_tags(packet, context);
+        put_header(packet, context, message, body_len);
+        let start = packet.len();
+        packet.resize(start + body_len, 0);
+        hex::decode_to_slice(&message.hex, &mut packet[start..])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let packet = &self.packet;
         let micros = u64::try_from(context.time.as_micros()).unwrap_or(u64::MAX);
         let len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
         self.block.clear();
@@ -216,7 +224,7 @@ impl<W: Write> PduWriter<W> {
             b.extend_from_slice(&(micros as u32).to_le_bytes());
             b.extend_from_slice(&len.to_le_bytes());
             b.extend_from_slice(&len.to_le_bytes());
-            b.extend_from_slice(&packet);
+            b.extend_from_slice(packet);
             pad4(b);
         });
         self.out.write_all(&self.block)?;

@@ -106,9 +106,9 @@ function soe.dissector(tvb, pinfo, tree)
         info = info .. string.format(" seq %d", tvb(8, 2):uint())
     end
     info = info .. string.format(" %s len %d", kinds[tvb(3, 1):uint()] or "?", tvb(24, 4):uint())
-    for mask, word in pairs({ [0x02] = "fragmented", [0x04] = "compressed", [0x10] = "decrypted" }) do
-        if bit.band(flags, mask) ~= 0 then
-            info = info .. " [" .. word .. "]"
+    for _, flag in ipairs({ { 0x02, "fragmented" }, { 0x04, "compressed" }, { 0x10, "decrypted" } }) do
+        if bit.band(flags, flag[1]) ~= 0 then
+            info = info .. " [" .. flag[2] .. "]"
         end
     end
     if protocol ~= "" then
