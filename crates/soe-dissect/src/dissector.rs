@@ -107,7 +107,7 @@ impl Dissector {
             contextless.is_some(),
             &mut notes,
         );
-        session.count_unframing(side, &unframed, &mut notes);
+        session.count_unframing(side, &unframed, datagram.len(), &mut notes);
         let datagram_info = Datagram {
             src,
             dst,

@@ -152,20 +152,29 @@ impl SessionState {
         }
     }
 
-    /// Counts what unframing a datagram from side `side` found wrong.
+    /// Counts what unframing a datagram of `len` bytes from side `side` found wrong.
     pub(crate) fn count_unframing(
         &mut self,
         side: usize,
         unframed: &Unframed,
+        len: usize,
         notes: &mut Vec<String>,
     ) {
         let bad_crc = unframed.crc.verdict == CrcVerdict::Bad;
+        let largest = self.client_udp_length.max(self.server_udp_length);
         let Some(s) = self.sides.get_mut(side) else {
             return;
         };
         if bad_crc {
             s.stats.crc_failures += 1;
             notes.push("bad CRC: decoded best-effort, not fed to reassembly or decryption".into());
+            if let Some(largest) = largest.filter(|&l| len as u64 > u64::from(l)) {
+                notes.push(format!(
+                    "{len} bytes, over the largest datagram either side accepts ({largest}): \
+                     likely a run of datagrams sent with UDP segmentation offload (GSO) and \
+                     captured on the sending host before it was split; capture elsewhere"
+                ));
+            }
         } else if unframed.error.is_some() {
             // A framing failure behind a good (or unknown) CRC: corrupt, not noise.
             s.stats.malformed += 1;

@@ -729,3 +729,28 @@ fn rc4_switched_on_after_the_first_message_decrypts_and_the_key_fits() {
         );
     }
 }
+
+#[test]
+fn an_oversized_datagram_with_a_bad_crc_is_called_a_gso_run() {
+    let mut d = connected(None, false);
+    // two 600-byte datagrams of a sender's GSO run, captured as one before segmentation
+    let mut run = data(0, &[7; 597]);
+    run.extend(data(1, &[8; 597]));
+    let r = d.dissect(Duration::ZERO, server(), client(), &run);
+    assert_eq!(r.crc.verdict, CrcVerdict::Bad);
+    assert!(
+        r.notes.iter().any(|n| n.contains("segmentation offload")),
+        "{:?}",
+        r.notes
+    );
+    // a datagram within the announced size whose CRC fails is only that
+    let mut bad = data(1, b"short");
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    let r = d.dissect(Duration::ZERO, server(), client(), &bad);
+    assert!(
+        !r.notes.iter().any(|n| n.contains("segmentation")),
+        "{:?}",
+        r.notes
+    );
+}
