@@ -281,7 +281,7 @@ fn read_streaming<W: Write>(
     };
     let mut failed = None;
     let read = for_each_datagram(input, name, port, |d| {
-        let record = dissector.dissect(d.time, d.src, d.dst, &d.payload);
+        let record = dissector.dissect_frame(d.frame, d.time, d.src, d.dst, &d.payload);
         match out.datagram(d.time, &record, dissector) {
             Ok(()) => true,
             Err(e) => {

@@ -37,7 +37,7 @@ const PLUGIN: &str = concat!(
 );
 
 /// The fields tshark prints, in order.
-const FIELDS: [&str; 11] = [
+const FIELDS: [&str; 13] = [
     "soe.session",
     "soe.direction",
     "soe.channel",
@@ -49,12 +49,23 @@ const FIELDS: [&str; 11] = [
     "soe.decrypted",
     "soe.protocol",
     "soe.body",
+    "soe.first_frame",
+    "soe.last_frame",
 ];
 
 /// One message as decode's JSON or tshark's fields show it: session, direction (1 client to
-/// server, 2 server to client), channel, sequence, length, hex, and its flags (fragmented,
-/// compressed, encrypted, decrypted).
-type Shown = (u64, u64, u64, Option<u64>, usize, String, [bool; 4]);
+/// server, 2 server to client), channel, sequence, length, hex, its flags (fragmented,
+/// compressed, encrypted, decrypted), and the first and last capture frames that carried it.
+type Shown = (
+    u64,
+    u64,
+    u64,
+    Option<u64>,
+    usize,
+    String,
+    [bool; 4],
+    [u64; 2],
+);
 
 /// Whether tshark runs here; `false` (with a word) skips the test, except under `CI=true`.
 fn tshark_present() -> bool {
@@ -200,6 +211,10 @@ fn decoded(capture: &Path, extra: &[&str]) -> Vec<Shown> {
                     flag("encrypted"),
                     flag("decrypted"),
                 ],
+                [
+                    m["first_frame"].as_u64().unwrap(),
+                    m["last_frame"].as_u64().unwrap(),
+                ],
             ));
         }
     }
@@ -247,6 +262,7 @@ fn parse_fields(stdout: &[u8]) -> (Vec<Shown>, BTreeMap<u64, String>) {
             num(f[4]) as usize,
             f[10].replace(':', ""),
             [flag(f[5]), flag(f[6]), flag(f[7]), flag(f[8])],
+            [num(f[11]), num(f[12])],
         ));
     }
     (shown, protocols)
@@ -328,6 +344,11 @@ fn tshark_shows_every_message_of_an_export_with_our_plugin() {
             of(session).filter(|m| m.6[0]).count(),
             4,
             "fragmented messages"
+        );
+        let spans = |m: &&Shown| m.7[0] < m.7[1];
+        assert!(
+            of(session).all(|m| spans(&m) == m.6[0]),
+            "frames of each message"
         );
     }
 

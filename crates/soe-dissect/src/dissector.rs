@@ -72,9 +72,26 @@ impl Dissector {
         }
     }
 
-    /// Dissects one datagram. `time`: its capture timestamp; `src`/`dst`: its addresses.
+    /// Dissects one datagram. `time`: its capture timestamp; `src`/`dst`: its addresses. Its
+    /// messages name it by its index ([`DatagramRecord::index`]).
     pub fn dissect(
         &mut self,
+        time: Duration,
+        src: SocketAddr,
+        dst: SocketAddr,
+        datagram: &[u8],
+    ) -> DatagramRecord {
+        let frame = self.count + 1;
+        self.dissect_frame(frame, time, src, dst, datagram)
+    }
+
+    /// [`dissect`](Self::dissect) for the datagram of capture frame `frame`
+    /// ([`CapturedDatagram::frame`](crate::capture::CapturedDatagram)): its messages name the
+    /// frames that carried them by that number
+    /// ([`MessageRecord::first_frame`](crate::MessageRecord::first_frame)).
+    pub fn dissect_frame(
+        &mut self,
+        frame: u64,
         time: Duration,
         src: SocketAddr,
         dst: SocketAddr,
@@ -115,7 +132,7 @@ impl Dissector {
             feed: unframed.feed,
             key: self.config.key_for(session.server(), session.addrs),
             carrier: Carrier {
-                frame: self.count,
+                frame,
                 compressed: unframed.compressed,
                 crc: unframed.crc.verdict,
             },

@@ -20,8 +20,8 @@
 //! | 13 | 1 | key verdict: 0 unknown, 1 plaintext, 2 looks encrypted, 3 key not judged, 4 decrypted, 5 key does not fit |
 //! | 14 | 1 | length N of the application protocol name |
 //! | 15 | 1 | reserved, 0 |
-//! | 16 | 4 | first datagram (its index in the input, as `soe decode` numbers them) |
-//! | 20 | 4 | last datagram |
+//! | 16 | 4 | first frame: the capture frame of the first datagram that carried the message (the datagram's index when the input has no frame numbers) |
+//! | 20 | 4 | last frame: the one that carried its end |
 //! | 24 | 4 | message length |
 //! | 28 | N | application protocol name (from the SessionRequest; empty when not seen) |
 //! | 28 + N | | the message |
@@ -343,8 +343,8 @@ fn put_header(
     out.push(verdict_code(message.verdict));
     out.push(name.len() as u8);
     out.push(0);
-    out.extend_from_slice(&to_u32(message.first_datagram).to_be_bytes());
-    out.extend_from_slice(&to_u32(message.last_datagram).to_be_bytes());
+    out.extend_from_slice(&to_u32(message.first_frame).to_be_bytes());
+    out.extend_from_slice(&to_u32(message.last_frame).to_be_bytes());
     out.extend_from_slice(&to_u32(len as u64).to_be_bytes());
     out.extend_from_slice(name);
 }
@@ -387,8 +387,8 @@ mod tests {
             hex: hex.into(),
             ascii: String::new(),
             fragmented: true,
-            first_datagram: 5,
-            last_datagram: 9,
+            first_frame: 5,
+            last_frame: 9,
             compressed: true,
             encrypted: true,
             crc: CrcVerdict::Ok,

@@ -242,10 +242,12 @@ pub struct MessageRecord {
     pub ascii: String,
     /// Whether it travelled in fragments (ReliableDataFragment packets), reassembled here.
     pub fragmented: bool,
-    /// The index (as in [`DatagramRecord::index`]) of the first datagram that carried it.
-    pub first_datagram: u64,
-    /// The index of the datagram that carried its end (the first one unless fragmented).
-    pub last_datagram: u64,
+    /// The frame of the first datagram that carried it: its number in the capture when the
+    /// datagram was given one ([`Dissector::dissect_frame`](crate::Dissector::dissect_frame)),
+    /// else its index as in [`DatagramRecord::index`].
+    pub first_frame: u64,
+    /// The frame of the datagram that carried its end (the first one unless fragmented).
+    pub last_frame: u64,
     /// Whether a datagram that carried it was zlib-compressed.
     pub compressed: bool,
     /// Whether it was sent encrypted: a key was applied to it, its direction looks encrypted

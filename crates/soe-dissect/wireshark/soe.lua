@@ -37,16 +37,16 @@ local f = {
     decrypted = ProtoField.bool("soe.decrypted", "Decrypted", 16, nil, 0x10),
     crc = ProtoField.uint8("soe.crc", "CRC", base.DEC, crcs),
     key = ProtoField.uint8("soe.key", "Key verdict", base.DEC, verdicts),
-    first_datagram = ProtoField.uint32("soe.first_datagram", "First datagram"),
-    last_datagram = ProtoField.uint32("soe.last_datagram", "Last datagram"),
+    first_frame = ProtoField.uint32("soe.first_frame", "First frame"),
+    last_frame = ProtoField.uint32("soe.last_frame", "Last frame"),
     len = ProtoField.uint32("soe.len", "Message length"),
     protocol = ProtoField.string("soe.protocol", "Application protocol"),
     body = ProtoField.bytes("soe.body", "Message"),
 }
 soe.fields = {
     f.version, f.direction, f.channel, f.kind, f.session, f.seq, f.flags, f.has_seq,
-    f.fragmented, f.compressed, f.encrypted, f.decrypted, f.crc, f.key, f.first_datagram,
-    f.last_datagram, f.len, f.protocol, f.body,
+    f.fragmented, f.compressed, f.encrypted, f.decrypted, f.crc, f.key, f.first_frame,
+    f.last_frame, f.len, f.protocol, f.body,
 }
 
 local HEADER_LEN = 28
@@ -86,8 +86,8 @@ function soe.dissector(tvb, pinfo, tree)
     end
     root:add(f.crc, tvb(12, 1))
     root:add(f.key, tvb(13, 1))
-    root:add(f.first_datagram, tvb(16, 4))
-    root:add(f.last_datagram, tvb(20, 4))
+    root:add(f.first_frame, tvb(16, 4))
+    root:add(f.last_frame, tvb(20, 4))
     root:add(f.len, tvb(24, 4))
     local protocol = ""
     if name_len > 0 then
