@@ -3,7 +3,8 @@
 //! fragmented messages) are exported, and tshark with our Lua plugin
 //! (`crates/soe-dissect/wireshark/soe.lua`) must show every message with the channel, sequence,
 //! length and bytes `soe decode --json` gives, from a file and from a live stream
-//! (`soe decode --pcap - --export -`).
+//! (`soe decode --pcap - --export -`), and hand each message to the game dissector registered
+//! for its application protocol.
 //!
 //! Skipped, with a word on stderr, where tshark is not installed; under `CI=true` its absence
 //! fails (`.ci/run` installs it).
@@ -311,6 +312,47 @@ fn check_export(dir: &Path, name: &str, capture: &Path, extra: &[&str]) -> Vec<S
     shown
 }
 
+/// A game's dissector that registers in the `soe.protocol` table for `WiresharkTest_1` is handed
+/// that session's messages, and no other session's.
+fn a_game_dissector_registers_by_application_protocol(dir: &Path, export: &Path) {
+    let game = dir.join("game.lua");
+    std::fs::write(
+        &game,
+        r#"local game = Proto("wstest", "Test game")
+local text = ProtoField.string("wstest.text", "Text")
+game.fields = { text }
+function game.dissector(tvb, pinfo, tree)
+    tree:add(game, tvb()):add(text, tvb(0, math.min(tvb:len(), 8)))
+    return tvb:len()
+end
+DissectorTable.get("soe.protocol"):add("WiresharkTest_1", game)
+"#,
+    )
+    .unwrap();
+    let out = Command::new("tshark")
+        .args(["-r", export.to_str().unwrap()])
+        .args(["-X", &format!("lua_script:{PLUGIN}")])
+        .args(["-X", &format!("lua_script:{}", game.display())])
+        .args(["-T", "fields", "-e", "soe.session", "-e", "wstest.text"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<(&str, &str)> = text.lines().filter_map(|l| l.split_once('\t')).collect();
+    assert!(!lines.is_empty());
+    for (session, game_text) in lines {
+        assert_eq!(
+            game_text.starts_with("message "),
+            session == "1",
+            "{session} {game_text:?}"
+        );
+    }
+}
+
 #[test]
 fn tshark_shows_every_message_of_an_export_with_our_plugin() {
     if !tshark_present() {
@@ -351,6 +393,8 @@ fn tshark_shows_every_message_of_an_export_with_our_plugin() {
             "frames of each message"
         );
     }
+
+    a_game_dissector_registers_by_application_protocol(&dir, &dir.join("sessions.pcapng"));
 
     // RC4 switched on after the first message, read from a live stream: a capture on stdin,
     // the export on stdout, straight into tshark.
