@@ -10,7 +10,6 @@
 //! fails (`.ci/run` installs it).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -426,7 +425,7 @@ fn tshark_shows_every_message_of_an_export_with_our_plugin() {
         !live[0].6[3] && live[1..].iter().all(|m| m.6[3]),
         "decrypted after the first"
     );
-    let _ = std::io::stderr().flush();
+    // SOE_KEEP=1 keeps the captures and exports (in the temporary directory) to open by hand.
     if std::env::var_os("SOE_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(dir);
     }
