@@ -362,7 +362,7 @@ impl Dissector {
             client: s.client,
             server: s.server(),
             session_id: s.session_id,
-            application_protocol: s.protocol.clone(),
+            application_protocol: s.protocol.as_deref().map(str::to_owned),
             request_seen: s.request_seen,
             response_seen: s.learned.is_some(),
             crc_seed: framing.seed,
@@ -373,7 +373,7 @@ impl Dissector {
             server_udp_length: s.server_udp_length,
             first_seen: secs(s.first.saturating_sub(first)),
             last_seen: secs(s.last.saturating_sub(first)),
-            disconnect: s.disconnect.clone(),
+            disconnect: s.disconnect.as_deref().cloned(),
             directions,
         }
     }

@@ -356,11 +356,11 @@ impl<'a> Work<'a> {
         node.fields.num("reason_code", reason.to_u16());
         if self.datagram.feed {
             let direction = self.session.direction(self.datagram.src, self.datagram.dst);
-            self.session.disconnect = Some(DisconnectSummary {
+            self.session.disconnect = Some(Box::new(DisconnectSummary {
                 reason: reason_name(reason),
                 code: reason.to_u16(),
                 direction,
-            });
+            }));
         }
     }
 
