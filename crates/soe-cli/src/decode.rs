@@ -10,7 +10,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use soe_dissect::capture::{CaptureRead, for_each_datagram};
-use soe_dissect::{DatagramRecord, Dissector};
+use soe_dissect::export::PduWriter;
+use soe_dissect::{DatagramRecord, Dissector, FlushRecord};
 
 use crate::flags::DissectFlags;
 
@@ -21,7 +22,8 @@ pub(crate) struct DecodeArgs {
     /// one datagram per line from stdin.
     #[arg(value_name = "HEX", conflicts_with = "pcap")]
     hex: Vec<String>,
-    /// Decode the UDP datagrams of this pcap or pcapng capture.
+    /// Decode the UDP datagrams of this pcap or pcapng capture; `-` reads it from stdin as it
+    /// comes (`tcpdump -U -w - | soe decode --pcap - ...`).
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
     /// Only datagrams from or to this UDP port (with --pcap).
@@ -35,6 +37,85 @@ pub(crate) struct DecodeArgs {
     /// lost), then `"type":"session"`.
     #[arg(long)]
     json: bool,
+    /// Also write every application message to FILE as a pcapng capture Wireshark opens (one
+    /// exported PDU per message, read by the Lua plugin in crates/soe-dissect/wireshark/); `-`
+    /// writes it to stdout instead of the records, a record at a time (`| wireshark -k -i -`).
+    #[arg(long, value_name = "FILE")]
+    export: Option<PathBuf>,
+}
+
+/// The export of `--export` (decode and proxy): where it goes, and whether to flush it per
+/// datagram.
+pub(crate) struct Export {
+    /// The pcapng writer.
+    pub(crate) writer: PduWriter<Box<dyn Write>>,
+    /// Flush after every datagram that wrote a message (stdout, or a live capture on stdin).
+    live: bool,
+    /// The newest datagram's time (the end of the capture releases messages at it).
+    last_time: Duration,
+}
+
+impl Export {
+    /// Opens `--export FILE` (`-`: stdout); `live_input`: flush per datagram.
+    pub(crate) fn open(path: &std::path::Path, live_input: bool) -> Result<Self> {
+        let to_stdout = path.as_os_str() == "-";
+        let out: Box<dyn Write> = if to_stdout {
+            Box::new(io::stdout())
+        } else {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            Box::new(BufWriter::new(file))
+        };
+        let writer = PduWriter::new(out).context("cannot write the export")?;
+        Ok(Self {
+            writer,
+            live: to_stdout || live_input,
+            last_time: Duration::ZERO,
+        })
+    }
+
+    /// Writes the messages of a datagram record.
+    pub(crate) fn datagram(
+        &mut self,
+        time: Duration,
+        record: &DatagramRecord,
+        dissector: &Dissector,
+    ) -> Result<()> {
+        self.last_time = self.last_time.max(time);
+        let protocol = record
+            .session
+            .and_then(|n| dissector.application_protocol(n));
+        let n = export_result(self.writer.write_datagram(time, record, protocol))?;
+        if n > 0 && self.live {
+            export_result(self.writer.flush())?;
+        }
+        Ok(())
+    }
+
+    /// Writes what the end of the input released, and flushes.
+    pub(crate) fn end(&mut self, dissector: &mut Dissector) -> Result<Vec<FlushRecord>> {
+        let flushed = dissector.flush();
+        for flush in &flushed {
+            let protocol = dissector.application_protocol(flush.session);
+            export_result(self.writer.write_flush(self.last_time, flush, protocol))?;
+        }
+        export_result(self.writer.flush())?;
+        Ok(flushed)
+    }
+}
+
+/// Whether `--export PATH` writes to stdout.
+pub(crate) fn to_stdout(path: Option<&std::path::Path>) -> bool {
+    path.is_some_and(|p| p.as_os_str() == "-")
+}
+
+/// An export write's result; a closed pipe (Wireshark closed) ends the program quietly.
+fn export_result<T>(result: io::Result<T>) -> Result<T> {
+    match result {
+        Ok(v) => Ok(v),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(e).context("cannot write the export"),
+    }
 }
 
 /// Parses one hex datagram; whitespace and colons between digits are ignored, as is a `0x`
@@ -100,10 +181,22 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
         );
     }
     let mut dissector = Dissector::new(args.dissect.config()?);
-    let stdout = io::stdout();
+    let live_input = args.pcap.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let export = match &args.export {
+        Some(path) => Some(Export::open(path, live_input)?),
+        None => None,
+    };
+    let quiet = to_stdout(args.export.as_deref());
+    let out: Box<dyn Write> = if quiet {
+        Box::new(io::sink())
+    } else {
+        Box::new(io::stdout().lock())
+    };
     let mut out = Output {
-        out: BufWriter::new(stdout.lock()),
+        out: BufWriter::new(out),
         json: args.json,
+        export,
+        live: live_input,
     };
 
     let result = match &args.pcap {
@@ -111,6 +204,13 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
             let read = read_streaming(path, args.port, &mut dissector, &mut out)?;
             out.end(&mut dissector)?;
             let skipped = read.skipped();
+            if let Some(export) = &out.export {
+                eprintln!(
+                    "soe: exported {} messages to {}",
+                    export.writer.records(),
+                    args.export.as_deref().unwrap_or(path).display()
+                );
+            }
             if !args.json {
                 out.line(&format!(
                     "{}: {} UDP datagrams decoded from {} frames{}",
@@ -154,7 +254,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
             let nowhere = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0);
             for d in &datagrams {
                 let record = dissector.dissect(Duration::ZERO, nowhere, nowhere, d);
-                out.datagram(&record)?;
+                out.datagram(Duration::ZERO, &record, &dissector)?;
             }
             out.end(&mut dissector)?;
             Ok(())
@@ -164,19 +264,25 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
 
-/// Dissects a capture as it is read (constant memory whatever its size), writing each record.
+/// Dissects a capture as it is read (constant memory whatever its size), writing each record;
+/// `-` reads stdin, a record at a time.
 fn read_streaming<W: Write>(
     path: &std::path::Path,
     port: Option<u16>,
     dissector: &mut Dissector,
     out: &mut Output<W>,
 ) -> Result<CaptureRead> {
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
+    let (name, input): (String, Box<dyn io::Read>) = if path.as_os_str() == "-" {
+        ("stdin".into(), Box::new(io::stdin().lock()))
+    } else {
+        let name = path.display().to_string();
+        let file = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
+        (name, Box::new(io::BufReader::new(file)))
+    };
     let mut failed = None;
-    let read = for_each_datagram(io::BufReader::new(file), name, port, |d| {
-        let record = dissector.dissect(d.time, d.src, d.dst, &d.payload);
-        match out.datagram(&record) {
+    let read = for_each_datagram(input, name, port, |d| {
+        let record = dissector.dissect_frame(d.frame, d.time, d.src, d.dst, &d.payload);
+        match out.datagram(d.time, &record, dissector) {
             Ok(()) => true,
             Err(e) => {
                 failed = Some(e);
@@ -190,12 +296,16 @@ fn read_streaming<W: Write>(
     }
 }
 
-/// Where records go: trees or JSON lines on stdout.
+/// Where records go: trees or JSON lines on stdout, and the messages to `--export`.
 struct Output<W: Write> {
-    /// Standard output, buffered.
+    /// Standard output, buffered (a sink when the export goes to stdout).
     out: W,
     /// Whether to write JSON lines.
     json: bool,
+    /// The export, with `--export`.
+    export: Option<Export>,
+    /// A live capture on stdin: stdout is flushed per datagram.
+    live: bool,
 }
 
 impl<W: Write> Output<W> {
@@ -208,20 +318,36 @@ impl<W: Write> Output<W> {
         }
     }
 
-    /// Writes a datagram record.
-    fn datagram(&mut self, record: &DatagramRecord) -> Result<()> {
+    /// Writes a datagram record, and exports its messages.
+    fn datagram(
+        &mut self,
+        time: Duration,
+        record: &DatagramRecord,
+        dissector: &Dissector,
+    ) -> Result<()> {
+        if let Some(export) = &mut self.export {
+            export.datagram(time, record, dissector)?;
+        }
         if self.json {
             let text = serde_json::to_string(record).context("cannot encode a record")?;
-            self.line(&text)
+            self.line(&text)?;
         } else {
-            self.line(&record.render())
+            self.line(&record.render())?;
         }
+        if self.live {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     /// Ends the input: writes what the end of the capture released (the packets that waited
     /// behind gaps the capture lost), then every session summary.
     fn end(&mut self, dissector: &mut Dissector) -> Result<()> {
-        for flush in dissector.flush() {
+        let flushed = match &mut self.export {
+            Some(export) => export.end(dissector)?,
+            None => dissector.flush(),
+        };
+        for flush in flushed {
             if self.json {
                 let text = serde_json::to_string(&flush).context("cannot encode a record")?;
                 self.line(&text)?;
@@ -240,8 +366,11 @@ impl<W: Write> Output<W> {
         Ok(())
     }
 
-    /// Flushes stdout.
+    /// Flushes stdout and the export.
     fn flush(&mut self) -> Result<()> {
+        if let Some(export) = &mut self.export {
+            export_result(export.writer.flush())?;
+        }
         match self.out.flush() {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),

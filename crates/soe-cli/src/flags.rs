@@ -189,6 +189,12 @@ pub(crate) struct DissectFlags {
     /// encrypted is reported as such.
     #[arg(long, value_name = "[PORT=]BASE64")]
     pub(crate) rc4_key: Vec<String>,
+    /// The sessions start in plaintext and turn RC4 on right after their first reliable
+    /// message, as the H1Z1 gateway does after its login request (`soe serve
+    /// --rc4-after-first-message`): that message is shown as sent and the key is judged on the
+    /// rest. Needs --rc4-key.
+    #[arg(long, requires = "rc4_key")]
+    pub(crate) rc4_after_first_message: bool,
 }
 
 impl DissectFlags {
@@ -198,6 +204,7 @@ impl DissectFlags {
         config.crc_seed = self.crc_seed;
         config.crc_length = self.crc_length;
         config.compression = self.compress.then_some(true);
+        config.rc4_after_first_message = self.rc4_after_first_message;
         let mut ports = std::collections::HashSet::new();
         for rule in &self.rc4_key {
             let (port, key) = parse_port_key(rule)?;

@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 use soe_dissect::Dissector;
 use soe_dissect::capture::PcapWriter;
 
+use crate::decode::{Export, to_stdout};
 use crate::flags::DissectFlags;
 use crate::serve::parse_seconds;
 
@@ -60,6 +61,11 @@ pub(crate) struct ProxyArgs {
     /// Write every datagram that passed through (after impairment) to this pcap file.
     #[arg(long, value_name = "FILE")]
     write: Option<PathBuf>,
+    /// Write every application message relayed to FILE as a pcapng capture Wireshark opens
+    /// (exported PDUs, read by the Lua plugin in crates/soe-dissect/wireshark/), a datagram at
+    /// a time; `-` writes it to stdout (`| wireshark -k -i -`), the summary going to stderr.
+    #[arg(long, value_name = "FILE")]
+    export: Option<PathBuf>,
     /// Stop after S seconds; default: run until Ctrl-C.
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     duration: Option<Duration>,
@@ -223,6 +229,7 @@ struct Proxy {
     from_upstream: mpsc::Sender<(SocketAddr, Vec<u8>)>,
     dissector: Dissector,
     writer: Option<PcapWriter>,
+    export: Option<Export>,
     impair: [Impairer; 2],
     counters: [Counters; 2],
     scheduled: BinaryHeap<Reverse<Scheduled>>,
@@ -248,6 +255,10 @@ async fn proxy(args: ProxyArgs) -> Result<ExitCode> {
         Some(path) => Some(PcapWriter::create(path)?),
         None => None,
     };
+    let export = match &args.export {
+        Some(path) => Some(Export::open(path, true)?),
+        None => None,
+    };
     eprintln!(
         "soe proxy: listening on {local}, upstream {}, loss {}, delay {} ms, jitter {} ms, dup {}, reorder {}, seed {}",
         args.upstream, args.loss, args.delay, args.jitter, args.dup, args.reorder, args.seed
@@ -269,6 +280,7 @@ async fn proxy(args: ProxyArgs) -> Result<ExitCode> {
         clients: HashMap::new(),
         from_upstream: tx,
         writer,
+        export,
         impair,
         counters: [Counters::default(), Counters::default()],
         scheduled: BinaryHeap::new(),
@@ -382,7 +394,10 @@ impl Proxy {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
         let record = self.dissector.dissect(since_epoch, src, dst, &data);
-        if !self.args.quiet {
+        if let Some(export) = &mut self.export {
+            export.datagram(since_epoch, &record, &self.dissector)?;
+        }
+        if !self.args.quiet && !to_stdout(self.args.export.as_deref()) {
             let mut out = std::io::stdout().lock();
             if self.args.json {
                 let mut value = serde_json::to_value(&record)?;
@@ -502,8 +517,17 @@ impl Proxy {
         if let Some(writer) = &mut self.writer {
             writer.flush()?;
         }
-        let mut out = std::io::stdout().lock();
-        for flush in self.dissector.flush() {
+        let flushed = match &mut self.export {
+            Some(export) => export.end(&mut self.dissector)?,
+            None => self.dissector.flush(),
+        };
+        // With the export on stdout, the closing records go to stderr.
+        let mut out: Box<dyn Write> = if to_stdout(self.args.export.as_deref()) {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
+        for flush in flushed {
             if self.args.json {
                 writeln!(out, "{}", serde_json::to_value(&flush)?)?;
             } else {

@@ -196,6 +196,33 @@ fn messages_from(datagrams: &[Value], src: &str) -> Vec<Vec<u8>> {
     out
 }
 
+/// The reliable messages of an export (`--export`): each record's body after its exported-PDU
+/// tags and our header (kind at offset 3, name length at 14, 28 bytes before the name).
+fn exported_reliable(path: &std::path::Path) -> Vec<Vec<u8>> {
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let file = std::fs::File::open(path).expect("the export exists");
+    let mut reader = PcapNgReader::new(file).expect("the export is pcapng");
+    let mut out = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let Block::EnhancedPacket(epb) = block.expect("a well-formed block") else {
+            continue;
+        };
+        let mut p: &[u8] = &epb.data;
+        loop {
+            let tag = u16::from_be_bytes([p[0], p[1]]);
+            let len = usize::from(u16::from_be_bytes([p[2], p[3]]));
+            p = &p[4 + len..];
+            if tag == 0 {
+                break;
+            }
+        }
+        if p[3] == 0 {
+            out.push(p[28 + usize::from(p[14])..].to_vec());
+        }
+    }
+    out
+}
+
 #[test]
 fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
     let server = serve(&["--compress", "--rc4-key", KEY]);
@@ -203,6 +230,7 @@ fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let pcap: PathBuf = dir.join("session.pcap");
     let pcap_arg = pcap.to_str().expect("utf-8 path");
+    let export: PathBuf = dir.join("export.pcapng");
     let mut relay = proxy(
         server.addr,
         &[
@@ -215,6 +243,8 @@ fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
             "--quiet",
             "--write",
             pcap_arg,
+            "--export",
+            export.to_str().expect("utf-8 path"),
         ],
     );
     let relay_addr = relay.addr.to_string();
@@ -293,6 +323,25 @@ fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
     echoes_sorted.sort();
     expected_echoes.sort();
     assert_eq!(echoes_sorted, expected_echoes, "the server's echoes");
+    // The proxy's export holds every reliable message it relayed, decrypted, once.
+    let mut exported = exported_reliable(&export);
+    let mut decoded: Vec<Vec<u8>> = datagrams
+        .iter()
+        .flat_map(|d| d["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["kind"] == "reliable")
+        .map(|m| hex::decode(m["hex"].as_str().expect("hex")).expect("hex"))
+        .collect();
+    exported.sort();
+    decoded.sort();
+    assert_eq!(
+        exported.len(),
+        decoded.len(),
+        "messages in the proxy's export"
+    );
+    assert!(
+        exported == decoded,
+        "the proxy's export holds what decode shows"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

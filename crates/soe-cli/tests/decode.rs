@@ -1094,3 +1094,77 @@ fn a_key_on_too_few_bytes_is_not_called_decrypted() {
     let session = &run.of_type("session")[0];
     assert_eq!(session["directions"][0]["encryption"], "key_not_judged");
 }
+
+/// A session that turns RC4 on after its first message (as the H1Z1 gateway does after its
+/// login request) decodes whole with `--rc4-after-first-message`: the first message as sent,
+/// every later one decrypted, and the key judged to fit on the encrypted part.
+#[test]
+fn rc4_switched_on_after_the_first_message() {
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(KEY)
+        .unwrap();
+    let config = SessionConfig::new("SwitchTest_1")
+        .with_udp_length(512)
+        .with_encryption_key(Bytes::from(key))
+        .unwrap()
+        .with_encryption_at_start(false);
+    let line = |i: usize| format!("PlayerUpdate {i} position=12.5,0.0,-3.25;").into_bytes();
+    let to_server: Vec<Vec<u8>> = (0..20).map(line).collect();
+    let to_client: Vec<Vec<u8>> = (100..120).map(line).collect();
+    let pair = session_pair::run_switching(
+        &Arc::new(config),
+        &to_server,
+        &to_client,
+        |_| false,
+        200_000,
+        true,
+    );
+    assert!(pair.got_by_server == to_server && pair.got_by_client == to_client);
+    let dir = temp_dir("switch");
+    let pcap = dir.join("switch.pcap");
+    let (client, server): (SocketAddr, SocketAddr) = (
+        "10.0.0.1:40000".parse().unwrap(),
+        "10.0.0.2:20260".parse().unwrap(),
+    );
+    write_pcap(&pcap, &pair.datagrams, client, server);
+    let path = pcap.to_str().unwrap();
+    let run = soe(
+        &[
+            "--json",
+            "--pcap",
+            path,
+            "--rc4-key",
+            KEY,
+            "--rc4-after-first-message",
+        ],
+        None,
+    );
+    assert!(run.ok(), "{}", run.stderr);
+    let records = run.of_type("datagram");
+    let hexes = |direction: &str| -> Vec<String> {
+        records
+            .iter()
+            .filter(|r| r["direction"] == direction)
+            .flat_map(|r| r["messages"].as_array().unwrap().clone())
+            .map(|m| m["hex"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let sent = |messages: &[Vec<u8>]| messages.iter().map(hex::encode).collect::<Vec<_>>();
+    assert_eq!(hexes("client_to_server"), sent(&to_server));
+    assert_eq!(hexes("server_to_client"), sent(&to_client));
+    let ours = |run: &Run| {
+        run.of_type("session")
+            .into_iter()
+            .find(|s| s["application_protocol"] == "SwitchTest_1")
+            .unwrap()
+    };
+    let session = ours(&run);
+    for direction in session["directions"].as_array().unwrap() {
+        assert_eq!(direction["encryption"], "decrypted", "{direction}");
+    }
+    // Without the switch, the key is applied from the first message: garbage, then rejected.
+    let run = soe(&["--json", "--pcap", path, "--rc4-key", KEY], None);
+    let session = ours(&run);
+    assert_ne!(session["directions"][0]["encryption"], "decrypted");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -26,8 +26,16 @@ const SESSION_FLAGS: [&str; 5] = [
 ];
 /// What a server announces (`serve` only; clients adopt the server's).
 const SERVER_FLAGS: [&str; 2] = ["--crc-length", "--compress"];
-/// The flags that describe a session the dissector did not see open (`decode`, `proxy`).
-const DISSECT_FLAGS: [&str; 4] = ["--crc-seed", "--crc-length", "--compress", "--rc4-key"];
+/// The flags `decode` and `proxy` share: how to read a session the dissector did not see open,
+/// its keys, and the Wireshark export.
+const DISSECT_FLAGS: [&str; 6] = [
+    "--crc-seed",
+    "--crc-length",
+    "--compress",
+    "--rc4-key",
+    "--rc4-after-first-message",
+    "--export",
+];
 
 /// The long flags a text names: `--word` tokens, without what follows an `=`.
 fn flags_in(text: &str) -> BTreeSet<String> {

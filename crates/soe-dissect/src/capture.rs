@@ -115,6 +115,9 @@ pub struct CapturedDatagram {
     pub dst: SocketAddr,
     /// The UDP payload.
     pub payload: Vec<u8>,
+    /// Its frame's number in the capture, 1 for the first packet record (as Wireshark numbers
+    /// them: frames of every kind count).
+    pub frame: u64,
 }
 
 /// What [`read_capture`] found.
@@ -398,6 +401,7 @@ impl Collector<'_> {
             src,
             dst,
             payload: payload.to_vec(),
+            frame: self.read.frames,
         });
         self.read.udp_datagrams += 1;
         if more { Ok(()) } else { Err(Stop) }
@@ -958,6 +962,12 @@ mod tests {
         let only = read_capture(&path, Some(5000)).unwrap();
         assert_eq!(only.datagrams.len(), 1);
         assert_eq!(only.skipped_port, 2);
+        // frames are numbered as in the capture, the skipped ones counted
+        assert_eq!(only.datagrams[0].frame, 2);
+        assert_eq!(
+            read.datagrams.iter().map(|d| d.frame).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
         drop(w);
         let _ = std::fs::remove_file(&path);
     }

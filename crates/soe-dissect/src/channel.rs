@@ -35,7 +35,51 @@ use soe_wire::reliable::split_first_fragment;
 
 use crate::config::{ASCII_PREVIEW, Limits};
 use crate::judge::{Judge, verdict_note};
-use crate::records::{CaptureGap, DirectionStats, MessageRecord};
+use crate::records::{CaptureGap, CrcVerdict, DirectionStats, Encryption, MessageRecord};
+
+/// The datagram that carried a packet, as its messages report it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Carrier {
+    /// Its index (1 for the first datagram dissected; 0 for none).
+    pub(crate) frame: u64,
+    /// Whether it was zlib-compressed.
+    pub(crate) compressed: bool,
+    /// Its CRC verdict.
+    pub(crate) crc: CrcVerdict,
+}
+
+impl Default for Carrier {
+    fn default() -> Self {
+        Self {
+            frame: 0,
+            compressed: false,
+            crc: CrcVerdict::Unknown,
+        }
+    }
+}
+
+impl Carrier {
+    /// What a message carried by `self` and then `next` reports: the first frame, compressed
+    /// if either was, and the weaker CRC verdict (`ok` only when both checked out).
+    fn and(self, next: Self) -> Self {
+        let strength = |v: CrcVerdict| match v {
+            CrcVerdict::Ok => 4,
+            CrcVerdict::Missing => 3,
+            CrcVerdict::None => 2,
+            CrcVerdict::Unknown => 1,
+            CrcVerdict::Bad => 0,
+        };
+        Self {
+            frame: self.frame,
+            compressed: self.compressed || next.compressed,
+            crc: if strength(next.crc) < strength(self.crc) {
+                next.crc
+            } else {
+                self.crc
+            },
+        }
+    }
+}
 
 /// A packet buffered ahead of a gap.
 pub(crate) struct Stored {
@@ -43,6 +87,8 @@ pub(crate) struct Stored {
     pub(crate) fragment: bool,
     /// Its data after the sequence.
     pub(crate) data: Vec<u8>,
+    /// The datagram that carried it.
+    pub(crate) carrier: Carrier,
 }
 
 /// A fragmented message in progress.
@@ -53,6 +99,8 @@ pub(crate) enum Reassembly {
         total: usize,
         /// The bytes so far.
         buf: Vec<u8>,
+        /// The datagrams that carried them (the first one's frame).
+        carriers: Carrier,
     },
     /// Counting its bytes only (over a limit), to stay in step with the fragments.
     Skipping {
@@ -94,6 +142,9 @@ pub(crate) struct ChannelRx {
     /// The last gap given up ends just before `expected`, and no packet came since: a gap
     /// given up next grows it rather than making another.
     pub(crate) gap_open: bool,
+    /// Whether that open gap is listed in the direction's `gaps` (the last of its channel
+    /// there); an unlisted one (over `max_gaps_listed`) grows in the counts only.
+    pub(crate) open_gap_listed: bool,
 }
 
 /// The full-width sequence congruent to `wire` nearest to `reference`.
@@ -134,6 +185,7 @@ impl ChannelRx {
             adrift: false,
             keystream_lost: false,
             gap_open: false,
+            open_gap_listed: false,
         }
     }
 
@@ -177,6 +229,11 @@ pub(crate) struct Sink<'a> {
     pub(crate) limits: Limits,
     /// The randomness judge of the sending side.
     pub(crate) judge: &'a mut Judge,
+    /// The datagram that carried the packet being processed.
+    pub(crate) carrier: Carrier,
+    /// The session's first reliable message is still to come, and is sent in plaintext
+    /// before RC4 switches on ([`DissectConfig::rc4_after_first_message`](crate::DissectConfig)).
+    pub(crate) plain_first: &'a mut bool,
 }
 
 /// Counts a message and lists it, within the per-record limit.
@@ -220,16 +277,23 @@ pub(crate) fn process(
     }
     match (fragment, rx.reassembly.take()) {
         (false, None) => {
-            deliver(rx, sequence, data, sink);
+            deliver(rx, sequence, data, None, sink);
             ("whole", None)
         }
         (false, Some(partial)) => {
             interrupted(rx, sequence, partial, sink);
-            deliver(rx, sequence, data, sink);
+            deliver(rx, sequence, data, None, sink);
             ("whole", None)
         }
-        (true, Some(Reassembly::Collecting { total, buf })) => {
-            collect(rx, sequence, data, total, buf, sink);
+        (
+            true,
+            Some(Reassembly::Collecting {
+                total,
+                buf,
+                carriers,
+            }),
+        ) => {
+            collect(rx, sequence, data, (total, buf, carriers), sink);
             ("continuation", None)
         }
         (true, Some(Reassembly::Skipping { total, seen })) => {
@@ -243,7 +307,7 @@ pub(crate) fn process(
 /// A whole packet arrived while a fragmented message was in progress: the message is dropped.
 fn interrupted(rx: &mut ChannelRx, sequence: u16, partial: Reassembly, sink: &mut Sink<'_>) {
     let (got, total) = match &partial {
-        Reassembly::Collecting { total, buf } => (buf.len(), *total),
+        Reassembly::Collecting { total, buf, .. } => (buf.len(), *total),
         Reassembly::Skipping { total, seen } => (*seen, *total),
     };
     if let Reassembly::Collecting { buf, .. } = &partial {
@@ -257,15 +321,16 @@ fn interrupted(rx: &mut ChannelRx, sequence: u16, partial: Reassembly, sink: &mu
     ));
 }
 
-/// A continuation of a message being collected.
+/// A continuation of a message being collected (its announced total, its bytes so far, and
+/// the datagrams that carried them).
 fn collect(
     rx: &mut ChannelRx,
     sequence: u16,
     data: &[u8],
-    total: usize,
-    mut buf: Vec<u8>,
+    (total, mut buf, carriers): (usize, Vec<u8>, Carrier),
     sink: &mut Sink<'_>,
 ) {
+    let carriers = carriers.and(sink.carrier);
     let received = buf.len().saturating_add(data.len());
     if received > total {
         *sink.budget = sink.budget.saturating_sub(buf.len());
@@ -286,9 +351,13 @@ fn collect(
     *sink.budget += data.len();
     if received == total {
         *sink.budget = sink.budget.saturating_sub(buf.len());
-        deliver(rx, sequence, &buf, sink);
+        deliver(rx, sequence, &buf, Some(carriers), sink);
     } else {
-        rx.reassembly = Some(Reassembly::Collecting { total, buf });
+        rx.reassembly = Some(Reassembly::Collecting {
+            total,
+            buf,
+            carriers,
+        });
     }
 }
 
@@ -355,7 +424,7 @@ fn first_fragment(
             rest.len()
         ));
     } else if rest.len() == total {
-        deliver(rx, sequence, rest, sink);
+        deliver(rx, sequence, rest, Some(sink.carrier), sink);
     } else if sink.budget.saturating_add(rest.len()) > sink.limits.max_buffered {
         skip_over_budget(rx, sequence, total, rest.len(), sink);
     } else {
@@ -363,6 +432,7 @@ fn first_fragment(
         rx.reassembly = Some(Reassembly::Collecting {
             total,
             buf: rest.to_vec(),
+            carriers: sink.carrier,
         });
     }
     ("first", Some(claimed))
@@ -402,8 +472,15 @@ fn skip_over_budget(
 
 /// Unbundles, unescapes and decrypts a complete payload, reporting its messages in order. The
 /// cipher runs on across messages and payloads; ack elicitors and malformed payloads leave it
-/// untouched, as in `soe-reliable`.
-pub(crate) fn deliver(rx: &mut ChannelRx, sequence: u16, payload: &[u8], sink: &mut Sink<'_>) {
+/// untouched, as in `soe-reliable`. `fragments`: the datagrams that carried a fragmented
+/// payload (`None` for a whole packet).
+pub(crate) fn deliver(
+    rx: &mut ChannelRx,
+    sequence: u16,
+    payload: &[u8],
+    fragments: Option<Carrier>,
+    sink: &mut Sink<'_>,
+) {
     let ch = rx.channel;
     if is_ack_elicitor(payload) {
         sink.notes.push(format!(
@@ -422,7 +499,7 @@ pub(crate) fn deliver(rx: &mut ChannelRx, sequence: u16, payload: &[u8], sink: &
     match PayloadMessages::decode(payload, plaintext) {
         Ok(list) => {
             for message in list {
-                deliver_one(rx, sequence, message, sink);
+                deliver_one(rx, sequence, message, fragments, sink);
             }
         }
         Err(e) => {
@@ -435,17 +512,28 @@ pub(crate) fn deliver(rx: &mut ChannelRx, sequence: u16, payload: &[u8], sink: &
     }
 }
 
-/// Decrypts (when a key applies), judges and reports one message.
-fn deliver_one(rx: &mut ChannelRx, sequence: u16, message: &[u8], sink: &mut Sink<'_>) {
+/// Decrypts (when a key applies), judges and reports one message. With RC4 switched on after
+/// the session's first message, that message is shown as sent and left out of the key's
+/// judgement, and the keystream starts at the next one.
+fn deliver_one(
+    rx: &mut ChannelRx,
+    sequence: u16,
+    message: &[u8],
+    fragments: Option<Carrier>,
+    sink: &mut Sink<'_>,
+) {
+    let plain_first = std::mem::take(sink.plain_first);
     let mut bytes = message.to_vec();
     let decrypted = match rx.cipher.as_mut() {
-        Some(cipher) => {
+        Some(cipher) if !plain_first => {
             cipher.apply(&mut bytes);
             true
         }
-        None => false,
+        _ => false,
     };
-    if !rx.keystream_lost {
+    // The plaintext first message says nothing of the key: it is judged on the rest.
+    let unjudged = rx.keystream_lost || (plain_first && rx.cipher.is_some());
+    if !unjudged {
         let plain = decrypted.then_some(bytes.as_slice());
         if let Some(verdict) = sink.judge.observe(message, plain) {
             sink.stats.encryption = verdict;
@@ -455,6 +543,11 @@ fn deliver_one(rx: &mut ChannelRx, sequence: u16, message: &[u8], sink: &mut Sin
         }
     }
     let max_listed = sink.limits.max_listed;
+    let carriers = fragments.map_or(sink.carrier, |f| f.and(sink.carrier));
+    let verdict = sink.judge.verdict();
+    let encrypted = decrypted
+        || rx.keystream_lost
+        || (rx.cipher.is_none() && verdict == Encryption::LooksEncrypted);
     report_message(
         sink.stats,
         sink.messages,
@@ -465,9 +558,15 @@ fn deliver_one(rx: &mut ChannelRx, sequence: u16, message: &[u8], sink: &mut Sin
             sequence: Some(sequence),
             len: bytes.len(),
             decrypted,
-            verdict: sink.judge.verdict(),
+            verdict,
             hex: hex::encode(&bytes),
             ascii: ascii_preview(&bytes),
+            fragmented: fragments.is_some(),
+            first_frame: carriers.frame,
+            last_frame: sink.carrier.frame,
+            compressed: carriers.compressed,
+            encrypted,
+            crc: carriers.crc,
         },
         max_listed,
     );
@@ -487,7 +586,9 @@ pub(crate) fn drain(rx: &mut ChannelRx, sink: &mut Sink<'_>) {
         *sink.budget = sink.budget.saturating_sub(stored.data.len());
         let sequence = rx.expected as u16;
         rx.expected += 1;
+        let carrier = std::mem::replace(&mut sink.carrier, stored.carrier);
         process(rx, stored.fragment, sequence, &stored.data, sink);
+        sink.carrier = carrier;
     }
 }
 
@@ -500,7 +601,12 @@ pub(crate) fn settle(rx: &mut ChannelRx, sink: &mut Sink<'_>) {
     let behind = highest
         .checked_sub(sink.limits.gap_window)
         .filter(|&s| s >= rx.expected);
-    let acked = rx.acked_through.filter(|&s| s >= rx.expected);
+    // An ack past every sequence seen (crafted, or a server acknowledging what it never got)
+    // vouches only for what was sent: the rest is still to come as first transmissions.
+    let acked = rx
+        .acked_through
+        .map(|a| a.min(highest))
+        .filter(|&s| s >= rx.expected);
     match (acked, behind) {
         (Some(a), Some(b)) if a >= b => give_up(rx, a, "acknowledged", sink),
         (_, Some(b)) => give_up(rx, b, "window", sink),
@@ -516,7 +622,7 @@ pub(crate) fn flush(rx: &mut ChannelRx, sink: &mut Sink<'_>) {
         give_up(rx, highest, "capture_end", sink);
     }
     let partial = match rx.reassembly.take() {
-        Some(Reassembly::Collecting { total, buf }) => {
+        Some(Reassembly::Collecting { total, buf, .. }) => {
             *sink.budget = sink.budget.saturating_sub(buf.len());
             Some((buf.len(), total))
         }
@@ -563,7 +669,8 @@ fn record_gap(rx: &mut ChannelRx, first: u64, last: u64, why: &'static str, sink
     let packets = last - first + 1;
     sink.stats.capture_lost_packets += packets;
     if rx.gap_open {
-        if let Some(gap) = sink.stats.gaps.iter_mut().rev().find(|g| g.channel == ch) {
+        let listed = sink.stats.gaps.iter_mut().rev().find(|g| g.channel == ch);
+        if let (true, Some(gap)) = (rx.open_gap_listed, listed) {
             gap.last = last as u16;
             gap.packets += packets;
         }
@@ -575,7 +682,7 @@ fn record_gap(rx: &mut ChannelRx, first: u64, last: u64, why: &'static str, sink
         return;
     }
     let cut = match rx.reassembly.take() {
-        Some(Reassembly::Collecting { total, buf }) => {
+        Some(Reassembly::Collecting { total, buf, .. }) => {
             *sink.budget = sink.budget.saturating_sub(buf.len());
             Some((total, buf.len()))
         }
@@ -609,8 +716,9 @@ fn record_gap(rx: &mut ChannelRx, first: u64, last: u64, why: &'static str, sink
     }
     rx.adrift = true;
     rx.gap_open = true;
+    rx.open_gap_listed = sink.stats.gaps.len() < sink.limits.max_gaps_listed;
     sink.notes.push(note);
-    if sink.stats.gaps.len() < sink.limits.max_gaps_listed {
+    if rx.open_gap_listed {
         sink.stats.gaps.push(CaptureGap {
             channel: ch,
             first: first as u16,

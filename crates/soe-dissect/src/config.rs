@@ -86,6 +86,11 @@ pub struct DissectConfig {
     /// its server's port (either port while the server is unknown), else the rule without a
     /// port; with no matching rule it is read as plaintext.
     pub keys: Vec<KeyRule>,
+    /// RC4 switches on right after each session's first reliable message (as the H1Z1
+    /// gateway does after its login request): that message is read as plaintext and left out
+    /// of the key's judgement, and each direction's keystream starts at the message after it.
+    /// Default off: RC4 from the first message.
+    pub rc4_after_first_message: bool,
     /// The memory limits.
     pub limits: Limits,
 }
@@ -125,6 +130,13 @@ impl DissectConfig {
             port,
             key: key.into(),
         });
+        self
+    }
+
+    /// Sets whether RC4 switches on only after each session's first reliable message.
+    #[must_use]
+    pub fn with_rc4_after_first_message(mut self, after: bool) -> Self {
+        self.rc4_after_first_message = after;
         self
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use soe_crypto::CrcLength;
 use soe_wire::{FrameConfig, Framer, Packet};
 
+use crate::channel::Carrier;
 use crate::config::DEFAULT_CRC_LENGTH;
 use crate::config::DissectConfig;
 use crate::framing::{Framing, Unframed, is_contextless, unframe};
@@ -71,9 +72,26 @@ impl Dissector {
         }
     }
 
-    /// Dissects one datagram. `time`: its capture timestamp; `src`/`dst`: its addresses.
+    /// Dissects one datagram. `time`: its capture timestamp; `src`/`dst`: its addresses. Its
+    /// messages name it by its index ([`DatagramRecord::index`]).
     pub fn dissect(
         &mut self,
+        time: Duration,
+        src: SocketAddr,
+        dst: SocketAddr,
+        datagram: &[u8],
+    ) -> DatagramRecord {
+        let frame = self.count + 1;
+        self.dissect_frame(frame, time, src, dst, datagram)
+    }
+
+    /// [`dissect`](Self::dissect) for the datagram of capture frame `frame`
+    /// ([`CapturedDatagram::frame`](crate::capture::CapturedDatagram)): its messages name the
+    /// frames that carried them by that number
+    /// ([`MessageRecord::first_frame`](crate::MessageRecord::first_frame)).
+    pub fn dissect_frame(
+        &mut self,
+        frame: u64,
         time: Duration,
         src: SocketAddr,
         dst: SocketAddr,
@@ -93,7 +111,7 @@ impl Dissector {
         let mut temp = None;
         let session = match slot.and_then(|i| self.sessions.get_mut(i)) {
             Some(s) => s,
-            None => temp.insert(SessionState::new(0, key, time)),
+            None => temp.insert(SessionState::new(0, key, time, false)),
         };
         let direction_before = session.direction(src, dst);
         let side = session.side_of(src);
@@ -106,13 +124,18 @@ impl Dissector {
             contextless.is_some(),
             &mut notes,
         );
-        session.count_unframing(side, &unframed, &mut notes);
+        session.count_unframing(side, &unframed, datagram.len(), &mut notes);
         let datagram_info = Datagram {
             src,
             dst,
             time,
             feed: unframed.feed,
             key: self.config.key_for(session.server(), session.addrs),
+            carrier: Carrier {
+                frame,
+                compressed: unframed.compressed,
+                crc: unframed.crc.verdict,
+            },
         };
         let mut work = Work::new(
             session,
@@ -200,7 +223,7 @@ impl Dissector {
                 ));
                 let number = self.sessions.get(i).map_or(0, |s| s.number);
                 if let Some(s) = self.sessions.get_mut(i) {
-                    *s = SessionState::new(number, key, time);
+                    *s = SessionState::new(number, key, time, self.config.rc4_after_first_message);
                 }
                 Some(i)
             }
@@ -250,7 +273,12 @@ impl Dissector {
     /// Appends a new session for the pair.
     fn create(&mut self, key: (SocketAddr, SocketAddr), time: Duration) -> usize {
         let index = self.sessions.len();
-        self.sessions.push(SessionState::new(index + 1, key, time));
+        self.sessions.push(SessionState::new(
+            index + 1,
+            key,
+            time,
+            self.config.rc4_after_first_message,
+        ));
         self.by_pair.insert(key, index);
         index
     }
@@ -259,6 +287,13 @@ impl Dissector {
     /// [`Limits::max_buffered`](crate::Limits::max_buffered)).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered
+    }
+
+    /// The application protocol name of session `number` (as in the records), when its
+    /// SessionRequest was seen.
+    pub fn application_protocol(&self, number: usize) -> Option<&str> {
+        let index = number.checked_sub(1)?;
+        self.sessions.get(index)?.protocol.as_deref()
     }
 
     /// Sessions followed so far, live and ended (at most [`Limits::max_sessions`](crate::Limits::max_sessions)).
@@ -327,7 +362,7 @@ impl Dissector {
             client: s.client,
             server: s.server(),
             session_id: s.session_id,
-            application_protocol: s.protocol.clone(),
+            application_protocol: s.protocol.as_deref().map(str::to_owned),
             request_seen: s.request_seen,
             response_seen: s.learned.is_some(),
             crc_seed: framing.seed,
@@ -338,7 +373,7 @@ impl Dissector {
             server_udp_length: s.server_udp_length,
             first_seen: secs(s.first.saturating_sub(first)),
             last_seen: secs(s.last.saturating_sub(first)),
-            disconnect: s.disconnect.clone(),
+            disconnect: s.disconnect.as_deref().cloned(),
             directions,
         }
     }

@@ -113,12 +113,13 @@ impl Randomness {
 
 /// Judges whether one direction's reliable data is encrypted, and whether a key fits it, from
 /// the randomness of the bytes sent and of the bytes decrypted.
+///
+/// Its counters (2 KiB) are allocated on the first message: a session that carries no data
+/// costs a few bytes here.
 #[derive(Default)]
 pub(crate) struct Judge {
-    /// The bytes as sent.
-    sent: Randomness,
-    /// The bytes after decryption (when a key applies).
-    decrypted: Randomness,
+    /// The bytes as sent, and after decryption (when a key applies); made on first use.
+    counts: Option<Box<[Randomness; 2]>>,
     /// The verdict so far.
     verdict: Encryption,
     /// Whether the verdict is final.
@@ -139,15 +140,16 @@ impl Judge {
         if self.done {
             return None;
         }
-        self.sent.add(sent);
+        let [sent_counts, decrypted_counts] = &mut **self
+            .counts
+            .get_or_insert_with(|| Box::new([Randomness::new(), Randomness::new()]));
+        sent_counts.add(sent);
         if let Some(d) = decrypted {
-            self.decrypted.add(d);
+            decrypted_counts.add(d);
         }
-        let verdict = match (
-            decrypted,
-            self.sent.looks_random(),
-            self.decrypted.looks_random(),
-        ) {
+        let sent_random = sent_counts.looks_random();
+        let sent_full = sent_counts.is_full();
+        let verdict = match (decrypted, sent_random, decrypted_counts.looks_random()) {
             (None, None, _) => Encryption::Unknown,
             (Some(_), None, _) => Encryption::KeyNotJudged,
             (None, Some(true), _) => Encryption::LooksEncrypted,
@@ -160,8 +162,12 @@ impl Judge {
             self.key_rejected = true;
             self.done = true;
         }
-        if self.sent.is_full() {
+        if sent_full {
             self.done = true;
+        }
+        if self.done {
+            // The verdict is final: the counters are of no more use.
+            self.counts = None;
         }
         (verdict != self.verdict).then(|| {
             self.verdict = verdict;

@@ -38,6 +38,9 @@
 //! println!("{}", record.render());
 //! ```
 //!
+//! [`export`] writes the messages as a pcapng capture of exported PDUs that Wireshark opens
+//! with the Lua plugin in `crates/soe-dissect/wireshark/`.
+//!
 //! Features: `pcap` (default) adds [`capture`], a bounded pcap/pcapng reader and a pcap
 //! writer; `serde` derives `Serialize` for every record.
 #![forbid(unsafe_code)]
@@ -49,6 +52,7 @@ pub mod capture;
 mod channel;
 mod config;
 mod dissector;
+pub mod export;
 mod framing;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

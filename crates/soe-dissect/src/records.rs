@@ -240,6 +240,22 @@ pub struct MessageRecord {
     pub hex: String,
     /// The first bytes, printable ASCII with `.` for the rest.
     pub ascii: String,
+    /// Whether it travelled in fragments (ReliableDataFragment packets), reassembled here.
+    pub fragmented: bool,
+    /// The frame of the first datagram that carried it: its number in the capture when the
+    /// datagram was given one ([`Dissector::dissect_frame`](crate::Dissector::dissect_frame)),
+    /// else its index as in [`DatagramRecord::index`].
+    pub first_frame: u64,
+    /// The frame of the datagram that carried its end (the first one unless fragmented).
+    pub last_frame: u64,
+    /// Whether a datagram that carried it was zlib-compressed.
+    pub compressed: bool,
+    /// Whether it was sent encrypted: a key was applied to it, its direction looks encrypted
+    /// without a key, or the keystream's place was lost after a gap.
+    pub encrypted: bool,
+    /// The CRC verdict of the datagrams that carried it (`ok` only when each one checked out;
+    /// a datagram whose CRC failed feeds no message).
+    pub crc: CrcVerdict,
 }
 
 /// Everything the dissector says about one datagram.

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::channel::{ChannelRx, Sink, flush};
+use crate::channel::{Carrier, ChannelRx, Sink, flush};
 use crate::config::Limits;
 use crate::framing::{Framing, Unframed};
 use crate::judge::Judge;
@@ -19,8 +19,9 @@ pub(crate) struct SessionState {
     pub(crate) client: Option<SocketAddr>,
     /// The session id.
     pub(crate) session_id: Option<u32>,
-    /// The application protocol name.
-    pub(crate) protocol: Option<String>,
+    /// The application protocol name (boxed, as are the rare parts below: a session that
+    /// carried no data costs under 1 KiB).
+    pub(crate) protocol: Option<Box<str>>,
     /// The client's udp_length.
     pub(crate) client_udp_length: Option<u32>,
     /// The server's udp_length.
@@ -30,13 +31,16 @@ pub(crate) struct SessionState {
     /// From SessionResponse.
     pub(crate) learned: Option<Framing>,
     /// The Disconnect seen, if any.
-    pub(crate) disconnect: Option<DisconnectSummary>,
+    pub(crate) disconnect: Option<Box<DisconnectSummary>>,
     /// The first datagram's time.
     pub(crate) first: Duration,
     /// The last datagram's time.
     pub(crate) last: Duration,
     /// Per sender: 0 is the client (or the lower address while the client is unknown).
     pub(crate) sides: [Side; 2],
+    /// RC4 switches on after the session's first reliable message, which is still to come
+    /// ([`DissectConfig::rc4_after_first_message`](crate::DissectConfig)).
+    pub(crate) plain_first: bool,
 }
 
 /// What one side sends, and the receiver state for it.
@@ -55,8 +59,14 @@ pub(crate) struct Side {
 }
 
 impl SessionState {
-    /// A fresh session for an address pair.
-    pub(crate) fn new(number: usize, addrs: (SocketAddr, SocketAddr), time: Duration) -> Self {
+    /// A fresh session for an address pair; `plain_first`: its first reliable message is sent
+    /// before RC4 switches on.
+    pub(crate) fn new(
+        number: usize,
+        addrs: (SocketAddr, SocketAddr),
+        time: Duration,
+        plain_first: bool,
+    ) -> Self {
         Self {
             number,
             addrs,
@@ -71,6 +81,7 @@ impl SessionState {
             first: time,
             last: time,
             sides: [Side::default(), Side::default()],
+            plain_first,
         }
     }
 
@@ -142,20 +153,29 @@ impl SessionState {
         }
     }
 
-    /// Counts what unframing a datagram from side `side` found wrong.
+    /// Counts what unframing a datagram of `len` bytes from side `side` found wrong.
     pub(crate) fn count_unframing(
         &mut self,
         side: usize,
         unframed: &Unframed,
+        len: usize,
         notes: &mut Vec<String>,
     ) {
         let bad_crc = unframed.crc.verdict == CrcVerdict::Bad;
+        let largest = self.client_udp_length.max(self.server_udp_length);
         let Some(s) = self.sides.get_mut(side) else {
             return;
         };
         if bad_crc {
             s.stats.crc_failures += 1;
             notes.push("bad CRC: decoded best-effort, not fed to reassembly or decryption".into());
+            if let Some(largest) = largest.filter(|&l| len as u64 > u64::from(l)) {
+                notes.push(format!(
+                    "{len} bytes, over the largest datagram either side accepts ({largest}): \
+                     likely a run of datagrams sent with UDP segmentation offload (GSO) and \
+                     captured on the sending host before it was split; capture elsewhere"
+                ));
+            }
         } else if unframed.error.is_some() {
             // A framing failure behind a good (or unknown) CRC: corrupt, not noise.
             s.stats.malformed += 1;
@@ -204,6 +224,7 @@ impl SessionState {
             judge,
             ..
         } = self.sides.get_mut(i)?;
+        let plain_first = &mut self.plain_first;
         for rx in channels.iter_mut().flatten() {
             let mut sink = Sink {
                 stats: &mut *stats,
@@ -214,6 +235,8 @@ impl SessionState {
                 stored: &mut *stored,
                 limits,
                 judge: &mut *judge,
+                carrier: Carrier::default(),
+                plain_first: &mut *plain_first,
             };
             flush(rx, &mut sink);
         }

@@ -622,3 +622,135 @@ fn a_key_not_yet_judged_is_not_called_decrypted() {
         "{summary}"
     );
 }
+
+#[test]
+fn a_cumulative_ack_far_ahead_gives_up_only_up_to_the_highest_sequence_seen() {
+    let mut d = connected(None, false);
+    let (c, s) = (client(), server());
+    let mut delivered = Vec::new();
+    for seq in 0..9u16 {
+        let r = d.dissect(
+            Duration::ZERO,
+            s,
+            c,
+            &data(seq, format!("m{seq}").as_bytes()),
+        );
+        delivered.extend(hexes(&r));
+    }
+    // the receiver acknowledges sequences it never received (LibSOE's server does)
+    d.dissect(Duration::ZERO, c, s, &ack_all(1000));
+    for seq in 9..20u16 {
+        let r = d.dissect(
+            Duration::ZERO,
+            s,
+            c,
+            &data(seq, format!("m{seq}").as_bytes()),
+        );
+        assert_eq!(r.resends, 0, "sequence {seq} is no resend");
+        delivered.extend(hexes(&r));
+    }
+    let expected: Vec<String> = (0..20).map(|i| hex::encode(format!("m{i}"))).collect();
+    assert_eq!(delivered, expected);
+    let stats = &d.summaries()[0].directions[1].stats;
+    assert_eq!((stats.capture_gaps, stats.capture_lost_packets), (0, 0));
+}
+
+#[test]
+fn an_unlisted_gap_that_grows_leaves_the_listed_ones_alone() {
+    let limits = Limits {
+        max_gaps_listed: 1,
+        ..Limits::default()
+    };
+    let mut d = connected_with(DissectConfig::new().with_limits(limits), false);
+    let (c, s) = (client(), server());
+    d.dissect(Duration::ZERO, s, c, &data(0, b"m0"));
+    // gap 1..=2, acknowledged (given up when the next packet comes): listed
+    d.dissect(Duration::ZERO, s, c, &data(3, b"m3"));
+    d.dissect(Duration::ZERO, c, s, &ack_all(3));
+    d.dissect(Duration::ZERO, s, c, &data(4, b"m4"));
+    // gap 5..=6, acknowledged: over the listing limit, counted only
+    d.dissect(Duration::ZERO, s, c, &data(10, b"m10"));
+    d.dissect(Duration::ZERO, c, s, &ack_all(6));
+    d.dissect(Duration::ZERO, s, c, &data(11, b"m11"));
+    // 7..=8 acknowledged next, with no packet delivered between: the unlisted gap grows
+    d.dissect(Duration::ZERO, c, s, &ack_all(8));
+    d.dissect(Duration::ZERO, s, c, &data(12, b"m12"));
+    let stats = &d.summaries()[0].directions[1].stats;
+    assert_eq!(stats.capture_gaps, 2);
+    assert_eq!(stats.capture_lost_packets, 6);
+    assert_eq!(stats.gaps.len(), 1);
+    let listed = &stats.gaps[0];
+    assert_eq!((listed.first, listed.last, listed.packets), (1, 2, 2));
+}
+
+/// A ciphertext as an encrypting peer sends it: a leading zero escaped with another.
+fn escaped(mut m: Vec<u8>) -> Vec<u8> {
+    if m.first() == Some(&0) {
+        m.insert(0, 0);
+    }
+    m
+}
+
+#[test]
+fn rc4_switched_on_after_the_first_message_decrypts_and_the_key_fits() {
+    let key = b"gateway key";
+    let config = DissectConfig::new()
+        .with_key(None, key)
+        .with_rc4_after_first_message(true);
+    let mut d = connected_with(config, false);
+    let (c, s) = (client(), server());
+    let (mut to_server, mut to_client) = (Rc4::new(key).unwrap(), Rc4::new(key).unwrap());
+    let login = b"LoginRequest character=Hunter server=12".to_vec();
+    let r = d.dissect(Duration::ZERO, c, s, &data(0, &login));
+    assert_eq!(hexes(&r), [hex::encode(&login)]);
+    assert!(!r.messages[0].decrypted && !r.messages[0].encrypted);
+    let plain = |i: u16| format!("PlayerUpdate {i} position=12.5,0.0,-3.25;").into_bytes();
+    for seq in 1..=12u16 {
+        let mut m = plain(seq);
+        to_server.apply(&mut m);
+        let r = d.dissect(Duration::ZERO, c, s, &data(seq, &escaped(m)));
+        assert_eq!(
+            hexes(&r),
+            [hex::encode(plain(seq))],
+            "client sequence {seq}"
+        );
+        assert!(r.messages[0].decrypted && r.messages[0].encrypted);
+        let mut m = plain(100 + seq);
+        to_client.apply(&mut m);
+        let r = d.dissect(Duration::ZERO, s, c, &data(seq - 1, &escaped(m)));
+        assert_eq!(hexes(&r), [hex::encode(plain(100 + seq))], "server {seq}");
+    }
+    for direction in &d.summaries()[0].directions {
+        assert_eq!(
+            direction.stats.encryption,
+            Encryption::Decrypted,
+            "{:?}",
+            direction.direction
+        );
+    }
+}
+
+#[test]
+fn an_oversized_datagram_with_a_bad_crc_is_called_a_gso_run() {
+    let mut d = connected(None, false);
+    // two 600-byte datagrams of a sender's GSO run, captured as one before segmentation
+    let mut run = data(0, &[7; 597]);
+    run.extend(data(1, &[8; 597]));
+    let r = d.dissect(Duration::ZERO, server(), client(), &run);
+    assert_eq!(r.crc.verdict, CrcVerdict::Bad);
+    assert!(
+        r.notes.iter().any(|n| n.contains("segmentation offload")),
+        "{:?}",
+        r.notes
+    );
+    // a datagram within the announced size whose CRC fails is only that
+    let mut bad = data(1, b"short");
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    let r = d.dissect(Duration::ZERO, server(), client(), &bad);
+    assert!(
+        !r.notes.iter().any(|n| n.contains("segmentation")),
+        "{:?}",
+        r.notes
+    );
+}

@@ -12,7 +12,7 @@ use soe_wire::{
 };
 
 use crate::channel::{
-    ChannelRx, Sink, Stored, ascii_preview, drain, expand, process, report_message, settle,
+    Carrier, ChannelRx, Sink, Stored, ascii_preview, drain, expand, process, report_message, settle,
 };
 use crate::config::Limits;
 use crate::framing::{Framing, raw_opcode};
@@ -86,6 +86,8 @@ pub(crate) struct Datagram<'k> {
     pub(crate) feed: bool,
     /// The RC4 key of its session.
     pub(crate) key: Option<&'k [u8]>,
+    /// Its index, compression and CRC verdict, as its messages report them.
+    pub(crate) carrier: Carrier,
 }
 
 /// What a datagram's dissection leaves for its record.
@@ -193,6 +195,7 @@ impl<'a> Work<'a> {
     /// Reports one unreliable or ordered message.
     fn message(&mut self, kind: &'static str, sequence: Option<u16>, bytes: &[u8]) {
         let verdict = self.side().judge.verdict();
+        let carrier = self.datagram.carrier;
         report_message(
             &mut self.session.sides[self.side].stats,
             &mut self.messages,
@@ -206,6 +209,12 @@ impl<'a> Work<'a> {
                 verdict,
                 hex: hex::encode(bytes),
                 ascii: ascii_preview(bytes),
+                fragmented: false,
+                first_frame: carrier.frame,
+                last_frame: carrier.frame,
+                compressed: carrier.compressed,
+                encrypted: false,
+                crc: carrier.crc,
             },
             self.limits.max_listed,
         );
@@ -347,11 +356,11 @@ impl<'a> Work<'a> {
         node.fields.num("reason_code", reason.to_u16());
         if self.datagram.feed {
             let direction = self.session.direction(self.datagram.src, self.datagram.dst);
-            self.session.disconnect = Some(DisconnectSummary {
+            self.session.disconnect = Some(Box::new(DisconnectSummary {
                 reason: reason_name(reason),
                 code: reason.to_u16(),
                 direction,
-            });
+            }));
         }
     }
 
@@ -608,6 +617,7 @@ impl<'a> Work<'a> {
             Stored {
                 fragment,
                 data: data.to_vec(),
+                carrier: self.datagram.carrier,
             },
         );
         self.notes.push(format!(
@@ -624,13 +634,16 @@ impl<'a> Work<'a> {
         ch: usize,
         f: impl FnOnce(&mut ChannelRx, &mut Sink<'_>) -> R,
     ) -> Option<R> {
+        let SessionState {
+            sides, plain_first, ..
+        } = &mut *self.session;
         let Side {
             stats,
             channels,
             stored,
             judge,
             ..
-        } = &mut self.session.sides[self.side];
+        } = sides.get_mut(self.side)?;
         let rx = channels.get_mut(ch)?.as_deref_mut()?;
         let mut sink = Sink {
             stats,
@@ -641,6 +654,8 @@ impl<'a> Work<'a> {
             stored,
             limits: self.limits,
             judge,
+            carrier: self.datagram.carrier,
+            plain_first,
         };
         Some(f(rx, &mut sink))
     }

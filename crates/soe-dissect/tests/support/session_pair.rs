@@ -36,6 +36,7 @@ pub(crate) struct SessionPair {
 /// many messages as the other sent. The link loses the server's `n`-th datagram (counting
 /// from 1) when `lose_server(n)` (it is still recorded: the capture point is the sender's).
 /// Panics when the pair has not finished within `max_steps` steps.
+#[allow(dead_code)]
 pub(crate) fn run(
     config: &Arc<SessionConfig>,
     to_server: &[Vec<u8>],
@@ -43,12 +44,36 @@ pub(crate) fn run(
     lose_server: impl Fn(usize) -> bool,
     max_steps: usize,
 ) -> SessionPair {
+    run_switching(config, to_server, to_client, lose_server, max_steps, false)
+}
+
+/// [`run`]; with `switch_after_first` (and a config whose encryption is off at the start), RC4
+/// switches on after the first message, as the H1Z1 gateway does after its login request: the
+/// client right after sending it, the server on receiving it, and only then does the server
+/// send its messages; the client sends the rest once it received the server's first.
+#[allow(dead_code)]
+pub(crate) fn run_switching(
+    config: &Arc<SessionConfig>,
+    to_server: &[Vec<u8>],
+    to_client: &[Vec<u8>],
+    lose_server: impl Fn(usize) -> bool,
+    max_steps: usize,
+    switch_after_first: bool,
+) -> SessionPair {
     let start = Instant::now();
     let delay = Duration::from_millis(5);
     let mut now = start;
     let mut client = Session::client(now, config.clone(), &mut SplitMix64::new(7));
-    for m in to_server {
+    let queued_at_start = if switch_after_first {
+        1
+    } else {
+        to_server.len()
+    };
+    for m in &to_server[..queued_at_start.min(to_server.len())] {
         client.send(Channel::ZERO, Bytes::from(m.clone())).unwrap();
+    }
+    if switch_after_first {
+        client.set_encryption(true);
     }
     let mut server: Option<Session> = None;
     let mut datagrams = Vec::new();
@@ -80,19 +105,32 @@ pub(crate) fn run(
         }
         while let Some(e) = client.poll_event() {
             if let Event::Message { data, .. } = e {
+                if got_by_client.is_empty() && switch_after_first {
+                    for m in to_server.iter().skip(1) {
+                        client.send(Channel::ZERO, Bytes::from(m.clone())).unwrap();
+                    }
+                }
                 got_by_client.push(data.to_vec());
             }
         }
         if let Some(s) = server.as_mut() {
             while let Some(e) = s.poll_event() {
-                match e {
-                    Event::Accepted => {
-                        for m in to_client {
-                            s.send(Channel::ZERO, Bytes::from(m.clone())).unwrap();
-                        }
+                let first = got_by_server.is_empty();
+                let send_now = match e {
+                    Event::Accepted => !switch_after_first,
+                    Event::Message { data, .. } => {
+                        got_by_server.push(data.to_vec());
+                        first && switch_after_first
                     }
-                    Event::Message { data, .. } => got_by_server.push(data.to_vec()),
-                    _ => {}
+                    _ => false,
+                };
+                if send_now {
+                    if switch_after_first {
+                        s.set_encryption(true);
+                    }
+                    for m in to_client {
+                        s.send(Channel::ZERO, Bytes::from(m.clone())).unwrap();
+                    }
                 }
             }
         }
