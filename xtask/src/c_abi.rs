@@ -151,7 +151,8 @@ pub(crate) fn run() -> Result<()> {
     // the first message against `soe ping` and `soe load`, another key told, then SIGINT.
     c_abi_game::against_tools(checked(echo_client.with_file_name("game_server")), &soe)?;
     println!(
-        "==> c-abi: built from the installed prefix ({}, {}); C server and client and the \
+        "==> c-abi: built from the installed prefix ({}, {}); C server and client, the C++ \
+         game server (20 Hz tick, RC4 after the first message, another key told) and the \
          README's server verified against the Rust tools, error paths, teardown and C++ header \
          checked{} in {}",
         if tools.pkg_config {
