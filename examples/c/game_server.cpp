@@ -142,8 +142,9 @@ public:
             } else if (ev.kind == SOE_EVENT_MESSAGE && player) {
                 on_message(*player, ev);
             } else if (ev.kind == SOE_EVENT_CLOSED && player) {
-                players_.erase(std::find_if(players_.begin(), players_.end(),
-                                            [&](const auto &p) { return p.get() == player; }));
+                auto gone = [&](const auto &p) { return p.get() == player; };
+                players_.erase(std::remove_if(players_.begin(), players_.end(), gone),
+                               players_.end());
             }
         }
     }
