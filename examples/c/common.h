@@ -120,7 +120,10 @@ static inline size_t close_all_and_drain(int fd, soe_endpoint *ep, uint8_t *buf,
         if (left == 0 || now - start > limit_ms * 1000u) {
             return left;
         }
-        struct pollfd pfd = {.fd = fd, .events = POLLIN, .revents = 0};
+        struct pollfd pfd; /* no designated initializer: C++17 includes this file too */
+        pfd.fd = fd;
+        pfd.events = POLLIN;
+        pfd.revents = 0;
         poll(&pfd, 1, poll_timeout_ms(ep, 50));
     }
 }

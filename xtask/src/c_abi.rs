@@ -29,6 +29,11 @@
 //!   and from an `atexit` handler, after the thread's Rust thread-locals are gone; the handler
 //!   registered before it must still run (its line is checked);
 //! * the C++ header check, dynamic and fully static;
+//! * the C++17 game server (CMake build, or the compiler's without CMake) with a 20 Hz
+//!   unreliable tick, reliable world updates and RC4 switched on after each session's first
+//!   message, against `soe ping` and `soe load` with the key and `--rc4-after-first-message`
+//!   (the key checked, every echo verified, unsolicited messages of both kinds counted) and
+//!   `soe ping` with another key (which must fail with `RC4 key mismatch`): `c_abi_game`;
 //! * the C echo server and the C++17 game server, each with a `soe ping` session open, stopped
 //!   by SIGINT: each must close the session and send its Disconnects before it exits.
 //!
@@ -43,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use crate::cmd;
 use crate::install_c::{self, Installed};
-use crate::{Error, Result, c_abi_install};
+use crate::{Error, Result, c_abi_game, c_abi_install};
 
 /// The RC4 key of the runs: plain text for the C programs, base64 for the `soe` tool.
 const KEY: &str = "soe-ffi c-abi key";
@@ -142,13 +147,12 @@ pub(crate) fn run() -> Result<()> {
     readme_server_against_ping(&out.join("readme_server"), &soe)?;
     // The C echo client (CMake build), and the stale handle after its close.
     echo_client_against_serve(checked(echo_client.clone()), &soe, KEY, "C echo_client")?;
-    // The C++17 game server (CMake, libsoe.a, the moved prefix): a session, then SIGINT.
-    let game_server = echo_client.with_file_name("game_server");
-    if game_server.exists() {
-        server_shuts_down_on_sigint(checked(game_server), &soe, "game_server")?;
-    }
+    // The C++17 game server (CMake, libsoe.a, the moved prefix): a 20 Hz tick and RC4 after
+    // the first message against `soe ping` and `soe load`, another key told, then SIGINT.
+    c_abi_game::against_tools(checked(echo_client.with_file_name("game_server")), &soe)?;
     println!(
-        "==> c-abi: built from the installed prefix ({}, {}); C server and client and the \
+        "==> c-abi: built from the installed prefix ({}, {}); C server and client, the C++ \
+         game server (20 Hz tick, RC4 after the first message, another key told) and the \
          README's server verified against the Rust tools, error paths, teardown and C++ header \
          checked{} in {}",
         if tools.pkg_config {
@@ -276,6 +280,13 @@ fn build_programs(root: &Path, out: &Path, installed: &Installed, tools: Tools) 
         "echo_client",
         &fully_static,
     )?;
+    compile(
+        &cxx_compiler(),
+        "-std=c++17",
+        &root.join("examples/c/game_server.cpp"),
+        &fully_static,
+        &out.join("game_server"),
+    )?;
     Ok(out.join("echo_client"))
 }
 
@@ -351,8 +362,25 @@ pub(crate) fn server_shuts_down_on_sigint(
 ) -> Result<()> {
     server.args(["--port", "0"]);
     let (mut child, port, lines) = spawn_listening_lines(server, &format!("{what} (SIGINT)"))?;
+    sigint_with_a_session(&mut child, port, &lines, soe, &[], what)
+}
+
+/// A server already listening on `port` (`child`, whose lines after the first come in
+/// `lines`) gets SIGINT while a `soe ping` session (with `ping_args` besides the address)
+/// is open: it must close the session, send its Disconnects, print
+/// `WHAT: shutdown: 1 sessions closed, 0 left` and exit 0. Every session before that one must
+/// have ended.
+pub(crate) fn sigint_with_a_session(
+    child: &mut Child,
+    port: u16,
+    lines: &Lines,
+    soe: &Path,
+    ping_args: &[&str],
+    what: &str,
+) -> Result<()> {
     let mut ping = Command::new(soe);
     ping.args(["ping", "--count", "1000", "--interval", "20"])
+        .args(ping_args)
         .arg(format!("127.0.0.1:{port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -365,8 +393,7 @@ pub(crate) fn server_shuts_down_on_sigint(
     let mut kill = Command::new("kill");
     kill.args(["-INT", &child.id().to_string()]);
     let signalled = cmd::run_timed(&mut kill).map(|_| ());
-    let exited =
-        signalled.and_then(|()| wait_exit(&mut child, "echo_server", Duration::from_secs(30)));
+    let exited = signalled.and_then(|()| wait_exit(child, what, Duration::from_secs(30)));
     let _ = ping.kill();
     let _ = ping.wait();
     exited?;
@@ -640,10 +667,10 @@ pub(crate) fn spawn_listening(c: Command, what: &str) -> Result<(Child, u16)> {
 }
 
 /// The lines a server printed after its first, as they come.
-type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+pub(crate) type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 
 /// [`spawn_listening`], and the lines the server prints after its first.
-fn spawn_listening_lines(mut c: Command, what: &str) -> Result<(Child, u16, Lines)> {
+pub(crate) fn spawn_listening_lines(mut c: Command, what: &str) -> Result<(Child, u16, Lines)> {
     println!("==> {what}: {}", cmd::describe(&c));
     let mut child = c
         .stdout(Stdio::piped())

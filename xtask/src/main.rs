@@ -18,6 +18,7 @@
 
 mod bench;
 mod c_abi;
+mod c_abi_game;
 mod c_abi_install;
 mod ci;
 mod cmd;
