@@ -173,6 +173,7 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+mod address;
 mod config;
 mod deadlines;
 mod endpoint;
@@ -186,11 +187,12 @@ mod session;
 mod stats;
 mod timer;
 
+pub use address::PeerAddress;
 pub use config::{EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, SessionConfig};
 pub use endpoint::{Endpoint, EndpointStats, SessionHandle, Transmit};
 pub use error::{ConfigError, ConnectError, SendError};
 pub use event::{Delivery, Event};
-pub use rng::{RandomSource, SplitMix64};
+pub use rng::{KeyedRandom, RandomSource, SplitMix64, os_key};
 pub use session::{Session, Side, State, check_request, encode_refusal};
 pub use stats::SessionStats;
 
