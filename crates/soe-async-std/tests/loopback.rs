@@ -77,6 +77,13 @@ fn the_driver_stops_and_releases_the_port() {
 }
 
 #[test]
+fn a_closed_endpoint_gives_its_port_back_at_once() {
+    for _ in 0..5 {
+        block_on(scenarios::closed_endpoint_gives_its_port_back_at_once::<R>());
+    }
+}
+
+#[test]
 fn accepted_sessions_report_their_protocol_and_id() {
     block_on(scenarios::accepted_sessions_report_their_protocol_and_id::<R>());
 }
