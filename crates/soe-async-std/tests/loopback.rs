@@ -92,3 +92,10 @@ fn accepted_sessions_report_their_protocol_and_id() {
 fn send_batch_answers_many_sessions_from_the_calling_thread() {
     block_on(scenarios::send_batch_answers_many_sessions::<R>());
 }
+
+#[test]
+fn a_closed_stream_endpoint_gives_its_port_back_when_its_events_end() {
+    for _ in 0..5 {
+        block_on(scenarios::closed_stream_endpoint_gives_its_port_back_when_its_events_end::<R>());
+    }
+}

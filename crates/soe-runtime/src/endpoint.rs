@@ -450,9 +450,13 @@ impl Core {
             };
             return Poll::Ready(Some(event));
         }
-        let finished = state.driver_done || (state.closing.is_some() && state.is_idle());
-        if finished || state.mode == EventMode::PerConnection {
+        // The stream ends once the driver stopped (the port is then free): a closed endpoint
+        // with nothing left is about to stop, and wakes this when it has.
+        if state.driver_done || state.mode == EventMode::PerConnection {
             return Poll::Ready(None);
+        }
+        if state.closing.is_some() && state.is_idle() {
+            state.wake_driver();
         }
         state.event_wakers.register(cx.waker());
         Poll::Pending

@@ -99,3 +99,10 @@ async fn accepted_sessions_report_their_protocol_and_id() {
 async fn send_batch_answers_many_sessions_from_the_calling_thread() {
     scenarios::send_batch_answers_many_sessions::<R>().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stream_endpoint_gives_its_port_back_when_its_events_end() {
+    for _ in 0..5 {
+        scenarios::closed_stream_endpoint_gives_its_port_back_when_its_events_end::<R>().await;
+    }
+}
