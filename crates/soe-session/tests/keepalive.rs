@@ -126,3 +126,45 @@ fn one_lost_heartbeat_answer_leaves_no_stale_keep_alive_behind() {
         let _ = SERVER;
     }
 }
+
+/// The case: one delay of `rtt` while a keep-alive is out, then the path is fast
+/// again. Returns the Heartbeats each side sent in the minute after.
+fn heartbeats_after_one_delay(seed: u64, rtt: Duration) -> (u64, u64) {
+    let mut p = Pair::new(
+        common::seed(seed),
+        server_config(),
+        client_config(),
+        NetConfig::default(),
+    );
+    let (c, s) = p.connect();
+    let fast = p.up;
+    // Slow while the first keep-alive round (10 s after the handshake) and its retries go.
+    p.run_for(Duration::from_secs(9));
+    for dir in [&mut p.up, &mut p.down] {
+        dir.delay = rtt / 2;
+    }
+    p.run_for(Duration::from_secs(4) + rtt);
+    (p.up, p.down) = (fast, fast);
+    p.run_for(Duration::from_secs(20));
+    let before = heartbeats(&p, c, s);
+    p.run_for(Duration::from_secs(60));
+    let after = heartbeats(&p, c, s);
+    (after.0 - before.0, after.1 - before.1)
+}
+
+#[test]
+fn one_long_delay_does_not_leave_a_ping_pong_behind() {
+    for ms in [1200, 1500, 2500, 5000] {
+        for seed in 0..3 {
+            let (client, server) = heartbeats_after_one_delay(seed, Duration::from_millis(ms));
+            if seed == 0 {
+                println!("after one {ms} ms delay: {client} and {server} Heartbeats a minute");
+            }
+            // Back on a fast path: one keep-alive and its answer every 10 s.
+            assert!(
+                client <= 7 && server <= 7,
+                "seed {seed}, delay {ms} ms: {client} and {server} Heartbeats a minute"
+            );
+        }
+    }
+}
