@@ -77,6 +77,13 @@ fn the_driver_stops_and_releases_the_port() {
 }
 
 #[test]
+fn a_closed_endpoint_gives_its_port_back_at_once() {
+    for _ in 0..5 {
+        block_on(scenarios::closed_endpoint_gives_its_port_back_at_once::<R>());
+    }
+}
+
+#[test]
 fn accepted_sessions_report_their_protocol_and_id() {
     block_on(scenarios::accepted_sessions_report_their_protocol_and_id::<R>());
 }
@@ -84,4 +91,11 @@ fn accepted_sessions_report_their_protocol_and_id() {
 #[test]
 fn send_batch_answers_many_sessions_from_the_calling_thread() {
     block_on(scenarios::send_batch_answers_many_sessions::<R>());
+}
+
+#[test]
+fn a_closed_stream_endpoint_gives_its_port_back_when_its_events_end() {
+    for _ in 0..5 {
+        block_on(scenarios::closed_stream_endpoint_gives_its_port_back_when_its_events_end::<R>());
+    }
 }

@@ -3,15 +3,13 @@
 //! heartbeat from each fake client).
 
 use std::alloc::System;
-use std::fmt::Debug;
-use std::hash::Hash;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use soe_protocol::SoeMultiplexer;
-use soe_session::{Endpoint, EndpointConfig, SessionConfig};
+use soe_session::{Endpoint, EndpointConfig, PeerAddress, SessionConfig};
 use soe_wire::{CrcLength, FrameConfig, Framer, Packet, SessionRequest};
 use stats_alloc::{Region, StatsAlloc};
 
@@ -73,7 +71,7 @@ fn heartbeat(response: &[u8], out: &mut Vec<u8>) -> bool {
 /// # Panics
 ///
 /// If a handshake fails.
-pub fn ours<A: Copy + Eq + Hash + Debug>(
+pub fn ours<A: PeerAddress>(
     alloc: &'static StatsAlloc<System>,
     n: u32,
     addr: fn(u32) -> A,

@@ -183,7 +183,9 @@ pub struct OursPair {
 impl OursPair {
     /// A client endpoint with `client` and a server endpoint with `server`.
     pub fn new(seed: u64, server: SessionConfig, client: SessionConfig) -> Self {
-        let server_ep = EndpointConfig::server(Arc::new(server)).with_rng_seed(seed ^ 0x5E5E);
+        let server_ep = EndpointConfig::server(Arc::new(server))
+            .with_rng_seed(seed ^ 0x5E5E)
+            .with_secret(u128::from(seed ^ 0x5EC2));
         let client_ep = EndpointConfig::client(Arc::new(client)).with_rng_seed(seed ^ 0xC1C1);
         Self {
             client: Endpoint::new(Arc::new(client_ep)),

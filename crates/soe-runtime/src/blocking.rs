@@ -110,7 +110,8 @@ impl Endpoint {
     }
 
     /// Waits until no session is left and nothing is left to send. After
-    /// [`close`](Self::close), also waits for the driver thread to finish.
+    /// [`close`](Self::close), also waits for the driver thread to finish: the UDP socket is
+    /// then closed and its port free to bind again, even while handles are still held.
     pub fn wait_idle(&self) {
         block_on(std::future::poll_fn(|cx| self.core.poll_idle(cx)));
         let closing = self.core.shared().lock().closing.is_some();

@@ -38,7 +38,8 @@ const GRO_BUFFER_BUDGET: usize = 1024 * 1024;
 /// The driver future; see the module documentation.
 pub(crate) struct Driver {
     shared: Arc<Shared>,
-    socket: Arc<dyn AsyncUdpSocket>,
+    /// `None` once the driver stopped: the port is given back before anyone hears of it.
+    socket: Option<Arc<dyn AsyncUdpSocket>>,
     runtime: Arc<dyn Runtime>,
     timer: Option<Pin<Box<dyn AsyncTimer>>>,
     timer_deadline: Option<Instant>,
@@ -71,7 +72,7 @@ impl Driver {
         let slots = if segments == 1 { BATCH_SIZE } else { slots };
         Self {
             shared,
-            socket,
+            socket: Some(socket),
             runtime,
             timer: None,
             timer_deadline: None,
@@ -85,7 +86,7 @@ impl Driver {
     }
 
     /// Reads up to [`RECV_BUDGET`] datagrams into the protocol endpoint; returns how many.
-    fn receive(&mut self, cx: &mut Context<'_>) -> usize {
+    fn receive(&mut self, cx: &mut Context<'_>, socket: &dyn AsyncUdpSocket) -> usize {
         let mut received = 0;
         while received < RECV_BUDGET {
             let filled = {
@@ -104,7 +105,7 @@ impl Driver {
                 else {
                     return received;
                 };
-                match self.socket.poll_recv(cx, iovs, metas) {
+                match socket.poll_recv(cx, iovs, metas) {
                     Poll::Ready(Ok(n)) => n,
                     Poll::Ready(Err(e)) => {
                         // UDP receive errors (an ICMP error reported late, an interrupted call)
@@ -159,7 +160,13 @@ impl Driver {
     /// socket allows (one `sendmmsg` for datagrams to many peers on Linux, one segmented send
     /// for a run to one peer where the socket has GSO). Datagrams an application's thread took
     /// but the socket refused ([`State::deferred`]) go first.
-    fn transmit(&mut self, cx: &mut Context<'_>, state: &mut State, now: Instant) -> bool {
+    fn transmit(
+        &mut self,
+        cx: &mut Context<'_>,
+        socket: &dyn AsyncUdpSocket,
+        state: &mut State,
+        now: Instant,
+    ) -> bool {
         let mut sent = 0;
         loop {
             if !self.tx.has_pending() {
@@ -179,9 +186,9 @@ impl Driver {
                     return false;
                 }
             }
-            match self.tx.send(&*self.socket) {
+            match self.tx.send(socket) {
                 tx::Sent::Some(n) => sent += n,
-                tx::Sent::WouldBlock => match self.socket.poll_writable(cx) {
+                tx::Sent::WouldBlock => match socket.poll_writable(cx) {
                     Poll::Ready(_) if sent < SEND_BUDGET => sent += 1,
                     Poll::Ready(_) => return true,
                     Poll::Pending => return false,
@@ -205,6 +212,9 @@ impl Future for Driver {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        let Some(socket) = this.socket.clone() else {
+            return Poll::Ready(());
+        };
         {
             let mut state = this.shared.lock();
             let current = state.driver_waker.as_ref();
@@ -213,7 +223,7 @@ impl Future for Driver {
             }
         }
 
-        let received = this.receive(cx);
+        let received = this.receive(cx, &*socket);
         let mut again = received >= RECV_BUDGET;
 
         let now = this.runtime.now();
@@ -223,7 +233,7 @@ impl Future for Driver {
             state.proto.handle_timeout(now);
         }
         state.route_events(now);
-        again |= this.transmit(cx, &mut state, now);
+        again |= this.transmit(cx, &*socket, &mut state, now);
         // Sending can finish a close (its last Disconnect went out).
         state.route_events(now);
         // Acknowledgements (and sending) may have freed room in full send queues.
@@ -231,6 +241,10 @@ impl Future for Driver {
         state.tx_pending = this.has_pending() || state.deferred.is_some();
 
         if state.may_stop() && !this.has_pending() {
+            // The port is free before anyone waiting in `wait_idle` hears the driver stopped
+            // (`driver_stopped` drops the shared state's reference too).
+            this.socket = None;
+            drop(socket);
             state.driver_stopped();
             return Poll::Ready(());
         }
@@ -408,7 +422,7 @@ mod tests {
         let mut cx = Context::from_waker(Waker::noop());
         for per_call in [1, 7, 31, 32, 33, 63, 64] {
             let (mut driver, socket) = driver(per_call, 512);
-            let received = driver.receive(&mut cx);
+            let received = driver.receive(&mut cx, &*driver.socket.clone().unwrap());
             assert_eq!(received, RECV_BUDGET, "per_call {per_call}");
             assert_eq!(
                 socket.handed.load(Ordering::SeqCst),
@@ -434,11 +448,11 @@ mod tests {
         for _ in 0..150 {
             state.proto.handle_datagram(now, b, &[0, 9, 0, 0]);
         }
-        let more = driver.transmit(&mut cx, &mut state, now);
+        let more = driver.transmit(&mut cx, &*driver.socket.clone().unwrap(), &mut state, now);
         assert!(more, "the budget ran out with more to send");
         assert_eq!(socket.sent.load(Ordering::SeqCst), SEND_BUDGET);
         // The rest goes out over the next wake-ups.
-        while driver.transmit(&mut cx, &mut state, now) {}
+        while driver.transmit(&mut cx, &*driver.socket.clone().unwrap(), &mut state, now) {}
         assert_eq!(socket.sent.load(Ordering::SeqCst), 151);
     }
 
@@ -459,7 +473,7 @@ mod tests {
         for _ in 0..5 {
             state.proto.handle_datagram(now, last, &[0, 9, 0, 0]);
         }
-        let more = driver.transmit(&mut cx, &mut state, now);
+        let more = driver.transmit(&mut cx, &*driver.socket.clone().unwrap(), &mut state, now);
         assert!(!more);
         assert_eq!(socket.sent.load(Ordering::SeqCst), 25);
         assert_eq!(*socket.batches.lock().unwrap(), vec![21]);
@@ -511,7 +525,7 @@ mod tests {
         let mut cx = Context::from_waker(Waker::noop());
         let (mut driver, _) = driver(0, 512);
         let gate = Arc::new(Gate::default());
-        driver.socket = gate.clone();
+        driver.socket = Some(gate.clone());
         let wakes = Arc::new(CountWakes::default());
         let shared = driver.shared.clone();
         let now = Instant::now();
@@ -544,7 +558,7 @@ mod tests {
         assert_eq!(wakes.0.load(Ordering::SeqCst), 2);
         // The driver sends the refused ones first, then the rest.
         gate.open.store(true, Ordering::SeqCst);
-        assert!(!driver.transmit(&mut cx, &mut state, now));
+        assert!(!driver.transmit(&mut cx, &*driver.socket.clone().unwrap(), &mut state, now));
         assert_eq!(gate.sent.load(Ordering::SeqCst), 18);
         assert!(state.deferred.is_none());
     }
@@ -554,7 +568,7 @@ mod tests {
         let mut cx = Context::from_waker(Waker::noop());
         for (udp_length, expected) in [(512, 9000), (1400, 9000), (12_000, 12_000)] {
             let (mut driver, socket) = driver(1, udp_length);
-            driver.receive(&mut cx);
+            driver.receive(&mut cx, &*driver.socket.clone().unwrap());
             let sizes = socket.buffer_sizes.lock().unwrap();
             assert!(!sizes.is_empty());
             // The test socket has no GRO: one datagram per slot.

@@ -147,7 +147,10 @@ impl<R: Runtime> Endpoint<R> {
         self.core.close(reason);
     }
 
-    /// Waits until the endpoint has no session left and nothing left to send.
+    /// Waits until the endpoint has no session left and nothing left to send. After
+    /// [`close`](Self::close), also until the driver has stopped: the UDP socket is then
+    /// closed and its port free to bind again, even while clones of this handle and
+    /// connections are still held (they report the endpoint closed).
     pub async fn wait_idle(&self) {
         poll_fn(|cx| self.core.poll_idle(cx)).await;
     }
@@ -408,7 +411,13 @@ impl Core {
 
     pub(crate) fn poll_idle(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut state = self.shared().lock();
-        if state.driver_done || (state.is_idle() && !state.tx_pending) {
+        // A closed endpoint is idle once its driver stopped, which gives the port back.
+        let idle = if state.closing.is_some() {
+            state.driver_done
+        } else {
+            state.driver_done || (state.is_idle() && !state.tx_pending)
+        };
+        if idle {
             return Poll::Ready(());
         }
         state.idle_wakers.register(cx.waker());
@@ -441,9 +450,13 @@ impl Core {
             };
             return Poll::Ready(Some(event));
         }
-        let finished = state.driver_done || (state.closing.is_some() && state.is_idle());
-        if finished || state.mode == EventMode::PerConnection {
+        // The stream ends once the driver stopped (the port is then free): a closed endpoint
+        // with nothing left is about to stop, and wakes this when it has.
+        if state.driver_done || state.mode == EventMode::PerConnection {
             return Poll::Ready(None);
+        }
+        if state.closing.is_some() && state.is_idle() {
+            state.wake_driver();
         }
         state.event_wakers.register(cx.waker());
         Poll::Pending

@@ -639,9 +639,11 @@ impl State {
         });
     }
 
-    /// Marks the driver stopped and wakes everyone so nothing waits forever.
+    /// Marks the driver stopped, drops the shared reference to the socket (so the port is
+    /// free whatever handles are still held), and wakes everyone so nothing waits forever.
     pub(crate) fn driver_stopped(&mut self) {
         self.driver_done = true;
+        self.socket = None;
         for conn in self.conns.values_mut() {
             if !matches!(conn.phase, Phase::Closed(_)) {
                 conn.phase =

@@ -90,3 +90,35 @@ fn blocking_connect_to_nobody_times_out() {
     );
     assert!(started.elapsed() < Duration::from_secs(4));
 }
+
+/// Issue 35 §2: a closed endpoint gives its port back once `wait_idle` returns, while its
+/// handles (a clone, connections on both sides) are still held.
+#[test]
+fn a_closed_blocking_endpoint_gives_its_port_back_at_once() {
+    for _ in 0..5 {
+        let server = Endpoint::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            EndpointConfig::server(session()),
+        )
+        .unwrap();
+        let addr = server.local_addr();
+        let clone = server.clone();
+        let acceptor = server.clone();
+        let accept = thread::spawn(move || acceptor.accept().expect("a session"));
+        let client = Endpoint::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            EndpointConfig::client(session()),
+        )
+        .unwrap();
+        let on_client = client.connect(addr).unwrap();
+        let on_server = accept.join().unwrap();
+        server.close(DisconnectReason::ManagerDeleted);
+        clone.wait_idle();
+        let again = Endpoint::bind(addr, EndpointConfig::server(session()));
+        assert!(again.is_ok(), "port {addr} still taken: {again:?}");
+        assert_eq!(on_client.closed().reason, DisconnectReason::ManagerDeleted);
+        assert_eq!(on_server.remote_addr(), client.local_addr());
+        assert_eq!(on_client.remote_addr(), addr);
+        drop((server, clone, on_server, on_client, again));
+    }
+}

@@ -279,8 +279,10 @@ impl SessionConfig {
         self
     }
 
-    /// Seeds the random generator of a standalone session or an endpoint (session ids, the
-    /// CRC-seed secret) for reproducible tests. Default: seeded once from the OS.
+    /// Seeds the generator of session ids of an endpoint whose
+    /// [`EndpointConfig`] has no seed of its own (see
+    /// [`EndpointConfig::with_rng_seed`]), for reproducible tests and simulators only.
+    /// Default: none (a CSPRNG keyed from the OS).
     #[must_use]
     pub fn with_rng_seed(mut self, seed: u64) -> Self {
         self.rng_seed = Some(seed);
@@ -390,7 +392,19 @@ pub struct EndpointConfig {
     replace_after_silence: Duration,
     remap_interval: Duration,
     max_tombstones: usize,
+    limit_loopback: bool,
     rng_seed: Option<u64>,
+    secret: Option<FixedSecret>,
+}
+
+/// A secret fixed by [`EndpointConfig::with_secret`]; kept out of `Debug` output.
+#[derive(Clone, Copy)]
+struct FixedSecret(u128);
+
+impl std::fmt::Debug for FixedSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FixedSecret(..)")
+    }
 }
 
 impl Default for EndpointConfig {
@@ -409,7 +423,9 @@ impl Default for EndpointConfig {
             replace_after_silence: Duration::from_secs(2),
             remap_interval: Duration::from_secs(1),
             max_tombstones: 4096,
+            limit_loopback: false,
             rng_seed: None,
+            secret: None,
         }
     }
 }
@@ -460,20 +476,34 @@ impl EndpointConfig {
         self
     }
 
-    /// SessionRequests answered per source address per minute (a token bucket of this size,
-    /// refilled evenly). Default 30 (a client resends once a second while unanswered); at
-    /// least 1.
+    /// SessionRequests answered per source per minute (a token bucket of this size, refilled
+    /// evenly). A source is a host, not an address: every port of one IPv4 address counts as
+    /// one source, and every address of one IPv6 /64 (see [`PeerAddress`](crate::PeerAddress)),
+    /// so a host gets no more sessions for using more ports. RemapConnections that move or
+    /// rebuild a session count here too, against the new address's host. Default 30 (a
+    /// client resends once a second while unanswered); at least 1.
     #[must_use]
     pub fn with_requests_per_source_per_minute(mut self, n: u32) -> Self {
         self.requests_per_source_per_minute = n.max(1);
         self
     }
 
-    /// Source addresses tracked by the per-source limit; when full, the least recently added
-    /// one is forgotten. Default 4096; at least 1.
+    /// Sources (hosts) tracked by the per-source request limit; when full, the least recently
+    /// added one is forgotten. Default 4096; at least 1.
     #[must_use]
     pub fn with_source_table_size(mut self, n: usize) -> Self {
         self.source_table_size = n.max(1);
+        self
+    }
+
+    /// Whether the per-source limits (the request rate and the share of stateless replies)
+    /// apply to loopback sources (`127.0.0.0/8`, `::1`). Off by default: a loopback source is
+    /// this machine, which needs no defending against, and either local tools (a benchmark
+    /// opening a hundred sessions at once) or a relay on this machine that forwards every
+    /// player (all of whom would then be one source). The endpoint-wide limits still apply.
+    #[must_use]
+    pub fn with_limit_loopback(mut self, on: bool) -> Self {
+        self.limit_loopback = on;
         self
     }
 
@@ -491,15 +521,17 @@ impl EndpointConfig {
     /// Stateless replies per second for one source (a token bucket of one second's worth),
     /// within the endpoint-wide rate: a flood from a few sources uses up their own shares, and
     /// the rest of the endpoint's budget still answers everyone else (a client whose NAT
-    /// rebinding needs one UnknownSender, say). Sources are filed in a fixed table of
-    /// [`with_stateless_reply_slots`](Self::with_stateless_reply_slots) buckets under a keyed
-    /// hash of their address (SipHash, with a key drawn from the endpoint's generator), so a
-    /// flooder can neither grow the table nor aim at another source's bucket: it must flood
-    /// every bucket to starve one, and a flood spoofed from addresses spread over all of them
-    /// leaves each source a share of the endpoint's budget in proportion to its part of the
-    /// traffic. (A client of this crate whose NAT rebinds also recovers without the reply: it
-    /// sends RemapConnection unprompted once its Heartbeat goes unanswered; see the crate
-    /// documentation.)
+    /// rebinding needs one UnknownSender, say). A source is a host (every port of one IPv4
+    /// address, every address of one IPv6 /64; see [`PeerAddress`](crate::PeerAddress)), so
+    /// a host that sends from many ports still has one share. Sources are filed in a fixed
+    /// table of [`with_stateless_reply_slots`](Self::with_stateless_reply_slots) buckets under
+    /// a keyed hash of their host (SipHash, keyed with the endpoint's secret), so a flooder
+    /// can neither grow the table nor aim at another source's bucket: it must flood from
+    /// hosts spread over every bucket to starve one, and a flood spoofed from addresses
+    /// spread over all of them leaves each source a share of the endpoint's budget in
+    /// proportion to its part of the traffic. (A client of this crate whose NAT rebinds also
+    /// recovers without the reply: it sends RemapConnection unprompted once its Heartbeat goes
+    /// unanswered; see the crate documentation.)
     /// Default 4 (a client needs one UnknownSender per RemapConnection, at most one a
     /// second, and one refusal per SessionRequest); 0 sends none.
     #[must_use]
@@ -567,11 +599,24 @@ impl EndpointConfig {
         self
     }
 
-    /// Seeds the endpoint's generator (session ids, CRC-seed secret) for reproducible tests.
-    /// Default: the client config's seed if it has one, else the OS.
+    /// Seeds the endpoint's generator of session ids (a [`SplitMix64`](crate::SplitMix64)), for
+    /// reproducible tests and simulators only: its outputs, which go on the wire, give the seed
+    /// away, and with it every later session id. It does not touch the endpoint's secret (see
+    /// [`with_secret`](Self::with_secret)). Default: the client config's seed if it has one,
+    /// else a CSPRNG keyed from the OS ([`KeyedRandom`](crate::KeyedRandom)).
     #[must_use]
     pub fn with_rng_seed(mut self, seed: u64) -> Self {
         self.rng_seed = Some(seed);
+        self
+    }
+
+    /// Fixes the endpoint's 128-bit secret, which keys its CRC-seed cookies and the buckets of
+    /// its stateless-reply budget, for reproducible tests and simulators only: anyone who knows
+    /// it can compute every CRC seed the endpoint hands out. Default: drawn from the OS
+    /// generator when the endpoint is made, and from nothing else.
+    #[must_use]
+    pub fn with_secret(mut self, secret: u128) -> Self {
+        self.secret = Some(FixedSecret(secret));
         self
     }
 
@@ -627,9 +672,17 @@ impl EndpointConfig {
     pub fn max_tombstones(&self) -> usize {
         self.max_tombstones
     }
+    /// See [`with_limit_loopback`](Self::with_limit_loopback).
+    pub fn limit_loopback(&self) -> bool {
+        self.limit_loopback
+    }
     /// See [`with_rng_seed`](Self::with_rng_seed).
     pub fn rng_seed(&self) -> Option<u64> {
         self.rng_seed.or(self.client.rng_seed)
+    }
+    /// See [`with_secret`](Self::with_secret).
+    pub fn secret(&self) -> Option<u128> {
+        self.secret.map(|s| s.0)
     }
 }
 

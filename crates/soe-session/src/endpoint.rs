@@ -13,10 +13,11 @@ use soe_wire::{Channel, DisconnectReason, Packet};
 use tracing::{Level, debug, info, warn};
 
 use crate::deadlines::{Deadlines, Filed};
+use crate::rng;
 use crate::session::{Scratch, check_request, encode_refusal};
 use crate::{
-    ConnectError, EndpointConfig, Event, RandomSource, ReceiveBacklog, SendError, Session,
-    SessionStats, Side, SplitMix64, State,
+    ConnectError, EndpointConfig, Event, KeyedRandom, PeerAddress, RandomSource, ReceiveBacklog,
+    SendError, Session, SessionStats, Side, SplitMix64, State,
 };
 
 /// Seconds per CRC-seed cookie epoch; a cookie is honoured in its epoch and the next.
@@ -37,6 +38,24 @@ const REMAP_TICK: Duration = Duration::from_millis(62);
 /// Reliable packets resent by one session between two of its timer wake-ups that are reported
 /// as a resend burst.
 const RESEND_BURST: u64 = 16;
+
+/// The generator of an endpoint's client session ids.
+#[derive(Debug)]
+enum EndpointRng {
+    /// Reproducible, for tests ([`EndpointConfig::with_rng_seed`]).
+    Seeded(SplitMix64),
+    /// Unpredictable (the default).
+    Keyed(KeyedRandom),
+}
+
+impl RandomSource for EndpointRng {
+    fn next_u64(&mut self) -> u64 {
+        match self {
+            Self::Seeded(r) => r.next_u64(),
+            Self::Keyed(r) => r.next_u64(),
+        }
+    }
+}
 
 /// A stable handle to a session of an [`Endpoint`]: its slab key and a generation, so a handle
 /// to a reaped session never reaches a newer one that reused the key.
@@ -142,7 +161,7 @@ impl Bucket {
 }
 
 /// The budget of stateless replies: the endpoint's bucket, and a fixed table of per-source
-/// buckets, a source's chosen by a keyed hash of its address (see
+/// buckets, a source's chosen by a keyed hash of its host (see
 /// [`EndpointConfig::with_stateless_replies_per_source`]).
 #[derive(Debug, Default)]
 struct ReplyBudget {
@@ -153,8 +172,9 @@ struct ReplyBudget {
 
 impl ReplyBudget {
     /// Takes a token from both the endpoint's bucket and bucket `slot`, or from neither: a
-    /// source past its share takes nothing from everyone else's.
-    fn take(&mut self, now: Instant, slot: usize, config: &EndpointConfig) -> bool {
+    /// source past its share takes nothing from everyone else's. A source exempt from the
+    /// per-source limits (`slot` `None`) takes from the endpoint's bucket only.
+    fn take(&mut self, now: Instant, slot: Option<usize>, config: &EndpointConfig) -> bool {
         let rate = config.stateless_reply_rate() as f32;
         let per_source = config.stateless_replies_per_source() as f32;
         let slots = config.stateless_reply_slots().max(1);
@@ -162,11 +182,14 @@ impl ReplyBudget {
             self.sources = vec![Bucket::full(now, per_source); slots];
         }
         let endpoint = self.endpoint.get_or_insert_with(|| Bucket::full(now, rate));
+        endpoint.refill(now, rate, rate);
+        let Some(slot) = slot else {
+            return endpoint.take(now, rate, rate);
+        };
         let Some(source) = self.sources.get_mut(slot % slots) else {
             return false;
         };
         source.refill(now, per_source, per_source);
-        endpoint.refill(now, rate, rate);
         if source.tokens < 1.0 || endpoint.tokens < 1.0 {
             return false;
         }
@@ -176,16 +199,16 @@ impl ReplyBudget {
     }
 }
 
-/// The per-source SessionRequest limit: a bounded table of buckets, forgetting the oldest
-/// source when full.
-#[derive(Debug)]
-struct SourceLimiter<A> {
-    buckets: HashMap<A, Bucket>,
-    order: VecDeque<A>,
+/// The per-source SessionRequest limit: a bounded table of buckets keyed by host (see
+/// [`PeerAddress::host`]), forgetting the oldest source when full.
+#[derive(Debug, Default)]
+struct SourceLimiter {
+    buckets: HashMap<u128, Bucket>,
+    order: VecDeque<u128>,
 }
 
-impl<A: Copy + Eq + Hash> SourceLimiter<A> {
-    fn allow(&mut self, now: Instant, source: A, size: usize, per_minute: u32) -> bool {
+impl SourceLimiter {
+    fn allow(&mut self, now: Instant, source: u128, size: usize, per_minute: u32) -> bool {
         let capacity = per_minute as f32;
         let per_sec = capacity / 60.0;
         if let Some(b) = self.buckets.get_mut(&source) {
@@ -302,9 +325,9 @@ struct Entry<A> {
 /// See the crate documentation for the polling order and the limits. `A` is the address type
 /// (a `SocketAddr` by default; tests use small integers).
 #[derive(Debug)]
-pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
+pub struct Endpoint<A: PeerAddress = SocketAddr> {
     config: Arc<EndpointConfig>,
-    rng: SplitMix64,
+    rng: EndpointRng,
     secret: [u64; 2],
     origin: Option<Instant>,
     sessions: Slab<Entry<A>>,
@@ -323,7 +346,7 @@ pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
     tombstones_lost_until: Option<Instant>,
     replies: VecDeque<(A, [u8; MAX_REPLY], u8)>,
     reply_budget: ReplyBudget,
-    sources: SourceLimiter<A>,
+    sources: SourceLimiter,
     scratch: Scratch,
     due: Vec<usize>,
     generation: u32,
@@ -331,11 +354,16 @@ pub struct Endpoint<A: Copy + Eq + Hash + Debug = SocketAddr> {
     log: LogThrottles,
 }
 
-impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
+impl<A: PeerAddress> Endpoint<A> {
     /// An endpoint with no sessions.
     pub fn new(config: Arc<EndpointConfig>) -> Self {
-        let mut rng = SplitMix64::from_seed_or_os(config.rng_seed());
-        let secret = [rng.next_u64(), rng.next_u64()];
+        let rng = match config.rng_seed() {
+            Some(seed) => EndpointRng::Seeded(SplitMix64::new(seed)),
+            None => EndpointRng::Keyed(KeyedRandom::from_os()),
+        };
+        // Straight from the OS, apart from every generator whose output goes on the wire.
+        let secret = config.secret().unwrap_or_else(rng::os_key);
+        let secret = [secret as u64, (secret >> 64) as u64];
         Self {
             config,
             rng,
@@ -354,10 +382,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             tombstones_lost_until: None,
             replies: VecDeque::new(),
             reply_budget: ReplyBudget::default(),
-            sources: SourceLimiter {
-                buckets: HashMap::new(),
-                order: VecDeque::new(),
-            },
+            sources: SourceLimiter::default(),
             scratch: Scratch::default(),
             due: Vec::new(),
             generation: 0,
@@ -894,7 +919,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             || bytes.len() > MAX_REPLY
             || !self
                 .reply_budget
-                .take(now, self.reply_slot(&remote), &self.config)
+                .take(now, self.reply_slot(remote), &self.config)
         {
             self.stats.replies_dropped += 1;
             if let Some(dropped) = self.log.replies_dropped.hit(now) {
@@ -916,10 +941,15 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         true
     }
 
+    /// Whether a SessionRequest (or a RemapConnection that would move or rebuild a session)
+    /// from `remote` is within its host's limit; counts it if so.
     fn allow_request(&mut self, now: Instant, remote: A) -> bool {
+        if self.exempt(remote) {
+            return true;
+        }
         let ok = self.sources.allow(
             now,
-            remote,
+            remote.host(),
             self.config.source_table_size(),
             self.config.requests_per_source_per_minute(),
         );
@@ -1267,18 +1297,27 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         now.saturating_duration_since(origin).as_secs() / COOKIE_EPOCH_SECS
     }
 
-    /// The CRC seed for a client: a keyed hash of the epoch, its address and its session id
-    /// under the endpoint's 128-bit secret (SipHash-1-3 keyed with it).
-    /// The bucket of `remote`'s stateless-reply share: a keyed hash of the address, so that
-    /// nobody outside can tell which sources share one.
-    fn reply_slot(&self, remote: &A) -> usize {
+    /// Whether `remote` is exempt from the per-source limits (a loopback source, unless
+    /// [`EndpointConfig::with_limit_loopback`]).
+    fn exempt(&self, remote: A) -> bool {
+        !self.config.limit_loopback() && remote.is_loopback()
+    }
+
+    /// The bucket of `remote`'s stateless-reply share: a keyed hash of its host (all its ports
+    /// share one), so that nobody outside can tell which sources share one; `None` when exempt.
+    fn reply_slot(&self, remote: A) -> Option<usize> {
+        if self.exempt(remote) {
+            return None;
+        }
         let mut h = siphasher::sip::SipHasher13::new_with_keys(self.secret[0], self.secret[1]);
         // Domain separation from the cookies, which hash under the same secret.
         h.write(b"stateless reply slot");
-        remote.hash(&mut h);
-        (h.finish() % self.config.stateless_reply_slots().max(1) as u64) as usize
+        h.write_u128(remote.host());
+        Some((h.finish() % self.config.stateless_reply_slots().max(1) as u64) as usize)
     }
 
+    /// The CRC seed for a client: a keyed hash of the epoch, its address and its session id
+    /// under the endpoint's 128-bit secret (SipHash-1-3 keyed with it).
     fn cookie(&self, epoch: u64, remote: &A, session_id: u32) -> u32 {
         let mut h = siphasher::sip::SipHasher13::new_with_keys(self.secret[0], self.secret[1]);
         h.write_u64(epoch);

@@ -91,13 +91,19 @@
 //!   when the cap is reached the oldest is dropped for the new one. They surface no event.
 //! * Established sessions are capped (`max_sessions`, 10,000); past it requests are refused,
 //!   and a half-open session is refused (not promoted) whatever datagram would complete it.
-//! * Requests per source address are rate limited (30 per minute, a bounded table of 4096
-//!   sources). Replies sent without a session (UnknownSender, refusals) share one budget (200
-//!   per second) and one bounded queue, and each source has a share of its own (4 per second,
-//!   in a fixed table of 1,024 buckets under a keyed hash of the address), so a flood from a
-//!   few sources cannot use up everyone's replies, nor aim at another source's share.
+//! * Requests per source are rate limited (30 per minute, a bounded table of 4096 sources).
+//!   Replies sent without a session (UnknownSender, refusals) share one budget (200 per
+//!   second) and one bounded queue, and each source has a share of its own (4 per second, in a
+//!   fixed table of 1,024 buckets under a keyed hash of the source), so a flood from a few
+//!   sources cannot use up everyone's replies, nor aim at another source's share. A *source*
+//!   is a host, never an address ([`PeerAddress`]): every port of one IPv4 address, every
+//!   address of one IPv6 /64, an IPv4-mapped IPv6 address as its IPv4. A host that sends
+//!   from 50,000 ports has one share, like a host that sends from one; the port gets no share
+//!   of its own. Loopback sources (this machine) are exempt unless
+//!   [`EndpointConfig::with_limit_loopback`].
 //! * CRC seeds are **cookies**: a keyed hash (SipHash under a 128-bit secret drawn once from
-//!   the random source) of a 30-second epoch, the client's address and its session id. A real
+//!   the OS generator, and from nothing else) of a 30-second epoch, the client's address and its
+//!   session id. A real
 //!   client whose half-open state was evicted by a fast flood is not lost: its first packet
 //!   draws an UnknownSender, it answers with RemapConnection (session id, CRC seed), and the
 //!   server, finding no live session, recognises its own cookie (this epoch or the last) and
@@ -110,8 +116,11 @@
 //! # Other behaviour
 //!
 //! * Heartbeat: a client sends one after `heartbeat_interval` (10 s) of silence from the peer
-//!   and retries every `retry_interval` while unanswered; a heartbeat that does not answer ours
-//!   is answered. `idle_timeout` (30 s) of silence ends the session with `Timeout`.
+//!   and retries every `retry_interval` while nothing is heard from the peer (any authentic
+//!   packet counts, not only the answer). A heartbeat that does not answer ours is answered;
+//!   ours are counted, so that with a round trip longer than `retry_interval` the late
+//!   answers of the resent ones are taken as answers too, and two sides never answer each
+//!   other's answers. `idle_timeout` (30 s) of silence ends the session with `Timeout`.
 //! * A datagram whose CRC fails is dropped and counted, never fatal; with
 //!   `accept_crcless_quirks` (by default on client sessions only) a Heartbeat or selective
 //!   Acknowledge with no CRC at all is accepted, as h1z1-server sends them; that exact shape
@@ -174,6 +183,7 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+mod address;
 mod config;
 mod deadlines;
 mod endpoint;
@@ -187,11 +197,12 @@ mod session;
 mod stats;
 mod timer;
 
+pub use address::PeerAddress;
 pub use config::{EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, SessionConfig};
 pub use endpoint::{Endpoint, EndpointStats, SessionHandle, Transmit};
 pub use error::{ConfigError, ConnectError, SendError};
 pub use event::{Delivery, Event};
-pub use rng::{RandomSource, SplitMix64};
+pub use rng::{KeyedRandom, RandomSource, SplitMix64, os_key};
 pub use session::{Session, Side, State, check_request, encode_refusal};
 pub use stats::SessionStats;
 

@@ -1,12 +1,15 @@
-//! Randomness for session ids and CRC-seed secrets.
+//! Randomness: session ids, and the endpoint's secret.
 //!
-//! The protocol core never reads the OS generator on its own: it draws from a [`RandomSource`].
-//! [`SplitMix64`] is the default one, seeded once from the OS ([`SplitMix64::from_os`]) or from a
-//! fixed seed for reproducible tests ([`SessionConfig::with_rng_seed`](crate::SessionConfig::with_rng_seed)).
+//! The protocol core never reads the OS generator on its own except through this module: a
+//! [`Session`](crate::Session) draws its session id from a [`RandomSource`] it is given. An
+//! [`Endpoint`](crate::Endpoint) gives its sessions a [`KeyedRandom`] (a CSPRNG keyed once from
+//! the OS generator), or a [`SplitMix64`] from a fixed seed for reproducible tests and simulators
+//! only ([`EndpointConfig::with_rng_seed`](crate::EndpointConfig::with_rng_seed)).
 //!
-//! Server CRC seeds are not raw generator output: the endpoint derives them with a keyed hash
-//! from a 128-bit secret drawn from this source (see the crate documentation), so seeing one's
-//! own seed reveals nothing about the generator or other sessions' seeds.
+//! The endpoint's 128-bit secret (which keys its CRC-seed cookies and the buckets of its reply
+//! budget) is drawn straight from the OS generator ([`os_key`]) and from nothing else: no
+//! generator whose output goes on the wire ever makes a secret, so no session id an observer
+//! sees says anything about it.
 
 /// A source of random 64-bit values.
 pub trait RandomSource {
@@ -20,6 +23,10 @@ pub trait RandomSource {
 }
 
 /// SplitMix64: a small, fast generator with a 64-bit state; equal seeds give equal sequences.
+///
+/// Not for values a peer must not predict: two outputs give its state away. For tests,
+/// simulators and network emulators; an endpoint uses it only under
+/// [`EndpointConfig::with_rng_seed`](crate::EndpointConfig::with_rng_seed).
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {
     state: u64,
@@ -31,24 +38,10 @@ impl SplitMix64 {
         Self { state: seed }
     }
 
-    /// A generator seeded once from the operating system's random generator. If the OS has none
-    /// (a sandbox without `getrandom`), the seed mixes the clock and an address instead, which is
-    /// unpredictable enough for session ids but says so: prefer a platform with an OS generator.
+    /// A generator seeded once from the operating system's random generator (see
+    /// [`os_key`]).
     pub fn from_os() -> Self {
-        let seed = getrandom::u64().unwrap_or_else(|_| {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0);
-            let local = 0u8;
-            now ^ (std::ptr::addr_of!(local) as usize as u64).rotate_left(32)
-        });
-        Self::new(seed)
-    }
-
-    /// A generator from `seed` when given, else from the OS.
-    pub fn from_seed_or_os(seed: Option<u64>) -> Self {
-        seed.map_or_else(Self::from_os, Self::new)
+        Self::new(os_key() as u64)
     }
 }
 
@@ -60,6 +53,75 @@ impl RandomSource for SplitMix64 {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+}
+
+/// A CSPRNG for values a peer must not predict (session ids): SipHash-2-4, a pseudorandom
+/// function, of a counter under a 128-bit key drawn once from the OS generator. Seeing any
+/// number of its outputs tells nothing about the next one, nor about the key.
+#[derive(Clone)]
+pub struct KeyedRandom {
+    key: u128,
+    counter: u64,
+}
+
+impl KeyedRandom {
+    /// A generator keyed from the operating system's random generator (see [`os_key`]).
+    pub fn from_os() -> Self {
+        Self::with_key(os_key())
+    }
+
+    /// A generator under `key`: equal keys give equal sequences.
+    pub const fn with_key(key: u128) -> Self {
+        Self { key, counter: 0 }
+    }
+}
+
+impl std::fmt::Debug for KeyedRandom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key stays out of logs.
+        f.debug_struct("KeyedRandom").finish_non_exhaustive()
+    }
+}
+
+impl RandomSource for KeyedRandom {
+    fn next_u64(&mut self) -> u64 {
+        use std::hash::Hasher;
+        let mut h =
+            siphasher::sip::SipHasher24::new_with_keys(self.key as u64, (self.key >> 64) as u64);
+        h.write_u64(self.counter);
+        self.counter = self.counter.wrapping_add(1);
+        h.finish()
+    }
+}
+
+/// 128 bits from the operating system's random generator (`getrandom`).
+///
+/// Should the OS have none (a sandbox without `getrandom`, which no supported platform is),
+/// the bits come from the standard library's per-thread hash keys (themselves drawn from the
+/// OS when it can) mixed with the clock, and a warning is logged.
+pub fn os_key() -> u128 {
+    let mut bytes = [0u8; 16];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => u128::from_le_bytes(bytes),
+        Err(e) => {
+            tracing::warn!(error = %e, "no OS random generator: keys drawn from a weaker source");
+            fallback_key()
+        }
+    }
+}
+
+fn fallback_key() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let half = |salt: u8| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u8(salt);
+        h.write_u128(now);
+        h.finish()
+    };
+    u128::from(half(0)) | (u128::from(half(1)) << 64)
 }
 
 #[cfg(test)]
@@ -88,5 +150,25 @@ mod tests {
             (os1.next_u64(), os1.next_u64()),
             (os2.next_u64(), os2.next_u64())
         );
+    }
+
+    #[test]
+    fn keyed_random_is_siphash_of_a_counter() {
+        use std::hash::Hasher;
+        let key = 0x0f0e_0d0c_0b0a_0908_0706_0504_0302_0100u128;
+        let mut r = KeyedRandom::with_key(key);
+        for counter in 0..4u64 {
+            let mut h = siphasher::sip::SipHasher24::new_with_keys(key as u64, (key >> 64) as u64);
+            h.write_u64(counter);
+            assert_eq!(r.next_u64(), h.finish());
+        }
+        // Different keys, different streams; the OS keys differ from run to run.
+        assert_ne!(
+            KeyedRandom::with_key(1).next_u64(),
+            KeyedRandom::with_key(2).next_u64()
+        );
+        assert_ne!(os_key(), os_key());
+        assert_ne!(fallback_key(), fallback_key());
+        assert!(!format!("{r:?}").contains("key"));
     }
 }

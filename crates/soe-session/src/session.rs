@@ -146,7 +146,18 @@ pub struct Session {
     /// Closed not yet polled.
     closed_event: bool,
     closed_by_peer: bool,
+    /// Our Heartbeat (a keep-alive or a probe) is due or out, and nothing has been heard from
+    /// the peer since: cleared by any authentic packet, not only a Heartbeat.
     heartbeat_outstanding: bool,
+    /// The pending Heartbeat ([`P_HEARTBEAT`]) answers one of the peer's.
+    heartbeat_answer_owed: bool,
+    /// Our own Heartbeats (keep-alives and probes, not answers) sent since the current round of
+    /// keep-alives began and not yet answered. Each Heartbeat that arrives while some are is
+    /// one's answer, however late, and is not answered: with a round trip longer than the
+    /// retry interval, a resent Heartbeat's answer comes after the first one's, and answering
+    /// it as a new Heartbeat would have both sides answer each other's answers for as long as
+    /// the session lives.
+    heartbeats_unanswered: u8,
     /// Client: whether the server has been heard since the handshake (it knows our session).
     server_confirmed: bool,
     probes_sent: u8,
@@ -309,6 +320,8 @@ impl Session {
             closed_event: false,
             closed_by_peer: false,
             heartbeat_outstanding: false,
+            heartbeat_answer_owed: false,
+            heartbeats_unanswered: 0,
             server_confirmed: false,
             probes_sent: 0,
             remap_attempts: 0,
@@ -403,7 +416,7 @@ impl Session {
     /// say) replaced its session.
     pub(crate) fn probe_liveness(&mut self, now: Instant) {
         if self.state == State::Connected {
-            let answer_owed = self.pending & P_HEARTBEAT != 0 && !self.heartbeat_outstanding;
+            let answer_owed = self.pending & P_HEARTBEAT != 0 && self.heartbeat_answer_owed;
             self.pending |= if answer_owed { P_PROBE } else { P_HEARTBEAT };
             self.heartbeat_outstanding = true;
             if self.unanswered_probe(now).is_none() {
@@ -794,7 +807,11 @@ impl Session {
             }
             Timer::Heartbeat => {
                 if self.state == State::Connected {
-                    if self.side == Side::Client && self.heartbeat_outstanding {
+                    if !self.heartbeat_outstanding {
+                        // A new round, at least a heartbeat interval after the peer was last
+                        // heard: the previous round's answers have come or were lost.
+                        self.heartbeats_unanswered = 0;
+                    } else if self.side == Side::Client {
                         self.remap_unprompted(now);
                     }
                     self.pending |= P_HEARTBEAT;
@@ -1123,11 +1140,13 @@ impl Session {
         }
     }
 
-    /// Liveness: resets the idle and heartbeat timers.
+    /// Liveness: resets the idle and heartbeat timers, and clears an outstanding keep-alive
+    /// (any authentic packet shows the peer alive, not only a Heartbeat's answer).
     fn on_peer_heard(&mut self, now: Instant) {
         if self.probe != 0 {
             self.probe |= PROBE_HEARD;
         }
+        self.heartbeat_outstanding = false;
         if !matches!(self.state, State::Connected | State::Closing) {
             return;
         }
@@ -1195,12 +1214,14 @@ impl Session {
             }
             Packet::Heartbeat => {
                 self.counters.heartbeats_received += 1;
-                // An answer to ours needs no answer; anything else gets one (so two sides never
-                // ping-pong). A probe not sent yet has no answer.
-                if self.heartbeat_outstanding && self.pending & P_PROBE == 0 {
-                    self.heartbeat_outstanding = false;
+                // An answer to one of ours needs no answer; anything else gets one (so two sides
+                // never ping-pong). Ours are counted as they go out: a probe not sent yet has no
+                // answer.
+                if self.heartbeats_unanswered > 0 {
+                    self.heartbeats_unanswered -= 1;
                 } else {
                     self.pending |= P_HEARTBEAT;
+                    self.heartbeat_answer_owed = true;
                 }
             }
             Packet::NetStatusRequest(r) => {
@@ -1466,6 +1487,11 @@ impl Session {
         if self.pending & P_HEARTBEAT != 0 && multi.push_packet(&Packet::Heartbeat) {
             self.pending &= !P_HEARTBEAT;
             self.counters.heartbeats_sent += 1;
+            // One Heartbeat that is both an answer and our own keep-alive is an answer: the
+            // peer will not answer it.
+            if !std::mem::take(&mut self.heartbeat_answer_owed) {
+                self.heartbeats_unanswered = self.heartbeats_unanswered.saturating_add(1);
+            }
         }
         // A probe after the answer it must not merge with (same MultiPacket or the next).
         if self.pending & (P_PROBE | P_HEARTBEAT) == P_PROBE
@@ -1473,6 +1499,7 @@ impl Session {
         {
             self.pending &= !P_PROBE;
             self.counters.heartbeats_sent += 1;
+            self.heartbeats_unanswered = self.heartbeats_unanswered.saturating_add(1);
         }
         if self.pending & P_NET_RESPONSE != 0 && multi.push_packet(&self.net_response(now)) {
             self.pending &= !P_NET_RESPONSE;

@@ -170,8 +170,8 @@ fn endpoint_defaults(table: &Table) {
         (30, 4096)
     );
     documented(
-        "SessionRequests per source address",
-        "30 per minute, 4,096 sources",
+        "SessionRequests per source host",
+        "30 per minute, 4,096 hosts",
     );
     assert_eq!(e.replace_after_silence(), 2 * S);
     documented("A SessionRequest with a new session id", "| 2 s |");
@@ -192,7 +192,9 @@ fn endpoint_defaults(table: &Table) {
         (4, 1024)
     );
     documented(
-        "Each source's share of those replies",
-        "4 per second per source, 1,024 slots",
+        "Each source host's share of those replies",
+        "4 per second per host, 1,024 slots",
     );
+    assert!(!e.limit_loopback());
+    documented("Per-source limits on loopback sources", "| off (");
 }

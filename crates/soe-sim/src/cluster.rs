@@ -87,7 +87,8 @@ impl Setup {
             EndpointConfig::server(session)
                 .with_max_sessions(self.max_sessions)
                 .with_max_half_open(self.max_half_open)
-                .with_rng_seed(seed),
+                .with_rng_seed(seed)
+                .with_secret(u128::from(seed)),
         )
     }
 }

@@ -79,6 +79,18 @@ async fn the_driver_stops_and_releases_the_port() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_endpoint_gives_its_port_back_at_once() {
+    for _ in 0..5 {
+        scenarios::closed_endpoint_gives_its_port_back_at_once::<R>().await;
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_closed_endpoint_gives_its_port_back_at_once_on_one_thread() {
+    scenarios::closed_endpoint_gives_its_port_back_at_once::<R>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepted_sessions_report_their_protocol_and_id() {
     scenarios::accepted_sessions_report_their_protocol_and_id::<R>().await;
 }
@@ -86,4 +98,11 @@ async fn accepted_sessions_report_their_protocol_and_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_batch_answers_many_sessions_from_the_calling_thread() {
     scenarios::send_batch_answers_many_sessions::<R>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stream_endpoint_gives_its_port_back_when_its_events_end() {
+    for _ in 0..5 {
+        scenarios::closed_stream_endpoint_gives_its_port_back_when_its_events_end::<R>().await;
+    }
 }

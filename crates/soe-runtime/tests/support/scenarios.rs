@@ -738,6 +738,61 @@ pub async fn driver_stops_and_releases_the_port<R: Runtime + Default>() {
     }
 }
 
+/// Issue 35 §2: a closed endpoint gives its port back once `wait_idle` returns, while every
+/// handle (endpoint clones, connections on both sides) is still held: the port can be bound
+/// again at once, by a new endpoint that then serves.
+pub async fn closed_endpoint_gives_its_port_back_at_once<R: Runtime + Default>() {
+    let endpoint = Endpoint::<R>::bind(loopback(), server_config(false)).unwrap();
+    let clone = endpoint.clone();
+    let addr = endpoint.local_addr();
+    let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+    let (accepted, connected) = future::zip(endpoint.accept(), client.connect(addr)).await;
+    let (on_server, on_client) = (accepted.unwrap(), connected.unwrap());
+    endpoint.close(DisconnectReason::ManagerDeleted);
+    within::<R, _>(Duration::from_secs(5), "idle", clone.wait_idle()).await;
+    // No retry, no sleep: the port is free now.
+    let again = Endpoint::<R>::bind(addr, server_config(false));
+    assert!(
+        again.is_ok(),
+        "port {addr} still taken after close and wait_idle: {again:?}"
+    );
+    let seen = within::<R, _>(Duration::from_secs(5), "close", on_client.closed()).await;
+    assert_eq!(seen.reason, DisconnectReason::ManagerDeleted);
+    // The old handles still answer, and the new endpoint serves.
+    assert!(on_server.close_reason().is_some());
+    assert_eq!(endpoint.local_addr(), addr);
+    let again = again.unwrap();
+    let other = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+    let (accepted, connected) = future::zip(again.accept(), other.connect(addr)).await;
+    assert!(accepted.is_some() && connected.is_ok());
+    drop((clone, on_server, on_client));
+}
+
+/// The same in [`EventMode::Stream`] (the Node addon's): once the event stream of a closed
+/// endpoint ends, its port is free.
+pub async fn closed_stream_endpoint_gives_its_port_back_when_its_events_end<
+    R: Runtime + Default,
+>() {
+    let config = Config::from(server_config(false)).with_event_mode(EventMode::Stream);
+    let endpoint = Endpoint::<R>::bind(loopback(), config.clone()).unwrap();
+    let addr = endpoint.local_addr();
+    let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+    let (accepted, connected) = future::zip(endpoint.next_event(), client.connect(addr)).await;
+    let Some(EndpointEvent::Accepted(on_server)) = accepted else {
+        panic!("not an Accepted event: {accepted:?}");
+    };
+    let on_client = connected.unwrap();
+    endpoint.close(DisconnectReason::ManagerDeleted);
+    let drain = async { while endpoint.next_event().await.is_some() {} };
+    within::<R, _>(Duration::from_secs(5), "end of events", drain).await;
+    let again = Endpoint::<R>::bind(addr, config);
+    assert!(
+        again.is_ok(),
+        "port {addr} still taken after the events ended: {again:?}"
+    );
+    drop((on_server, on_client, again));
+}
+
 /// A client endpoint on a socket connected to its server: sessions run as on any socket, and
 /// a closed port is reported to it (ICMP port unreachable) and counted as soon as the first
 /// SessionRequest meets it: the request is not resent for 30 s, so the report comes from the

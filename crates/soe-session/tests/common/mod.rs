@@ -152,6 +152,7 @@ impl Pair {
     pub fn new(seed: u64, server: SessionConfig, client: SessionConfig, net: NetConfig) -> Self {
         let server_ep = EndpointConfig::server(Arc::new(server))
             .with_rng_seed(seed ^ 0x5E5E)
+            .with_secret(u128::from(seed ^ 0x5EC2))
             .with_max_sessions(64);
         let client_ep = EndpointConfig::client(Arc::new(client)).with_rng_seed(seed ^ 0xC1C1);
         Self::with_endpoints(seed, server_ep, client_ep, net)
