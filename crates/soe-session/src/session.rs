@@ -544,6 +544,7 @@ impl Session {
             s.resends += cs.packets_resent;
             s.fast_resends += cs.fast_resends;
             s.spurious_resends += cs.spurious_resends;
+            s.packets_lost += cs.packets_lost;
             s.ack_elicitors += cs.ack_elicitors;
             s.duplicates += cs.duplicates;
             s.out_of_order += cs.out_of_order;
