@@ -102,8 +102,7 @@ impl RttEstimator {
     }
 
     /// How long the peer is allowed to hold an ack (zero before any sample): the observed ack
-    /// delay and an eighth more (a timer's jitter), or `prior` (at least) while fewer than
-    /// [`HOLD_SAMPLES`] waits have been seen.
+    /// delay, or `prior` (at least) while fewer than [`HOLD_SAMPLES`] waits have been seen.
     pub(crate) fn hold_allowance(&self, prior: Duration) -> Duration {
         self.estimate
             .map_or(Duration::ZERO, |e| self.hold(&e, prior))
@@ -113,7 +112,7 @@ impl RttEstimator {
         if self.hold_samples < HOLD_SAMPLES {
             prior.max(e.ack_delay)
         } else {
-            e.ack_delay + e.ack_delay / 8
+            e.ack_delay
         }
     }
 
@@ -144,8 +143,8 @@ impl RttEstimator {
     }
 
     /// The probe timeout: max(2 SRTT, SRTT + max(4 RTTVAR, 1 ms)) plus the hold allowed to the
-    /// peer (its observed ack delay and an eighth more; `prior_hold` until enough acks have shown
-    /// it), or `initial` before any sample; clamped to `[min, max]`.
+    /// peer (its observed ack delay; `prior_hold` until enough acks have shown it), or `initial`
+    /// before any sample; clamped to `[min, max]`.
     pub(crate) fn pto(
         &self,
         initial: Duration,
@@ -270,7 +269,11 @@ mod tests {
         }
         r.on_ack_wait(MS + 48 * MS, 1000 * MS);
         assert_eq!(r.estimate().unwrap().ack_delay, 48 * MS);
-        assert_eq!(pto(&r), 2 * MS + 54 * MS, "48 ms and an eighth more");
+        assert_eq!(
+            pto(&r),
+            2 * MS + 48 * MS,
+            "the observed hold from the 8th wait on"
+        );
     }
 
     #[test]
