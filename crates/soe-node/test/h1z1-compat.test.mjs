@@ -252,3 +252,30 @@ test('rate limits: 40 SessionRequests from one IP over 40 ports get at most 30 a
   const replies = clients.filter((raw) => raw.received.some((d) => d.readUInt16BE(0) === 0x0002)).length;
   assert.ok(replies <= 30, `${replies} of 40 answered`);
 });
+
+test('start(crcLength, udpLength) sets _crcLength and _udpLength and announces them; client fields and isDeleted', T, async (t) => {
+  const server = new SOEServer(0, cryptoKey);
+  server._useEncryption = false;
+  server._serverAddress = '127.0.0.1';
+  server.start(4, 1000);
+  release(t, server);
+  assert.equal(server._crcLength, 4);
+  assert.equal(server._udpLength, 1000);
+  const raw = new RawClient(t, server.address().port);
+  const reply = await raw.connect(3, 0x4321);
+  assert.equal(reply[10], 4, 'CRC length 4 announced');
+  assert.equal(reply.readUInt32BE(13), 1000, 'udp_length announced');
+  const connected = once(server, 'connect');
+  raw.send(raw.framed(Buffer.from([0x00, 0x09, 0x00, 0x00, 0x41])));
+  const [client] = await connected;
+  const local = raw.socket.address();
+  assert.equal(client.address, '127.0.0.1');
+  assert.equal(client.port, local.port);
+  assert.equal(client.family, 'IPv4');
+  assert.equal(client.soeClientId, `127.0.0.1:${local.port}`);
+  assert.equal(client.sessionId, 0x4321);
+  assert.equal(client.isDeleted, false);
+  server.deleteClient(client);
+  assert.equal(client.isDeleted, true);
+  assert.equal(server.getSoeClient(client.soeClientId), undefined);
+});
