@@ -63,6 +63,22 @@ export declare class SOEServer extends EventEmitter {
   keepAliveTimeoutTime: number;
   /** Accepted for compatibility; not used. */
   _waitTimeMs: number;
+  /**
+   * Small messages sent to a client together go in one reliable packet as a Group (read by
+   * start(); not in h1z1-server, which sends one per packet). Default true; false for tools
+   * that count packets as messages.
+   */
+  bundleMessages: boolean;
+  /**
+   * Share the port with other servers that set it too (SO_REUSEPORT, as h1z1-server's sockets
+   * do; read by start(); not in h1z1-server). Default false: a port in use fails with ERR_SOE_BIND.
+   */
+  reusePort: boolean;
+  /**
+   * Whether start() applies the per-IP limits to loopback clients too (not in h1z1-server).
+   * Default false: relays and tests on the same host are not limited.
+   */
+  limitLoopback: boolean;
   /** Whether unreliable datagrams from clients reach 'appdata' (with isRawData true). */
   _allowRawDataReception: boolean;
   avgEventLoopLag: number;

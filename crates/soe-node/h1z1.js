@@ -17,6 +17,10 @@ const { SoeServer } = require('./index.js');
 const SOEOutputChannels = Object.freeze({ Reliable: 'Reliable', Raw: 'Raw', Ordered: 'Ordered' });
 
 const INTERNAL = Symbol('soe-node/h1z1 internal');
+// The sampling interval of the event loop's delay (ms). Each sample is the time between two
+// runs of a timer of this interval, so an idle loop reads the interval itself: the lag is what
+// exceeds it.
+const LAG_RESOLUTION_MS = 20;
 const DELIVERY_RELIABLE = 0;
 const DELIVERY_UNRELIABLE = 1;
 
@@ -101,10 +105,8 @@ class SOEClient {
     let outOfOrder = 0;
     if (!this._session.closed) {
       const s = this._session.stats();
-      if (s.datagramsSent > 0) {
-        loss = Number((s.resends / s.datagramsSent).toFixed(3)) * 100;
-        outOfOrder = Number((s.outOfOrder / s.datagramsSent).toFixed(3)) * 100;
-      }
+      if (s.reliablePacketsSent > 0) loss = Number((s.lost / s.reliablePacketsSent).toFixed(3)) * 100;
+      if (s.datagramsSent > 0) outOfOrder = Number((s.outOfOrder / s.datagramsSent).toFixed(3)) * 100;
     }
     return [`Packet loss rate ${loss}%`, `Packet outOfOrder rate ${outOfOrder}%`, `Avg ping ${this.avgPing}ms`];
   }
@@ -137,11 +139,23 @@ class SOEServer extends EventEmitter {
     this._stopping = false;
     this._lag = null;
     this._startedEncrypted = true;
-    this._onMessage = (session, data, delivery) => {
+    /** Whether start() packs small messages into one packet as a Group (see the README). */
+    this.bundleMessages = true;
+    /** Whether start() shares the port with other servers that set it (SO_REUSEPORT). */
+    this.reusePort = false;
+    /** Whether start() applies the per-IP limits to loopback clients too (tests; see the README). */
+    this.limitLoopback = false;
+    this._onMessage = (session, view, delivery) => {
       const client = session._h1z1;
       if (client.isDeleted) return;
-      if (delivery === DELIVERY_RELIABLE) this.emit('appdata', client, data);
-      else if (delivery === DELIVERY_UNRELIABLE && this._allowRawDataReception) this.emit('appdata', client, data, true);
+      const raw = delivery === DELIVERY_UNRELIABLE;
+      if (delivery !== DELIVERY_RELIABLE && !(raw && this._allowRawDataReception)) return;
+      // The addon hands a view into its whole batch; servers keep messages as their own
+      // Buffers, so each gets a copy with memory of its own (not a slice of Node's pool).
+      const data = Buffer.allocUnsafeSlow(view.length);
+      view.copy(data);
+      if (raw) this.emit('appdata', client, data, true);
+      else this.emit('appdata', client, data);
     };
   }
 
@@ -165,13 +179,17 @@ class SOEServer extends EventEmitter {
       rc4AtStart: this._startedEncrypted,
       idleTimeout: this.keepAliveTimeoutTime || 0,
       acceptAnyProtocol: true,
+      acceptAnyProtocolVersion: true,
+      bundleMessages: Boolean(this.bundleMessages),
+      reusePort: Boolean(this.reusePort),
+      limitLoopback: Boolean(this.limitLoopback),
     });
     server._onMessage = this._onMessage;
     server.on('session', (session) => this._accept(session));
     server.on('error', (e) => this.emit('error', e));
     this._server = server;
     this._stopping = false;
-    this._lag = monitorEventLoopDelay({ resolution: 20 });
+    this._lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
     this._lag.enable();
   }
 
@@ -217,8 +235,8 @@ class SOEServer extends EventEmitter {
   /** Lines for a /netstats command: the event loop's average lag. */
   getNetworkStats() {
     if (this._lag !== null && this._lag.count > 0) {
-      this.currentEventLoopLag = this._lag.max / 1e6;
-      this.avgEventLoopLag = this._lag.mean / 1e6;
+      this.currentEventLoopLag = Math.max(0, this._lag.max / 1e6 - LAG_RESOLUTION_MS);
+      this.avgEventLoopLag = Math.max(0, this._lag.mean / 1e6 - LAG_RESOLUTION_MS);
       this._lag.reset();
     }
     return [`Avg Server lag : ${Number(this.avgEventLoopLag.toFixed(1))}ms`];

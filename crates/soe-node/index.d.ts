@@ -38,6 +38,18 @@ export interface SoeOptions {
    * `protocol` says which one its client asked for. Default false.
    */
   acceptAnyProtocol?: boolean;
+  /**
+   * A server accepts a SessionRequest whatever SOE protocol version it carries, as h1z1-server
+   * does (its echo benchmark client sends 0); the session runs SOE v3. Default false: a
+   * version other than 3 is refused with 'protocolMismatch'.
+   */
+  acceptAnyProtocolVersion?: boolean;
+  /**
+   * Small reliable messages sent together are packed into one reliable packet as a Group (one
+   * sequence, one ack), as the original library does. false sends one message per packet, as
+   * h1z1-server does (tools that count packets then count messages). Default true.
+   */
+  bundleMessages?: boolean;
   /** The largest datagram announced and sent, 64 to 65507. Default 512. */
   udpLength?: number;
   /** The CRC trailer a server announces: 0, 2 or 4. Default 2. */
@@ -67,8 +79,8 @@ export interface SoeOptions {
    * While events keep coming, they are handed to JS at most once per this many milliseconds,
    * in one batch (0: each as soon as it is ready). A call into JS costs far more than a
    * message, so at a game server's load this takes most of the JS thread's per-message cost
-   * away for at most a millisecond of added latency; the first event after a quiet millisecond
-   * goes at once. Default 1.
+   * away: an event waits at most until eventBatchMs after the previous hand-over (a millisecond
+   * by default); the first event after a quiet millisecond goes at once. Default 1.
    */
   eventBatchMs?: number;
 }
@@ -76,6 +88,18 @@ export interface SoeOptions {
 export interface ServerOptions extends SoeOptions {
   /** Default 0: any free port. */
   port?: number;
+  /**
+   * Share the port with other servers that set it too (`SO_REUSEPORT`; Unix only, an error
+   * elsewhere): the kernel spreads clients over them by address. Default false: binding a port
+   * in use fails with ERR_SOE_BIND.
+   */
+  reusePort?: boolean;
+  /**
+   * Apply the per-IP limits (30 SessionRequests a minute, 4 stateless replies a second per
+   * source IP) to loopback clients too. Default false: relays and tests on the same host are
+   * not limited.
+   */
+  limitLoopback?: boolean;
   /** An IP address or "localhost" (SoeServer.listen also resolves other names). Default "0.0.0.0". */
   host?: string;
 }
@@ -108,11 +132,18 @@ export interface SessionStats {
   rtt: number;
   /** Reliable packets sent again. */
   resends: number;
-  /** Resends per reliable packet sent: the loss the session repaired. */
+  /**
+   * Reliable packets lost: declared lost, resent, and acknowledged later than a resend found
+   * spurious would be (each packet counted once; a resend the peer did not need is not loss).
+   */
+  lost: number;
+  /** lost per reliable packet sent: the loss the session repaired. */
   loss: number;
   reliablePacketsSent: number;
   /** Resends of packets that later ones overtook (no timer waited). */
   fastResends: number;
+  /** Resends found unnecessary: the ack of the original came back. */
+  spuriousResends: number;
   /** Reliable packets received again. */
   duplicates: number;
   /** Reliable packets that arrived ahead of the next expected one. */

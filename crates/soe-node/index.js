@@ -174,8 +174,8 @@ function nativeOptions(server, options, bind) {
   }
   if (o.compression !== undefined) out.compression = checkBoolean('options.compression', o.compression);
   if (o.rc4AtStart !== undefined) out.rc4AtStart = checkBoolean('options.rc4AtStart', o.rc4AtStart);
-  if (o.acceptAnyProtocol !== undefined) {
-    out.acceptAnyProtocol = checkBoolean('options.acceptAnyProtocol', o.acceptAnyProtocol);
+  for (const name of ['acceptAnyProtocol', 'acceptAnyProtocolVersion', 'bundleMessages', 'reusePort', 'limitLoopback']) {
+    if (o[name] !== undefined) out[name] = checkBoolean(`options.${name}`, o[name]);
   }
   if (o.rc4Key !== undefined) {
     const key = toBuffer(o.rc4Key, 'options.rc4Key');
@@ -356,16 +356,21 @@ class SoeSession extends EventEmitter {
     }
   }
 
-  /** Counters: rtt (ms), resends, loss (resends per reliable packet), pending writes. */
+  /**
+   * Counters: rtt (ms), resends, loss (packets lost per reliable packet sent: resends the
+   * peer's acks did not show unnecessary), pending writes.
+   */
   stats() {
     this._endpoint._flush();
     const s = call(() => this._native().stats(this.id));
     return {
       rtt: s.rttMs,
       resends: s.resends,
-      loss: s.reliablePacketsSent > 0 ? s.resends / s.reliablePacketsSent : 0,
+      lost: s.lost,
+      loss: s.reliablePacketsSent > 0 ? s.lost / s.reliablePacketsSent : 0,
       reliablePacketsSent: s.reliablePacketsSent,
       fastResends: s.fastResends,
+      spuriousResends: s.spuriousResends,
       duplicates: s.duplicates,
       outOfOrder: s.outOfOrder,
       acksSent: s.acksSent,

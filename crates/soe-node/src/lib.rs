@@ -34,7 +34,7 @@ use soe_tokio::bytes::Bytes;
 use soe_tokio::soe_session::ReliableConfig;
 use soe_tokio::{
     Channel, Config, Connection, Delivery, DisconnectReason, Endpoint, EndpointConfig,
-    EndpointEvent, EventMode, SessionConfig, TrySendError,
+    EndpointEvent, EventMode, SessionConfig, SocketConfig, TrySendError,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
@@ -107,6 +107,16 @@ pub struct NativeOptions {
     /// While events keep coming, they go to JS at most once per this many milliseconds (0:
     /// each as soon as it is ready). Default 1 ms.
     pub event_batch_ms: Option<u32>,
+    /// A server accepts a SessionRequest of any SOE protocol version (h1z1-server's clients
+    /// may send 0). Default false.
+    pub accept_any_protocol_version: Option<bool>,
+    /// Small reliable messages are packed into one packet as a Group. Default true.
+    pub bundle_messages: Option<bool>,
+    /// Share the port with other sockets that set it (`SO_REUSEPORT`). Default false.
+    pub reuse_port: Option<bool>,
+    /// Apply the per-IP limits (SessionRequests a minute, stateless replies a second) to
+    /// loopback sources too. Default false: relays and tests on the same host are not limited.
+    pub limit_loopback: Option<bool>,
 }
 
 /// The default of [`NativeOptions::event_batch_ms`]: 1 ms. A call into JS costs tens of
@@ -245,6 +255,10 @@ pub struct NativeStats {
     pub out_of_order: f64,
     /// Reliable packets sent again because later ones were acknowledged (no timer waited).
     pub fast_resends: f64,
+    /// Resends found unnecessary (the original's ack came back).
+    pub spurious_resends: f64,
+    /// Reliable packets lost: declared lost, resent, and not found spurious once acknowledged.
+    pub lost: f64,
     /// Reliable packets received again.
     pub duplicates: f64,
     /// Acknowledge and AcknowledgeAll packets sent.
@@ -343,6 +357,9 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(n) = o.max_message_size {
         reliable = reliable.with_max_message_size(n.max(1) as usize);
     }
+    if let Some(on) = o.bundle_messages {
+        reliable = reliable.with_bundle_messages(on);
+    }
     let mut s = SessionConfig::new(o.protocol.clone().unwrap_or_else(|| "SoeEcho".into()))
         .with_reliable(Arc::new(reliable))
         .map_err(|e| invalid(e.to_string()))?;
@@ -376,6 +393,9 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(on) = o.accept_any_protocol {
         s = s.with_any_application_protocol(on);
     }
+    if let Some(on) = o.accept_any_protocol_version {
+        s = s.with_any_protocol_version(on);
+    }
     if let Some(ms) = o.idle_timeout_ms {
         s = s.with_idle_timeout((ms > 0).then(|| Duration::from_millis(u64::from(ms))));
     }
@@ -391,7 +411,13 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(n) = o.max_sessions {
         e = e.with_max_sessions(n.max(1) as usize);
     }
+    if let Some(on) = o.limit_loopback {
+        e = e.with_limit_loopback(on);
+    }
     let mut config = Config::from(e).with_event_mode(EventMode::Stream);
+    if o.reuse_port == Some(true) {
+        config = config.with_socket(SocketConfig::default().with_reuse_port(true));
+    }
     if let Some(n) = o.receive_queue_bytes {
         config = config.with_receive_queue_bytes(n.max(1) as usize);
     }
@@ -414,7 +440,7 @@ async fn pump(
     moderation: Duration,
 ) {
     let mut ended = false;
-    let mut last_call: Option<tokio::time::Instant> = None;
+    let mut last_call: Option<std::time::Instant> = None;
     // Whether the last batch was full: then events come faster than batches carry them, and
     // holding the next batch would only cap the rate (at BATCH per timer tick), not save calls.
     let mut last_full = false;
@@ -432,8 +458,8 @@ async fn pump(
         // Events keep coming: hold them until `moderation` after the last call, so they go in
         // one (see DEFAULT_EVENT_BATCH_MS).
         if let Some(until) = last_call.map(|last| last + moderation) {
-            if !moderation.is_zero() && !last_full && tokio::time::Instant::now() < until {
-                tokio::time::sleep_until(until).await;
+            if !moderation.is_zero() && !last_full && std::time::Instant::now() < until {
+                hold_until(until).await;
             }
         }
         let mut batch = Vec::new();
@@ -463,10 +489,88 @@ async fn pump(
         }
         let batch = pack(batch);
         flow.0.fetch_add(1, Ordering::AcqRel);
-        last_call = Some(tokio::time::Instant::now());
+        last_call = Some(std::time::Instant::now());
         let status = js.call(batch, ThreadsafeFunctionCallMode::NonBlocking);
         if status != Status::Ok {
             break;
+        }
+    }
+}
+
+/// Waits until `deadline` on the addon's hold timer (see [`Hold`]).
+async fn hold_until(deadline: std::time::Instant) {
+    std::future::poll_fn(|cx| hold_timer().poll(deadline, cx)).await;
+}
+
+/// The hold timer: one thread of its own ("soe-node-hold") that wakes the pumps that hold
+/// events back (`eventBatchMs`) when their window ends. Tokio's timer counts whole
+/// milliseconds and rounds a sleep up, to its next tick and then the poller's timeout again,
+/// so a 1 ms hold lasted 1 to 3 ms (2.2 ms at the median); a condition variable's timed wait
+/// ends within the OS's timer slack (about 50 µs on Linux).
+struct Hold {
+    waiting: Mutex<Vec<(std::time::Instant, std::task::Waker)>>,
+    changed: std::sync::Condvar,
+}
+
+fn hold_timer() -> &'static Hold {
+    static HOLD: OnceLock<&'static Hold> = OnceLock::new();
+    HOLD.get_or_init(|| {
+        let hold: &'static Hold = Box::leak(Box::new(Hold {
+            waiting: Mutex::new(Vec::new()),
+            changed: std::sync::Condvar::new(),
+        }));
+        std::thread::Builder::new()
+            .name("soe-node-hold".into())
+            .spawn(move || hold.run())
+            .expect("the soe-node hold timer thread starts");
+        hold
+    })
+}
+
+impl Hold {
+    /// Ready once `deadline` has passed; until then the waker is filed for the timer thread.
+    fn poll(
+        &self,
+        deadline: std::time::Instant,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::time::Instant::now() >= deadline {
+            return std::task::Poll::Ready(());
+        }
+        if let Ok(mut waiting) = self.waiting.lock() {
+            waiting.push((deadline, cx.waker().clone()));
+            self.changed.notify_one();
+        }
+        std::task::Poll::Pending
+    }
+
+    /// The timer thread: wakes each filed waker at its deadline.
+    fn run(&self) {
+        let Ok(mut waiting) = self.waiting.lock() else {
+            return;
+        };
+        loop {
+            let now = std::time::Instant::now();
+            waiting.retain(|(deadline, waker)| {
+                let due = *deadline <= now;
+                if due {
+                    waker.wake_by_ref();
+                }
+                !due
+            });
+            let next = waiting.iter().map(|(deadline, _)| *deadline).min();
+            let resumed = match next {
+                Some(deadline) => self
+                    .changed
+                    .wait_timeout(waiting, deadline.saturating_duration_since(now))
+                    .map(|(guard, _)| guard)
+                    .map_err(|_| ()),
+                None => self.changed.wait(waiting).map_err(|_| ()),
+            };
+            let Ok(guard) = resumed else {
+                return;
+            };
+            waiting = guard;
         }
     }
 }
@@ -912,6 +1016,8 @@ impl NativeEndpoint {
                 unreliable_received: st.unreliable_received as f64,
                 out_of_order: st.out_of_order as f64,
                 fast_resends: st.fast_resends as f64,
+                spurious_resends: st.spurious_resends as f64,
+                lost: st.packets_lost as f64,
                 duplicates: st.duplicates as f64,
                 acks_sent: st.acks_sent as f64,
                 acks_received: st.acks_received as f64,

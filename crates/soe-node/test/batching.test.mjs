@@ -80,3 +80,34 @@ test('a bad eventBatchMs is refused with the option named', T, async () => {
     }
   }
 });
+
+/** Round trips (ms) of `rounds` ping-pongs to an echo server whose window is `eventBatchMs`. */
+async function pingPong(t, eventBatchMs, rounds) {
+  const server = await echoServer(t, { eventBatchMs });
+  const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`, { eventBatchMs: 0 });
+  release(t, session.client);
+  const times = [];
+  const ping = Buffer.alloc(8, 1);
+  for (let i = 0; i < rounds + 20; i++) {
+    const echoed = new Promise((resolve) => session.once('message', resolve));
+    const started = process.hrtime.bigint();
+    session.send(ping);
+    await echoed;
+    if (i >= 20) times.push(Number(process.hrtime.bigint() - started) / 1e6);
+  }
+  return times.sort((a, b) => a - b);
+}
+
+// The promise of eventBatchMs (README, index.d.ts): an event that comes while events keep
+// coming waits at most until eventBatchMs after the previous call into JS. In a ping-pong the
+// server's next message always comes within a millisecond of its previous call, so each is
+// held: its round trip exceeds the unheld one's by the hold (0 to 1 ms).
+test('eventBatchMs 1 holds an event at most about a millisecond (median of 300 ping-pongs)', T, async (t) => {
+  const unheld = await pingPong(t, 0, 300);
+  const held = await pingPong(t, 1, 300);
+  const median = (xs) => xs[Math.floor(xs.length / 2)];
+  const hold = median(held) - median(unheld);
+  console.log(`eventBatchMs 0: median ${median(unheld).toFixed(3)} ms; eventBatchMs 1: median ${median(held).toFixed(3)}, ` +
+    `p90 ${held[Math.floor(held.length * 0.9)].toFixed(3)}, max ${held[held.length - 1].toFixed(3)} ms; hold ${hold.toFixed(3)} ms`);
+  assert.ok(hold <= 1.25, `held ${hold.toFixed(3)} ms at the median`);
+});

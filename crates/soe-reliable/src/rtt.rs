@@ -29,7 +29,19 @@ pub(crate) struct RttEstimator {
     /// The shortest of the latest [`RECENT`] samples, and those samples (a ring).
     recent: [Duration; RECENT],
     recent_next: usize,
+    /// Ack waits seen ([`RttEstimator::on_ack_wait`]), up to [`HOLD_SAMPLES`].
+    hold_samples: u32,
 }
+
+/// Ack waits to see before the observed ack delay is trusted for the probe timeout; until then
+/// the probe waits for the longest hold allowed (`max_ack_delay`). The first waits may all be
+/// short by chance (packets sent just before a periodic acker's tick), and a probe sent inside
+/// the hold makes the packet's ack useless as a sample, so a low first guess would never be
+/// corrected.
+const HOLD_SAMPLES: u32 = 8;
+
+/// Per ack, the observed ack delay loses this fraction of itself (when no longer wait comes).
+const HOLD_DECAY: u32 = 16;
 
 /// The clock granularity term of RFC 6298: RTTVAR contributes at least this much.
 pub(crate) const GRANULARITY: Duration = Duration::from_millis(1);
@@ -43,6 +55,7 @@ impl RttEstimator {
             estimate: None,
             recent: [Duration::MAX; RECENT],
             recent_next: 0,
+            hold_samples: 0,
         }
     }
 
@@ -83,7 +96,23 @@ impl RttEstimator {
     pub(crate) fn on_ack_wait(&mut self, waited: Duration, cap: Duration) {
         if let Some(e) = self.estimate.as_mut() {
             let delay = waited.saturating_sub(e.min).min(cap);
-            e.ack_delay = delay.max(e.ack_delay - e.ack_delay / 16);
+            e.ack_delay = delay.max(e.ack_delay - e.ack_delay / HOLD_DECAY);
+            self.hold_samples = (self.hold_samples + 1).min(HOLD_SAMPLES);
+        }
+    }
+
+    /// How long the peer is allowed to hold an ack (zero before any sample): the observed ack
+    /// delay, or `prior` (at least) while fewer than [`HOLD_SAMPLES`] waits have been seen.
+    pub(crate) fn hold_allowance(&self, prior: Duration) -> Duration {
+        self.estimate
+            .map_or(Duration::ZERO, |e| self.hold(&e, prior))
+    }
+
+    fn hold(&self, e: &RttEstimate, prior: Duration) -> Duration {
+        if self.hold_samples < HOLD_SAMPLES {
+            prior.max(e.ack_delay)
+        } else {
+            e.ack_delay
         }
     }
 
@@ -113,13 +142,21 @@ impl RttEstimator {
         self.estimate.map_or(Duration::ZERO, |e| e.ack_delay)
     }
 
-    /// The probe timeout: max(2 SRTT, SRTT + max(4 RTTVAR, 1 ms)) plus the peer's observed ack
-    /// delay, or `initial` before any sample; clamped to `[min, max]`.
-    pub(crate) fn pto(&self, initial: Duration, min: Duration, max: Duration) -> Duration {
+    /// The probe timeout: max(2 SRTT, SRTT + max(4 RTTVAR, 1 ms)) plus the hold allowed to the
+    /// peer (its observed ack delay; `prior_hold` until enough acks have shown it), or `initial`
+    /// before any sample; clamped to `[min, max]`.
+    pub(crate) fn pto(
+        &self,
+        initial: Duration,
+        min: Duration,
+        max: Duration,
+        prior_hold: Duration,
+    ) -> Duration {
         let base = match self.estimate {
             None => initial,
             Some(e) => {
-                (e.smoothed * 2).max(e.smoothed + (e.variance * 4).max(GRANULARITY)) + e.ack_delay
+                (e.smoothed * 2).max(e.smoothed + (e.variance * 4).max(GRANULARITY))
+                    + self.hold(&e, prior_hold)
             }
         };
         base.clamp(min, max)
@@ -143,7 +180,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn pto(r: &RttEstimator) -> Duration {
-        r.pto(500 * MS, 5 * MS, 3000 * MS)
+        r.pto(500 * MS, 5 * MS, 3000 * MS, Duration::ZERO)
     }
 
     #[test]
@@ -215,6 +252,28 @@ mod tests {
         assert_eq!(r.estimate().unwrap().ack_delay, 24 * MS - 24 * MS / 16);
         r.on_ack_wait(10_000 * MS, 100 * MS);
         assert_eq!(r.estimate().unwrap().ack_delay, 100 * MS, "capped");
+    }
+
+    #[test]
+    fn the_hold_is_taken_as_the_prior_until_enough_waits_were_seen_then_with_a_margin() {
+        let prior = 100 * MS;
+        let mut r = RttEstimator::new();
+        for _ in 0..20 {
+            r.on_sample(MS);
+        }
+        let pto = |r: &RttEstimator| r.pto(500 * MS, 4 * MS, 3000 * MS, prior);
+        // A periodic acker's first waits may all be short: the probe waits for the prior.
+        for _ in 0..HOLD_SAMPLES - 1 {
+            r.on_ack_wait(MS + 2 * MS, 1000 * MS);
+            assert_eq!(pto(&r), 2 * MS + prior);
+        }
+        r.on_ack_wait(MS + 48 * MS, 1000 * MS);
+        assert_eq!(r.estimate().unwrap().ack_delay, 48 * MS);
+        assert_eq!(
+            pto(&r),
+            2 * MS + 48 * MS,
+            "the observed hold from the 8th wait on"
+        );
     }
 
     #[test]

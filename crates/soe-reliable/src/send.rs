@@ -43,6 +43,11 @@ struct InFlight {
     /// Declared lost because a packet sent after it was acknowledged (counted when resent, and
     /// used to widen the reordering allowance if the resend proves spurious).
     fast: bool,
+    /// Declared lost at least once (by the packet or time threshold, or as the oldest at a
+    /// retransmission timeout; a tail-loss probe's copy, and the other packets a timeout resends
+    /// in case the peer lacks them, do not declare it): counted in
+    /// [`ChannelStats::packets_lost`] once acknowledged, unless the resend proves spurious.
+    declared_lost: bool,
     /// Selectively acknowledged. A selective ack is a hint, not a proof of delivery: it carries
     /// no proof of origin (peers send it without a CRC), so the packet stays here until a
     /// cumulative ack covers it, out of the window count and out of loss detection, and a
@@ -152,6 +157,8 @@ pub(crate) struct Sender {
     pacer: Pacer,
     /// When the pacer next allows a packet, while it is what holds one back.
     paced_until: Option<Instant>,
+    /// The hold allowed to the peer before its acks have shown it (`max_ack_delay`).
+    prior_hold: Duration,
 }
 
 /// A packet with this many later sequences acknowledged is lost (RFC 9002's kPacketThreshold).
@@ -206,6 +213,7 @@ impl Sender {
             congestion: Congestion::new(config.initial_send_window, config.max_send_window),
             pacer: Pacer::new(),
             paced_until: None,
+            prior_hold: config.max_ack_delay,
         }
     }
 
@@ -284,9 +292,12 @@ impl Sender {
     /// The probe timeout for the current backoff: the measured one doubled per timeout in a row,
     /// at most `max_rto`.
     fn pto(&self, config: &ReliableConfig) -> Duration {
-        let base = self
-            .rtt
-            .pto(config.initial_rto, config.min_rto, config.max_rto);
+        let base = self.rtt.pto(
+            config.initial_rto,
+            config.min_rto,
+            config.max_rto,
+            config.max_ack_delay,
+        );
         base.checked_mul(1u32 << self.pto_count.min(16))
             .unwrap_or(config.max_rto)
             .min(config.max_rto)
@@ -512,6 +523,7 @@ impl Sender {
             resend_queued: false,
             probe: false,
             fast: false,
+            declared_lost: false,
             sacked: false,
         };
         let sequence = self.next;
@@ -706,6 +718,9 @@ impl Sender {
                 .rtt
                 .min()
                 .is_some_and(|min| now.saturating_duration_since(packet.last_sent) < min);
+        if packet.declared_lost && packet.transmissions > 1 && !spurious {
+            stats.packets_lost += 1;
+        }
         if spurious {
             stats.spurious_resends += 1;
             self.congestion.on_spurious(sequence);
@@ -785,7 +800,7 @@ impl Sender {
         else {
             return;
         };
-        let held_delay = delay + self.rtt.ack_delay();
+        let held_delay = delay + self.rtt.hold_allowance(self.prior_hold);
         let largest = self.largest_acked.unwrap_or(0);
         let mut first_lost = None;
         // Whether a selectively acknowledged packet precedes the current one.
@@ -812,6 +827,7 @@ impl Sender {
             if by_count || lost_at <= now {
                 packet.resend_queued = true;
                 packet.fast = true;
+                packet.declared_lost = true;
                 self.flight = self.flight.saturating_sub(1);
                 self.resend.push_back(sequence);
                 first_lost.get_or_insert(sequence);
@@ -875,9 +891,12 @@ impl Sender {
         config: &ReliableConfig,
         stats: &mut ChannelStats,
     ) {
-        let base_pto = self
-            .rtt
-            .pto(config.initial_rto, config.min_rto, config.max_rto);
+        let base_pto = self.rtt.pto(
+            config.initial_rto,
+            config.min_rto,
+            config.max_rto,
+            config.max_ack_delay,
+        );
         self.pto_count = self.pto_count.saturating_add(1);
         stats.probes += 1;
         // The timer restarts from its expiry (backed off), whatever this expiry manages to
@@ -921,6 +940,7 @@ impl Sender {
                     oldest.resend_queued = true;
                     oldest.probe = false;
                     oldest.fast = false;
+                    oldest.declared_lost = true;
                     stats.timeouts += 1;
                     if self.pto_count >= PERSISTENT_CONGESTION {
                         self.congestion.on_persistent_congestion(self.next);
@@ -1004,6 +1024,7 @@ impl Sender {
         packet.resend_queued = true;
         packet.probe = false;
         packet.fast = false;
+        // Resent in case, not known missing: the peer may hold it (not counted as lost).
         self.flight = self.flight.saturating_sub(1);
         let at = usize::from(!self.resend.is_empty());
         self.resend.insert(at, self.base + index as u64);

@@ -15,6 +15,12 @@ pub struct ChannelStats {
     /// Of those, resends found unnecessary: the ack came sooner after the resend than any round
     /// trip seen, so it acknowledged the original.
     pub spurious_resends: u64,
+    /// Data packets counted as lost: declared lost (by the packet or time threshold, or a
+    /// retransmission timeout), resent, and acknowledged later than a resend found spurious
+    /// would be. Each packet counts once however often it went, and only once acknowledged; a
+    /// resend the ack shows unnecessary is not loss, and neither is a tail-loss probe's copy of
+    /// a packet still taken as in flight. This over `packets_sent` is the loss rate.
+    pub packets_lost: u64,
     /// Probe timeouts: no ack for a probe timeout while data was in flight.
     pub probes: u64,
     /// Of those, retransmission timeouts (a second probe timeout in a row) that declared

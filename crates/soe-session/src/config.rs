@@ -47,6 +47,7 @@ pub struct SessionConfig {
     rng_seed: Option<u64>,
     encryption_at_start: bool,
     any_application_protocol: bool,
+    any_protocol_version: bool,
 }
 
 impl Default for SessionConfig {
@@ -72,6 +73,7 @@ impl Default for SessionConfig {
             rng_seed: None,
             encryption_at_start: true,
             any_application_protocol: false,
+            any_protocol_version: false,
         }
     }
 }
@@ -111,6 +113,17 @@ impl SessionConfig {
     #[must_use]
     pub fn with_any_application_protocol(mut self, on: bool) -> Self {
         self.any_application_protocol = on;
+        self
+    }
+
+    /// Whether a server accepts a SessionRequest whatever SOE protocol version it carries, as
+    /// h1z1-server does (it never reads the field, and its echo benchmark client sends 0). The
+    /// session then runs SOE v3 as usual, and the SessionResponse says 3. Clients ignore it (they
+    /// always check the server's version). Default `false`: a version other than 3 is refused
+    /// with [`ProtocolMismatch`](crate::DisconnectReason::ProtocolMismatch).
+    #[must_use]
+    pub fn with_any_protocol_version(mut self, on: bool) -> Self {
+        self.any_protocol_version = on;
         self
     }
 
@@ -316,6 +329,10 @@ impl SessionConfig {
     /// See [`with_any_application_protocol`](Self::with_any_application_protocol).
     pub fn any_application_protocol(&self) -> bool {
         self.any_application_protocol
+    }
+    /// See [`with_any_protocol_version`](Self::with_any_protocol_version).
+    pub fn any_protocol_version(&self) -> bool {
+        self.any_protocol_version
     }
     /// See [`with_reliable`](Self::with_reliable).
     pub fn reliable(&self) -> &Arc<ReliableConfig> {

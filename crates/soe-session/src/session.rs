@@ -196,15 +196,16 @@ pub struct Session {
 
 /// Checks a SessionRequest against a server config: the refusal reason, if any.
 ///
-/// A wrong protocol version or application protocol name (unless the config
-/// [accepts any name](SessionConfig::with_any_application_protocol)) is
+/// A protocol version other than 3 (unless the config
+/// [accepts any version](SessionConfig::with_any_protocol_version)) or a wrong application
+/// protocol name (unless it [accepts any name](SessionConfig::with_any_application_protocol)) is
 /// [`DisconnectReason::ProtocolMismatch`]; a `udp_length` below [`MIN_UDP_LENGTH`] is
 /// [`DisconnectReason::ConnectionRefused`].
 pub fn check_request(
     config: &SessionConfig,
     request: &SessionRequest<'_>,
 ) -> Result<(), DisconnectReason> {
-    if request.protocol_version != PROTOCOL_VERSION
+    if (request.protocol_version != PROTOCOL_VERSION && !config.any_protocol_version())
         || (request.application_protocol != config.application_protocol()
             && !config.any_application_protocol())
     {
@@ -224,7 +225,12 @@ pub fn check_request(
 /// it and reach their connect timeout.
 pub fn encode_refusal(session_id: u32, reason: DisconnectReason, buf: &mut Vec<u8>) -> usize {
     buf.clear();
-    Packet::Disconnect(Disconnect { session_id, reason }).encode(buf)
+    Packet::Disconnect(Disconnect {
+        session_id,
+        reason,
+        bare: false,
+    })
+    .encode(buf)
 }
 
 impl Session {
@@ -557,6 +563,7 @@ impl Session {
             s.resends += cs.packets_resent;
             s.fast_resends += cs.fast_resends;
             s.spurious_resends += cs.spurious_resends;
+            s.packets_lost += cs.packets_lost;
             s.ack_elicitors += cs.ack_elicitors;
             s.duplicates += cs.duplicates;
             s.out_of_order += cs.out_of_order;
@@ -1042,7 +1049,7 @@ impl Session {
             // A client without a seed yet: only a refusal (crc_length 0) is meaningful.
             if self.side == Side::Client && self.state == State::Handshake {
                 if let Ok(Packet::Disconnect(d)) = Packet::decode(datagram) {
-                    if d.session_id == self.session_id {
+                    if !d.bare && d.session_id == self.session_id {
                         self.finish(d.reason, true);
                     }
                 }
@@ -1209,7 +1216,9 @@ impl Session {
                     }
                 }
             }
-            Packet::Disconnect(d) if d.session_id == self.session_id => {
+            // The bare form (`00 05`, h1z1-server's client) names no session; it passed this
+            // session's framing (its CRC, when there is one), so it comes from its peer.
+            Packet::Disconnect(d) if d.bare || d.session_id == self.session_id => {
                 self.finish(d.reason, true);
             }
             Packet::Heartbeat => {
@@ -1442,6 +1451,7 @@ impl Session {
         Packet::Disconnect(Disconnect {
             session_id: self.session_id,
             reason: self.close_reason,
+            bare: false,
         })
         .encode(buf);
         self.disconnects_left = self.disconnects_left.saturating_sub(1);

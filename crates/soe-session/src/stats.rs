@@ -31,6 +31,10 @@ pub struct SessionStats {
     pub fast_resends: u64,
     /// Of those, resends found unnecessary (the original's ack came back).
     pub spurious_resends: u64,
+    /// Reliable data packets counted as lost ([`soe_reliable::ChannelStats::packets_lost`]):
+    /// declared lost, resent, and not found spurious once acknowledged. Over
+    /// `reliable_packets_sent`, the loss rate.
+    pub packets_lost: u64,
     /// Packets sent in a new sequence only to elicit an ack from a peer that does not
     /// re-acknowledge duplicates ([`soe_reliable::AckElicitor`]).
     pub ack_elicitors: u64,

@@ -166,6 +166,59 @@ fn a_server_that_accepts_any_protocol_name_reports_the_clients() {
 }
 
 #[test]
+fn a_server_that_accepts_any_protocol_version_takes_version_0() {
+    // h1z1-server never reads the version; its echo benchmark client sends 0.
+    let req = SessionRequest {
+        protocol_version: 0,
+        session_id: 7,
+        udp_length: 512,
+        application_protocol: b"TestProto_1",
+    };
+    let strict = server_config();
+    assert!(!strict.any_protocol_version(), "strict by default");
+    assert_eq!(
+        soe_session::check_request(&strict, &req).unwrap_err(),
+        DisconnectReason::ProtocolMismatch
+    );
+    let lenient = server_config().with_any_protocol_version(true);
+    for version in [0, 2, 3, 4, u32::MAX] {
+        let req = SessionRequest {
+            protocol_version: version,
+            ..req
+        };
+        assert!(
+            soe_session::check_request(&lenient, &req).is_ok(),
+            "{version}"
+        );
+    }
+    // The name is still checked.
+    let other = SessionRequest {
+        application_protocol: b"Other",
+        ..req
+    };
+    assert_eq!(
+        soe_session::check_request(&lenient, &other).unwrap_err(),
+        DisconnectReason::ProtocolMismatch
+    );
+    // Through an endpoint: a version-0 request is answered and the session opens.
+    let now = std::time::Instant::now();
+    let mut ep: Endpoint<u32> = Endpoint::new(Arc::new(
+        EndpointConfig::server(Arc::new(lenient)).with_rng_seed(9),
+    ));
+    let mut wire = Vec::new();
+    Packet::SessionRequest(req).encode(&mut wire);
+    ep.handle_datagram(now, 77, &wire);
+    let mut buf = Vec::new();
+    let t = ep.poll_transmit(now, &mut buf).unwrap();
+    match Packet::decode(&buf[..t.len]).unwrap() {
+        Packet::SessionResponse(r) => {
+            assert_eq!((r.session_id, r.protocol_version), (7, 3));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn refusal_is_an_unframed_disconnect_no_larger_than_the_request() {
     let mut buf = Vec::new();
     let n = soe_session::encode_refusal(0xDEAD_BEEF, DisconnectReason::ProtocolMismatch, &mut buf);

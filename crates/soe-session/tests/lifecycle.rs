@@ -299,6 +299,30 @@ fn bad_crc_is_dropped_and_counted_and_the_session_lives_on() {
 }
 
 #[test]
+fn a_bare_disconnect_from_the_session_address_ends_it_with_reason_none() {
+    // h1z1-server's client ends a session with `00 05` alone: no session id, no reason.
+    let (mut p, _c, s) = connected(480, NetConfig::default());
+    let mut f = peer_framer(&p, s);
+    let bare = sealed(&mut f, &[0x00, 0x05]);
+    // From another address it is nobody's: the session lives on.
+    p.server.handle_datagram(p.now, 3, &bare);
+    // Without the session's CRC it proves nothing: dropped as a bad CRC.
+    p.server.handle_datagram(p.now, CLIENT, &[0x00, 0x05]);
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(Pair::closed(&p.server_events, s), None);
+    assert_eq!(p.server.session(s).unwrap().state(), State::Connected);
+    p.server.handle_datagram(p.now, CLIENT, &bare);
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(
+        Pair::closed(&p.server_events, s),
+        Some(Event::Closed {
+            reason: DisconnectReason::None,
+            by_peer: true
+        })
+    );
+}
+
+#[test]
 fn a_malformed_packet_with_a_valid_crc_ends_the_session_with_corrupt_packet() {
     let malformed: [&[u8]; 5] = [
         &[0x00, 0x09],                   // ReliableData without a sequence

@@ -81,13 +81,17 @@ pub struct SessionResponse {
     pub protocol_version: u32,
 }
 
-/// Disconnect: `u32 session_id | u16 reason`; old peers omit the reason.
+/// Disconnect: `u32 session_id | u16 reason`; old peers omit the reason, and h1z1-server's
+/// client omits the whole body (`00 05`, [`Disconnect::bare`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Disconnect {
-    /// The session being ended.
+    /// The session being ended (0 in the bare form).
     pub session_id: u32,
     /// Why; [`DisconnectReason::None`] when the peer omitted it.
     pub reason: DisconnectReason,
+    /// The bare form: no body at all, so no session id to check and no reason. Encoded as
+    /// `00 05` alone.
+    pub bare: bool,
 }
 
 /// Why a session ended: the wire values 0 to 16, and any other value kept as sent.
@@ -281,7 +285,8 @@ impl<'a> Packet<'a> {
     /// * SessionRequest's name must end with a NUL ([`WireError::MissingNul`]) that ends the
     ///   packet.
     /// * Disconnect with only its session id (4 body bytes) has reason
-    ///   [`DisconnectReason::None`].
+    ///   [`DisconnectReason::None`]; one with no body at all is [`Disconnect::bare`] (session id
+    ///   0, reason `None`).
     /// * NetStatus bodies are read leniently: absent fields are zero, extra bytes ignored.
     /// * A MultiPacket or Group is checked only when iterated. A MultiPacket found *inside* a
     ///   MultiPacket still decodes here; sessions reject that nesting ([`WireError::Nested`], see
@@ -393,7 +398,13 @@ impl<'a> Packet<'a> {
             Self::SessionRequest(r) => SESSION_REQUEST_FIXED + r.application_protocol.len() + 1,
             Self::SessionResponse(_) => SESSION_RESPONSE_BODY,
             Self::MultiPacket(m) => m.body().len(),
-            Self::Disconnect(_) => 6,
+            Self::Disconnect(d) => {
+                if d.bare {
+                    0
+                } else {
+                    6
+                }
+            }
             Self::Heartbeat | Self::UnknownSender => 0,
             Self::NetStatusRequest(_) | Self::NetStatusResponse(_) => NET_STATUS_BODY_LEN,
             Self::ReliableData(d) | Self::ReliableDataFragment(d) => 2 + d.data.len(),
@@ -434,6 +445,7 @@ impl<'a> Packet<'a> {
                 out.extend_from_slice(&r.protocol_version.to_be_bytes());
             }
             Self::MultiPacket(m) => out.extend_from_slice(m.body()),
+            Self::Disconnect(d) if d.bare => {}
             Self::Disconnect(d) => {
                 out.extend_from_slice(&d.session_id.to_be_bytes());
                 out.extend_from_slice(&d.reason.to_u16().to_be_bytes());
@@ -497,13 +509,20 @@ impl<'a> SessionRequest<'a> {
 impl Disconnect {
     fn decode_body(body: &[u8]) -> Result<Self, WireError> {
         match *body {
+            [] => Ok(Self {
+                session_id: 0,
+                reason: DisconnectReason::None,
+                bare: true,
+            }),
             [a, b, c, d] => Ok(Self {
                 session_id: u32::from_be_bytes([a, b, c, d]),
                 reason: DisconnectReason::None,
+                bare: false,
             }),
             [a, b, c, d, hi, lo] => Ok(Self {
                 session_id: u32::from_be_bytes([a, b, c, d]),
                 reason: DisconnectReason::from_u16(u16::from_be_bytes([hi, lo])),
+                bare: false,
             }),
             _ if body.len() > 6 => Err(WireError::TrailingBytes {
                 what: "Disconnect",
@@ -824,6 +843,7 @@ mod tests {
             Ok(Packet::Disconnect(Disconnect {
                 session_id: 9,
                 reason: DisconnectReason::None,
+                bare: false,
             }))
         );
         assert_eq!(
@@ -831,6 +851,7 @@ mod tests {
             Packet::Disconnect(Disconnect {
                 session_id: 9,
                 reason: DisconnectReason::CorruptPacket,
+                bare: false,
             })
         );
         assert_eq!(
@@ -838,6 +859,7 @@ mod tests {
             Packet::Disconnect(Disconnect {
                 session_id: 9,
                 reason: DisconnectReason::Other(256),
+                bare: false,
             })
         );
         assert!(matches!(
@@ -849,9 +871,26 @@ mod tests {
             Err(WireError::Truncated { .. })
         ));
         assert!(matches!(
+            Packet::decode(&[0, 5, 0]),
+            Err(WireError::Truncated { .. })
+        ));
+        assert!(matches!(
             Packet::decode(&[0, 5, 0, 0, 0, 9, 0, 1, 2]),
             Err(WireError::TrailingBytes { extra: 1, .. })
         ));
+    }
+
+    #[test]
+    fn a_bare_disconnect_has_no_body_and_reason_none() {
+        // h1z1-server's client sends `00 05` alone.
+        assert_eq!(
+            round_trip(&[0, 5]),
+            Packet::Disconnect(Disconnect {
+                session_id: 0,
+                reason: DisconnectReason::None,
+                bare: true,
+            })
+        );
     }
 
     #[test]

@@ -69,6 +69,7 @@ fn seeds(rng: &mut Rng) -> Vec<Vec<u8>> {
     push(Packet::Disconnect(Disconnect {
         session_id: 7,
         reason: DisconnectReason::Application,
+        bare: false,
     }));
     push(Packet::Heartbeat);
     push(Packet::NetStatusRequest(NetStatusRequest {

@@ -99,6 +99,7 @@ fn packet<'a>(spec: &'a Spec, scratch: &'a mut Vec<u8>) -> Packet<'a> {
         Spec::Disconnect(id, reason) => Packet::Disconnect(Disconnect {
             session_id: *id,
             reason: DisconnectReason::from_u16(*reason),
+            bare: false,
         }),
         Spec::Heartbeat => Packet::Heartbeat,
         Spec::NetStatusRequest(tick, ms, sent, received) => {
