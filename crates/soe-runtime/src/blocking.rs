@@ -37,6 +37,9 @@ use crate::endpoint::Core;
 use crate::error::{ConnectError, RecvTimeoutError, SendError, TrySendError};
 use crate::shared::{Shared, is_port_unreachable};
 
+#[cfg(unix)]
+pub use crate::event_loop::{EventLoop, EventLoopHandle};
+
 /// An endpoint driven by a background thread; see the [module documentation](self).
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -295,7 +298,7 @@ impl Wake for SelfWake {
 
 /// Where to send the wake-up datagram: the socket's own address, with the loopback address for
 /// an unspecified one.
-fn wake_target(local: SocketAddr) -> SocketAddr {
+pub(crate) fn wake_target(local: SocketAddr) -> SocketAddr {
     let ip = match local.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),

@@ -61,6 +61,8 @@ mod connection;
 mod driver;
 mod endpoint;
 mod error;
+#[cfg(unix)]
+mod event_loop;
 pub mod runtime;
 mod shared;
 pub mod socket;
