@@ -56,7 +56,7 @@ use soe_wire::DisconnectReason;
 
 use crate::config::{Config, EventMode};
 use crate::driver::Driver;
-use crate::endpoint::{Core, EndpointEvent};
+use crate::endpoint::{Core, EndpointEvent, SendBatch};
 use crate::error::RecvTimeoutError;
 use crate::runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
 use crate::shared::Shared;
@@ -262,6 +262,16 @@ impl EventLoopHandle {
     /// The address the socket is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.core.local_addr
+    }
+
+    /// Queues messages on any of the loop's connections under one lock, and wakes the loop
+    /// once (not once per message) to send them: for a host thread that answers many sessions
+    /// at once (a binding's JS thread, a game tick on a thread of its own). As with
+    /// [`Endpoint::send_batch`](crate::Endpoint::send_batch), `queue` must not call other
+    /// methods of this endpoint or its connections. On the loop's own thread, plain
+    /// [`Connection`](crate::Connection) sends cost no wake-up at all.
+    pub fn send_batch<T>(&self, queue: impl FnOnce(&mut SendBatch<'_>) -> T) -> T {
+        self.core.send_batch(queue)
     }
 }
 

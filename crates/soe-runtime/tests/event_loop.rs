@@ -191,3 +191,63 @@ fn a_send_from_another_thread_wakes_the_blocked_loop() {
     let (_server_conn, _conn, got) = sender.join().unwrap();
     assert_eq!(got.unwrap(), Bytes::from_static(b"pushed"));
 }
+
+#[test]
+fn a_batch_from_another_thread_reaches_every_session_while_the_loop_blocks() {
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let clients = thread::spawn(move || {
+        (0..3)
+            .map(|_| {
+                let endpoint = client();
+                let conn = endpoint.connect(addr).unwrap();
+                (endpoint, conn)
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut accepted = Vec::new();
+    while accepted.len() < 3 {
+        if let EndpointEvent::Accepted(conn) =
+            events.next_event_timeout(Duration::from_secs(5)).unwrap()
+        {
+            accepted.push(conn);
+        }
+    }
+    let clients = clients.join().unwrap();
+    let sender = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        handle.send_batch(|batch| {
+            for (i, conn) in accepted.iter().enumerate() {
+                batch
+                    .try_send_on(
+                        conn,
+                        soe_runtime::Channel::ZERO,
+                        Bytes::from(vec![i as u8; 3]),
+                    )
+                    .unwrap();
+                batch
+                    .send_unreliable(conn, Bytes::from(vec![0x40 + i as u8; 5]))
+                    .unwrap();
+            }
+        });
+        let got: Vec<_> = clients
+            .iter()
+            .map(|(_, conn)| conn.recv_timeout(Duration::from_millis(400)))
+            .collect();
+        (accepted, clients, got)
+    });
+    assert!(matches!(
+        events.next_event_timeout(Duration::from_millis(800)),
+        Err(RecvTimeoutError::Timeout(_))
+    ));
+    let (_accepted, _clients, got) = sender.join().unwrap();
+    for (i, got) in got.into_iter().enumerate() {
+        // The unreliable one may come first or second; the reliable one is there.
+        let got = got.unwrap();
+        assert!(
+            got == Bytes::from(vec![i as u8; 3]) || got == Bytes::from(vec![0x40 + i as u8; 5]),
+            "{got:?}"
+        );
+    }
+}
