@@ -1,46 +1,4 @@
-//! The blocking event loop: the endpoint driven on the application's own thread, which blocks in
-//! the kernel between wake-ups, with no async runtime and no hand-over between threads.
-//!
-//! [`EventLoop::next_event`] drives the endpoint until an event is ready, and hands the events of
-//! one wake-up out one by one before it drives again. Messages the application queues while it
-//! handles them (an echo, a reply) go out together on the next call, in one transmit pass for
-//! every session (one `sendmmsg` on Linux), before the thread blocks again. A wake-up is: wait
-//! for the socket or the endpoint's next deadline (`poll(2)` with the deadline as its timeout),
-//! read what arrived in batches (`recvmmsg` through `quinn-udp`, at most 64 datagrams), run the
-//! due timers, hand the events out, then transmit. It is the same driver as the async
-//! [`Endpoint`](crate::Endpoint)'s, polled by this loop instead of a runtime's executor, so its
-//! bounds and its order of work are the same.
-//!
-//! Other threads may hold [`Connection`](crate::Connection)s and an [`EventLoopHandle`]: what they
-//! queue wakes the loop with an empty datagram to its own socket (sent only while the loop is
-//! blocked; while it runs, a flag is enough).
-//!
-//! ```no_run
-//! use soe_runtime::blocking::EventLoop;
-//! use soe_runtime::{Config, EndpointConfig, EndpointEvent, SessionConfig};
-//! # use std::sync::Arc;
-//! # fn main() -> std::io::Result<()> {
-//! let config = EndpointConfig::server(Arc::new(SessionConfig::new("Echo")));
-//! let mut server = EventLoop::bind("127.0.0.1:20042".parse().unwrap(), Config::new(Arc::new(config)))?;
-//! let mut conns = std::collections::HashMap::new();
-//! while let Some(event) = server.next_event() {
-//!     match event {
-//!         EndpointEvent::Accepted(conn) => {
-//!             conns.insert(conn.id(), conn);
-//!         }
-//!         EndpointEvent::Message { connection, data, .. } => {
-//!             if let Some(conn) = conns.get(&connection) {
-//!                 let _ = conn.try_send(data);
-//!             }
-//!         }
-//!         EndpointEvent::Closed { connection, .. } => {
-//!             conns.remove(&connection);
-//!         }
-//!         _ => {}
-//!     }
-//! }
-//! # Ok(()) }
-//! ```
+//! The blocking event loop ([`EventLoop`]): the endpoint driven on the application's own thread.
 
 use std::future::Future;
 use std::io::{self, IoSliceMut};
@@ -61,7 +19,49 @@ use crate::error::RecvTimeoutError;
 use crate::runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
 use crate::shared::Shared;
 
-/// An endpoint driven by the calling thread; see the [module documentation](self).
+/// The blocking event loop: the endpoint driven on the application's own thread, which blocks in
+/// the kernel between wake-ups, with no async runtime and no hand-over between threads.
+///
+/// [`EventLoop::next_event`] drives the endpoint until an event is ready, and hands the events of
+/// one wake-up out one by one before it drives again. Messages the application queues while it
+/// handles them (an echo, a reply) go out together on the next call, in one transmit pass for
+/// every session (one `sendmmsg` on Linux), before the thread blocks again. A wake-up is: wait
+/// for the socket or the endpoint's next deadline (`poll(2)` with the deadline as its timeout),
+/// read what arrived in batches (`recvmmsg` through `quinn-udp`, at most 64 datagrams), run the
+/// due timers, hand the events out, then transmit. It is the same driver as the async
+/// [`Endpoint`](crate::Endpoint)'s, polled by this loop instead of a runtime's executor, so its
+/// bounds and its order of work are the same.
+///
+/// Other threads may hold [`Connection`](crate::Connection)s and an [`EventLoopHandle`]: what they
+/// queue wakes the loop with an empty datagram to its own socket (sent only while the loop is
+/// blocked; while it runs, a flag is enough).
+///
+/// ```no_run
+/// use soe_runtime::blocking::EventLoop;
+/// use soe_runtime::{Config, EndpointConfig, EndpointEvent, SessionConfig};
+/// # use std::sync::Arc;
+/// # fn main() -> std::io::Result<()> {
+/// let config = EndpointConfig::server(Arc::new(SessionConfig::new("Echo")));
+/// let mut server = EventLoop::bind("127.0.0.1:20042".parse().unwrap(), Config::new(Arc::new(config)))?;
+/// let mut conns = std::collections::HashMap::new();
+/// while let Some(event) = server.next_event() {
+///     match event {
+///         EndpointEvent::Accepted(conn) => {
+///             conns.insert(conn.id(), conn);
+///         }
+///         EndpointEvent::Message { connection, data, .. } => {
+///             if let Some(conn) = conns.get(&connection) {
+///                 let _ = conn.try_send(data);
+///             }
+///         }
+///         EndpointEvent::Closed { connection, .. } => {
+///             conns.remove(&connection);
+///         }
+///         _ => {}
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 ///
 /// Events come as in [`EventMode::Stream`] (the configured mode is overridden): one
 /// [`EndpointEvent`] at a time, for every session.

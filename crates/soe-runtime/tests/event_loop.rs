@@ -246,7 +246,7 @@ fn a_batch_from_another_thread_reaches_every_session_while_the_loop_blocks() {
         // The unreliable one may come first or second; the reliable one is there.
         let got = got.unwrap();
         assert!(
-            got == Bytes::from(vec![i as u8; 3]) || got == Bytes::from(vec![0x40 + i as u8; 5]),
+            got == vec![i as u8; 3] || got == vec![0x40 + i as u8; 5],
             "{got:?}"
         );
     }
