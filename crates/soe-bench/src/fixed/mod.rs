@@ -417,9 +417,9 @@ const PROTOCOL: &str = "SoeBench";
 
 /// The labels of the servers, as the rows and the table name them.
 pub mod label {
-    /// `soe serve` (its default driver: async, on a one-thread tokio runtime).
-    pub const SOE_SERVE: &str = "soe serve";
-    /// `soe serve --driver blocking`: the endpoint on a blocking event loop.
+    /// `soe serve --driver async`: the endpoint's driver a task on a one-thread tokio runtime.
+    pub const SOE_SERVE: &str = "soe serve --driver async";
+    /// `soe serve --driver blocking` (its default): the endpoint on a blocking event loop.
     pub const SOE_BLOCKING: &str = "soe serve --driver blocking";
     /// The Node addon's own API, echoing in JavaScript.
     pub const NODE: &str = "Node addon";
@@ -644,7 +644,7 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
         if let Some(ours) = ours {
             let mut row = Row::new(
                 F,
-                &format!("{name}: soe serve vs soe-protocol"),
+                &format!("{name}: {} vs soe-protocol", label::SOE_SERVE),
                 ours,
                 "µs",
                 Better::Lower,
@@ -657,7 +657,7 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
             if let Some(bare) = bare {
                 let mut row = Row::new(
                     F,
-                    &format!("{name}: soe serve vs bare UDP echo"),
+                    &format!("{name}: {} vs bare UDP echo", label::SOE_SERVE),
                     ours,
                     "µs",
                     Better::Lower,
@@ -673,7 +673,7 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
                 rows.push(
                     Row::new(
                         F,
-                        &format!("{name}: soe serve per echo"),
+                        &format!("{name}: {} per echo", label::SOE_SERVE),
                         ours,
                         "µs",
                         Better::Lower,
@@ -685,12 +685,12 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
         if let Some(node) = per(label::NODE) {
             let mut row = Row::new(
                 F,
-                &format!("{name}: Node addon vs soe serve"),
+                &format!("{name}: Node addon vs {}", label::SOE_SERVE),
                 node,
                 "µs",
                 Better::Lower,
             )
-            .with_note("limit: soe serve, same load, same run");
+            .with_note("limit: soe serve --driver async, same load, same run");
             if let Some(ours) = ours {
                 row = row.vs_limit(ours);
             }
@@ -1184,12 +1184,14 @@ mod tests {
             find("2000 × 10 msg/s, 100 B: soe serve --driver blocking vs bare UDP echo (std loop)");
         assert!((blocking.ratio().unwrap() - 1.8).abs() < 1e-9);
         assert_eq!(blocking.met(), Some(true));
-        let tokio = find("500 × 20 msg/s, 100 B: soe serve vs bare UDP echo (tokio)");
+        let tokio =
+            find("500 × 20 msg/s, 100 B: soe serve --driver async vs bare UDP echo (tokio)");
         assert_eq!(tokio.met(), Some(false));
-        let flat = find("10000 × 2 msg/s, 100 B: soe serve, flatness vs 500 × 20 msg/s");
+        let flat =
+            find("10000 × 2 msg/s, 100 B: soe serve --driver async, flatness vs 500 × 20 msg/s");
         assert!((flat.ratio().unwrap() - 1.0).abs() < 1e-9);
         assert!(
-            find("10000 × idle (keep-alive only): soe serve vs bare keep-alive")
+            find("10000 × idle (keep-alive only): soe serve --driver async vs bare keep-alive")
                 .ratio()
                 .is_some()
         );
