@@ -73,150 +73,187 @@ struct Counts {
     server_timer_wakes: u64,
 }
 
+/// Both endpoints, the network between them and the schedule.
+struct World {
+    server: Endpoint<u32>,
+    clients: Endpoint<u32>,
+    handles: Vec<Option<soe_session::SessionHandle>>,
+    period: Duration,
+    agenda: BinaryHeap<Reverse<(Instant, Item)>>,
+    /// Datagrams in flight, per direction, in order of arrival (one delay for all keeps order).
+    up: VecDeque<(u32, Vec<u8>)>,
+    down: VecDeque<(u32, Vec<u8>)>,
+    now: Instant,
+    buf: Vec<u8>,
+    counts: Counts,
+    payload: Bytes,
+}
+
 fn main() {
     let args = Args::parse();
     let t0 = Instant::now();
-    let session = Arc::new(SessionConfig::new("SoeBench").with_udp_length(512));
-    let mut server: Endpoint<u32> = Endpoint::new(Arc::new(
-        EndpointConfig::server(session.clone()).with_max_sessions(1_000_000),
-    ));
-    let mut clients: Endpoint<u32> = Endpoint::new(Arc::new(
-        EndpointConfig::client(session).with_max_sessions(1_000_000),
-    ));
     let n = args.sessions.max(1);
-    let mut handles = vec![None; n as usize];
-    let period = Duration::from_secs_f64(1.0 / args.rate.max(1e-3));
-    let mut agenda: BinaryHeap<Reverse<(Instant, Item)>> = BinaryHeap::new();
-    // Datagrams in flight, per direction, in order of arrival (one delay for all keeps order).
-    let mut up: VecDeque<(u32, Vec<u8>)> = VecDeque::new();
-    let mut down: VecDeque<(u32, Vec<u8>)> = VecDeque::new();
-    // Handshakes spread out (100 µs apart), as a real server sees them arrive.
-    for i in 0..n {
-        let at = t0 + CONNECT_GAP * i;
-        agenda.push(Reverse((at, Item::Connect(i))));
-    }
+    let mut world = World::new(&args, t0);
     let start = t0 + CONNECT_GAP * n + Duration::from_millis(500);
-    if !args.idle {
-        for i in 0..n {
-            let phase = period.mul_f64(f64::from((i * 7919) % n) / f64::from(n));
-            agenda.push(Reverse((start + phase, Item::Send(i))));
-        }
-    }
     let window_start = start + Duration::from_secs_f64(args.warm_up);
     let end = window_start + Duration::from_secs_f64(args.seconds);
-    let mut now = t0;
-    let mut buf = Vec::with_capacity(2048);
-    let mut counts = Counts::default();
     let mut at_window = None;
-    let payload = Bytes::from(vec![0x5Au8; 100]);
     loop {
-        // Flush both sides' datagrams into flight.
-        while let Some(t) = clients.poll_transmit(now, &mut buf) {
-            up.push_back((t.destination, buf[..t.len].to_vec()));
-            agenda.push(Reverse((now + DELAY, Item::ToServer(t.destination))));
-        }
-        let measured = now >= window_start;
+        let measured = world.now >= window_start;
         if measured && at_window.is_none() {
-            at_window = Some(counts);
+            at_window = Some(world.counts);
         }
-        // The next thing to happen: an agenda item, or a deadline of either side.
-        let next_item = agenda.peek().map(|Reverse((t, _))| *t);
-        let server_deadline = server.poll_timeout();
-        let client_deadline = clients.poll_timeout();
+        if !world.step(measured, end) {
+            break;
+        }
+    }
+    world.report(&args, at_window.unwrap_or_default());
+}
+
+impl World {
+    /// The endpoints, the handshakes spread out (100 µs apart, as a real server sees them
+    /// arrive) and, unless idle, every session's sends with their phases spread evenly.
+    fn new(args: &Args, t0: Instant) -> Self {
+        let session = Arc::new(SessionConfig::new("SoeBench").with_udp_length(512));
+        let server = Endpoint::new(Arc::new(
+            EndpointConfig::server(session.clone()).with_max_sessions(1_000_000),
+        ));
+        let clients = Endpoint::new(Arc::new(
+            EndpointConfig::client(session).with_max_sessions(1_000_000),
+        ));
+        let n = args.sessions.max(1);
+        let period = Duration::from_secs_f64(1.0 / args.rate.max(1e-3));
+        let mut agenda = BinaryHeap::new();
+        for i in 0..n {
+            agenda.push(Reverse((t0 + CONNECT_GAP * i, Item::Connect(i))));
+        }
+        let start = t0 + CONNECT_GAP * n + Duration::from_millis(500);
+        if !args.idle {
+            for i in 0..n {
+                let phase = period.mul_f64(f64::from((i * 7919) % n) / f64::from(n));
+                agenda.push(Reverse((start + phase, Item::Send(i))));
+            }
+        }
+        Self {
+            server,
+            clients,
+            handles: vec![None; n as usize],
+            period,
+            agenda,
+            up: VecDeque::new(),
+            down: VecDeque::new(),
+            now: t0,
+            buf: Vec::with_capacity(2048),
+            counts: Counts::default(),
+            payload: Bytes::from(vec![0x5Au8; 100]),
+        }
+    }
+
+    /// Does the next thing that happens (an agenda item, or a deadline of either side);
+    /// `false` once nothing is left before `end`.
+    fn step(&mut self, measured: bool, end: Instant) -> bool {
+        // Flush the clients' datagrams into flight.
+        while let Some(t) = self.clients.poll_transmit(self.now, &mut self.buf) {
+            self.up
+                .push_back((t.destination, self.buf[..t.len].to_vec()));
+            let at = self.now + DELAY;
+            self.agenda
+                .push(Reverse((at, Item::ToServer(t.destination))));
+        }
+        let next_item = self.agenda.peek().map(|Reverse((t, _))| *t);
+        let server_deadline = self.server.poll_timeout();
+        let client_deadline = self.clients.poll_timeout();
         let next = [next_item, server_deadline, client_deadline]
             .into_iter()
             .flatten()
             .min();
-        let Some(next) = next else { break };
-        if next >= end {
-            break;
-        }
-        now = now.max(next);
-        if client_deadline.is_some_and(|d| d <= now) {
-            clients.handle_timeout(now);
-        }
-        if server_deadline.is_some_and(|d| d <= now) {
-            let mut out = Vec::new();
-            if measured {
-                server_turn(&mut server, now, None, &mut counts, &mut out);
-            } else {
-                warm_turn(&mut server, now, None, &mut counts, &mut out);
-            }
-            deliver_down(&mut down, &mut agenda, now, out);
-            continue;
-        }
-        let Some(Reverse((_, item))) = agenda.pop() else {
-            continue;
+        let Some(next) = next.filter(|&t| t < end) else {
+            return false;
         };
+        self.now = self.now.max(next);
+        if client_deadline.is_some_and(|d| d <= self.now) {
+            self.clients.handle_timeout(self.now);
+        }
+        if server_deadline.is_some_and(|d| d <= self.now) {
+            self.serve(measured, None);
+            return true;
+        }
+        if let Some(Reverse((_, item))) = self.agenda.pop() {
+            self.happen(measured, item);
+        }
+        true
+    }
+
+    fn happen(&mut self, measured: bool, item: Item) {
         match item {
-            Item::Connect(i) => handles[i as usize] = clients.connect(now, i).ok(),
+            Item::Connect(i) => self.handles[i as usize] = self.clients.connect(self.now, i).ok(),
             Item::Send(i) => {
-                agenda.push(Reverse((now + period, Item::Send(i))));
-                if let Some(h) = handles[i as usize] {
-                    let _ = clients.send(h, Channel::ZERO, payload.clone());
+                self.agenda
+                    .push(Reverse((self.now + self.period, Item::Send(i))));
+                if let Some(h) = self.handles[i as usize] {
+                    let _ = self.clients.send(h, Channel::ZERO, self.payload.clone());
                 }
             }
             Item::ToServer(_) => {
-                let Some((from, datagram)) = up.pop_front() else {
-                    continue;
-                };
-                counts.to_server += 1;
-                let mut out = Vec::new();
-                if measured {
-                    server_turn(
-                        &mut server,
-                        now,
-                        Some((from, &datagram)),
-                        &mut counts,
-                        &mut out,
-                    );
-                } else {
-                    warm_turn(
-                        &mut server,
-                        now,
-                        Some((from, &datagram)),
-                        &mut counts,
-                        &mut out,
-                    );
+                if let Some(datagram) = self.up.pop_front() {
+                    self.counts.to_server += 1;
+                    self.serve(measured, Some(datagram));
                 }
-                deliver_down(&mut down, &mut agenda, now, out);
             }
             Item::ToClient(_) => {
-                let Some((to, datagram)) = down.pop_front() else {
-                    continue;
-                };
-                counts.to_client += 1;
-                clients.handle_datagram(now, to, &datagram);
-                while clients.poll_event().is_some() {}
+                if let Some((to, datagram)) = self.down.pop_front() {
+                    self.counts.to_client += 1;
+                    self.clients.handle_datagram(self.now, to, &datagram);
+                    while self.clients.poll_event().is_some() {}
+                }
             }
         }
     }
-    let before = at_window.unwrap_or_default();
-    let c = Counts {
-        echoed: counts.echoed - before.echoed,
-        to_server: counts.to_server - before.to_server,
-        to_client: counts.to_client - before.to_client,
-        server_timer_wakes: counts.server_timer_wakes - before.server_timer_wakes,
-    };
-    let stats = server.endpoint_stats();
-    println!(
-        "sessions {n} rate {} window {} s: echoed {} ({:.0}/s), server datagrams in {} out {}, \
+
+    /// One wake-up of the server (counted inside the window), its datagrams put in flight.
+    fn serve(&mut self, measured: bool, datagram: Option<(u32, Vec<u8>)>) {
+        let mut out = Vec::new();
+        let input = datagram.as_ref().map(|(from, d)| (*from, d.as_slice()));
+        let (server, now, counts) = (&mut self.server, self.now, &mut self.counts);
+        if measured {
+            server_turn(server, now, input, counts, &mut out);
+        } else {
+            warm_turn(server, now, input, counts, &mut out);
+        }
+        deliver_down(&mut self.down, &mut self.agenda, self.now, out);
+    }
+
+    /// Prints what happened in the window (`before`: the counts when it opened).
+    fn report(&self, args: &Args, before: Counts) {
+        let counts = self.counts;
+        let server = &self.server;
+        let n = args.sessions.max(1);
+        let c = Counts {
+            echoed: counts.echoed - before.echoed,
+            to_server: counts.to_server - before.to_server,
+            to_client: counts.to_client - before.to_client,
+            server_timer_wakes: counts.server_timer_wakes - before.server_timer_wakes,
+        };
+        let stats = server.endpoint_stats();
+        println!(
+            "sessions {n} rate {} window {} s: echoed {} ({:.0}/s), server datagrams in {} out {}, \
          server timer wakes {} (endpoint: {} wakes, {} sessions woken, {} transmit visits in all), \
          live sessions {}",
-        args.rate,
-        args.seconds,
-        c.echoed,
-        c.echoed as f64 / args.seconds,
-        c.to_server,
-        c.to_client,
-        c.server_timer_wakes,
-        stats.timer_wakes,
-        stats.sessions_woken,
-        stats.transmit_visits,
-        server.len(),
-    );
-    if std::env::var_os("ENDPOINT_COST_STATS").is_some() {
-        println!("{stats:?}");
+            args.rate,
+            args.seconds,
+            c.echoed,
+            c.echoed as f64 / args.seconds,
+            c.to_server,
+            c.to_client,
+            c.server_timer_wakes,
+            stats.timer_wakes,
+            stats.sessions_woken,
+            stats.transmit_visits,
+            server.len(),
+        );
+        if std::env::var_os("ENDPOINT_COST_STATS").is_some() {
+            println!("{stats:?}");
+        }
     }
 }
 
