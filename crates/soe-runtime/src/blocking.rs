@@ -5,6 +5,9 @@
 //! deadline. Handles wake it (after queuing a send or a close) by sending an empty datagram to the
 //! socket's own address; no SOE packet is empty, so the thread just takes it as a wake-up.
 //!
+//! [`EventLoop`] (Unix) runs the endpoint on the caller's thread instead: no thread of its own,
+//! no hand-over of events or sends between threads, batched receives and sends.
+//!
 //! ```no_run
 //! use soe_runtime::blocking::Endpoint;
 //! use soe_runtime::Config;
