@@ -43,6 +43,15 @@ pub(crate) enum Mode {
     Sink,
 }
 
+/// How `soe serve` drives its endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Driver {
+    /// The runtime's driver task (tokio, one thread).
+    Async,
+    /// A blocking event loop on the server's thread ([`soe_runtime::blocking::EventLoop`]).
+    Blocking,
+}
+
 /// Arguments of `soe serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -65,6 +74,14 @@ pub(crate) struct ServeArgs {
     /// Stop after S seconds (closing every session cleanly); default: run until Ctrl-C.
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     duration: Option<Duration>,
+    /// How the endpoint is driven: `blocking` (the default), the server's own thread blocked
+    /// in the kernel between wake-ups (`poll`, then `recvmmsg`), echoing and sending from that
+    /// thread, once per wake-up for every session; or `async`, the endpoint's driver as a task
+    /// of a one-thread tokio runtime beside the server's task. The blocking driver made a
+    /// third fewer system calls per echo and cost no more CPU at every measured load
+    /// (docs/performance-notes.md).
+    #[arg(long, value_enum, default_value_t = Driver::Blocking)]
+    driver: Driver,
     #[command(flatten)]
     session: SessionFlags,
     #[command(flatten)]
@@ -157,21 +174,26 @@ impl Shared {
 
 /// Runs the command.
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
-    crate::block_on(false, serve(args))?
+    match args.driver {
+        Driver::Async => crate::block_on(false, serve(args))?,
+        Driver::Blocking => serve_blocking(&args),
+    }
 }
 
-async fn serve(args: ServeArgs) -> Result<ExitCode> {
+/// The endpoint's configuration, and whether the server has an RC4 key.
+fn config_of(args: &ServeArgs) -> Result<(Config, bool)> {
     let session = args.session.session_config(Some(&args.server))?;
     let key = args.session.rc4_key.is_some();
-    let endpoint_config =
-        EndpointConfig::server(session.clone()).with_max_sessions(args.max_sessions);
+    let endpoint_config = EndpointConfig::server(session).with_max_sessions(args.max_sessions);
     let config = Config::new(Arc::new(endpoint_config)).with_event_mode(EventMode::Stream);
-    let backlog_limit = config.receive_queue_bytes;
-    let endpoint = Endpoint::bind(args.bind, config)
-        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    Ok((config, key))
+}
+
+/// The line that says where the server listens and how.
+fn print_listening(addr: SocketAddr, args: &ServeArgs, key: bool) {
     say!(
         "soe serve: listening on {} (protocol {:?}, {:?} mode, CRC {} bytes, compression {}, RC4 {})",
-        endpoint.local_addr(),
+        addr,
         args.session.protocol,
         args.mode,
         args.server.crc_length,
@@ -182,6 +204,14 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
             (true, true) => "on after the first message",
         },
     );
+}
+
+async fn serve(args: ServeArgs) -> Result<ExitCode> {
+    let (config, key) = config_of(&args)?;
+    let backlog_limit = config.receive_queue_bytes;
+    let endpoint = Endpoint::bind(args.bind, config)
+        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    print_listening(endpoint.local_addr(), &args, key);
     let shared = Arc::new(Shared::default());
     if let Some(addr) = args.metrics {
         let publish = shared.clone();
@@ -231,6 +261,76 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
     if let Some(task) = stats_task {
         task.abort();
     }
+    print_done(&shared, started);
+    Ok(exit_code())
+}
+
+/// `soe serve --driver blocking`: the event loop runs on this thread, blocked in the kernel
+/// between wake-ups; a one-thread tokio runtime beside it serves the metrics, the stats line,
+/// the stop signal and the echoes that wait for room.
+fn serve_blocking(args: &ServeArgs) -> Result<ExitCode> {
+    let (config, key) = config_of(args)?;
+    let backlog_limit = config.receive_queue_bytes;
+    let mut events = soe_runtime::blocking::EventLoop::bind(args.bind, config)
+        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    print_listening(events.local_addr(), args, key);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // Echoes that wait for room are tasks of this runtime.
+    let _runtime = runtime.enter();
+    let shared = Arc::new(Shared::default());
+    if let Some(addr) = args.metrics {
+        let publish = shared.clone();
+        let bound = runtime.block_on(crate::metrics_http::serve(addr, move || {
+            publish.publish_metrics()
+        }))?;
+        say!("soe serve: Prometheus metrics on http://{bound}/metrics");
+    }
+    let started = Instant::now();
+    let stats_task = args
+        .stats_interval
+        .filter(|d| !d.is_zero())
+        .map(|every| runtime.spawn(print_stats(shared.clone(), every)));
+    let handle = events.handle();
+    let duration = args.duration;
+    runtime.spawn(async move {
+        stop_signal(duration).await;
+        say!(
+            "soe serve: shutting down, closing {} session(s)",
+            handle.session_count()
+        );
+        handle.close(DisconnectReason::Application);
+    });
+    let closer = events.handle();
+    let mut closing = false;
+    let mut server = Server {
+        mode: args.mode,
+        rc4_after_first: args.session.rc4_after_first_message,
+        key,
+        backlog_limit,
+        shared: shared.clone(),
+        peers: HashMap::new(),
+    };
+    // Until closed and every session gone (each close comes as an event, and prints its line).
+    while let Some(event) = events.next_event() {
+        server.on_event(event);
+        if out::gone() && !std::mem::replace(&mut closing, true) {
+            // Its reader went away (`soe serve | head`): stop as cleanly as on Ctrl-C.
+            closer.close(DisconnectReason::Application);
+        }
+    }
+    if let Some(task) = stats_task {
+        task.abort();
+    }
+    print_done(&shared, started);
+    Ok(exit_code())
+}
+
+/// The last line: how long, how many sessions and messages.
+fn print_done(shared: &Shared, started: Instant) {
     let t = &shared.totals;
     say!(
         "soe serve: done after {:.1} s: {} session(s), {} message(s) in, {} out",
@@ -239,11 +339,15 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         t.messages_in.load(Ordering::Relaxed),
         t.messages_out.load(Ordering::Relaxed),
     );
-    Ok(if out::gone() {
+}
+
+/// Success, or [`out::GONE_EXIT`] when stdout's reader went away.
+fn exit_code() -> ExitCode {
+    if out::gone() {
         ExitCode::from(out::GONE_EXIT)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }
 
 /// Completes on Ctrl-C (SIGINT), or after `duration` when one is given.

@@ -118,6 +118,40 @@ fn load_json_summary_with_a_few_sessions() {
     assert!(summary["messages_per_s"].as_f64().expect("rate") > 0.0);
 }
 
+#[test]
+fn serve_with_the_blocking_driver_echoes_a_load_and_stops_on_interrupt() {
+    let mut server = serve(&["--driver", "blocking", "--stats-interval", "0.2"]);
+    let out = soe(&[
+        "load",
+        &server.addr.to_string(),
+        "--sessions",
+        "3",
+        "--messages",
+        "150",
+        "--depth",
+        "4",
+        "--size",
+        "10-1500",
+        "--json",
+    ]);
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("the summary is JSON");
+    assert_eq!(summary["sessions_failed"], 0);
+    assert_eq!(summary["messages_verified"], 450);
+    assert_eq!(summary["messages_mismatched"], 0);
+    assert_eq!(summary["messages_lost"], 0);
+    let stats = wait_for(&server.stdout, "3 opened, 3 closed", &mut server.seen);
+    assert!(stats.starts_with("stats:"), "{stats}");
+    server.process.interrupt();
+    let status = server.process.wait(Duration::from_secs(20));
+    rest(&server.stdout, &mut server.seen);
+    assert!(status.success(), "{status:?} {:#?}", server.seen);
+    assert!(
+        server.seen.iter().any(|l| l.contains("done after")),
+        "{:#?}",
+        server.seen
+    );
+}
+
 /// The records a JSON-lines stream holds, by type.
 fn records(lines: &[String], kind: &str) -> Vec<Value> {
     lines

@@ -5,6 +5,9 @@
 //! deadline. Handles wake it (after queuing a send or a close) by sending an empty datagram to the
 //! socket's own address; no SOE packet is empty, so the thread just takes it as a wake-up.
 //!
+//! [`EventLoop`] (Unix) runs the endpoint on the caller's thread instead: no thread of its own,
+//! no hand-over of events or sends between threads, batched receives and sends.
+//!
 //! ```no_run
 //! use soe_runtime::blocking::Endpoint;
 //! use soe_runtime::Config;
@@ -36,6 +39,9 @@ use crate::driver::max_datagram_size;
 use crate::endpoint::Core;
 use crate::error::{ConnectError, RecvTimeoutError, SendError, TrySendError};
 use crate::shared::{Shared, is_port_unreachable};
+
+#[cfg(unix)]
+pub use crate::event_loop::{EventLoop, EventLoopHandle};
 
 /// An endpoint driven by a background thread; see the [module documentation](self).
 #[derive(Debug, Clone)]
@@ -296,7 +302,7 @@ impl Wake for SelfWake {
 
 /// Where to send the wake-up datagram: the socket's own address, with the loopback address for
 /// an unspecified one.
-fn wake_target(local: SocketAddr) -> SocketAddr {
+pub(crate) fn wake_target(local: SocketAddr) -> SocketAddr {
     let ip = match local.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),

@@ -115,15 +115,7 @@ impl<R: Runtime> Endpoint<R> {
     /// `queue` must not call other methods of this endpoint or its connections (the lock is
     /// held while it runs): it only queues, through the [`SendBatch`] it is given.
     pub fn send_batch<T>(&self, queue: impl FnOnce(&mut SendBatch<'_>) -> T) -> T {
-        let shared = self.core.shared();
-        let mut state = shared.lock();
-        state.batching = true;
-        let mut batch = SendBatch {
-            shared,
-            state,
-            queued: false,
-        };
-        queue(&mut batch)
+        self.core.send_batch(queue)
     }
 
     /// The next session a peer opened; `None` once the endpoint is closed (and always in
@@ -347,6 +339,19 @@ impl Core {
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.endpoint.shared
+    }
+
+    /// See [`Endpoint::send_batch`].
+    pub(crate) fn send_batch<T>(&self, queue: impl FnOnce(&mut SendBatch<'_>) -> T) -> T {
+        let shared = self.shared();
+        let mut state = shared.lock();
+        state.batching = true;
+        let mut batch = SendBatch {
+            shared,
+            state,
+            queued: false,
+        };
+        queue(&mut batch)
     }
 
     pub(crate) fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<Option<Connection>> {

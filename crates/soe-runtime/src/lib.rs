@@ -8,6 +8,8 @@
 //! * `soe-tokio`: `soe_tokio::Endpoint` on tokio;
 //! * `soe-async-std`: `soe_async_std::Endpoint` on async-io (async-std, smol);
 //! * [`blocking`]: the same endpoint on a std thread, for code without an async runtime.
+//! * [`blocking::EventLoop`] (Unix): the same driver on the application's own thread, which
+//!   blocks in `poll(2)` between wake-ups and sends once per wake-up for every session.
 //!
 //! # Shape
 //!
@@ -62,6 +64,8 @@ mod connection;
 mod driver;
 mod endpoint;
 mod error;
+#[cfg(unix)]
+mod event_loop;
 pub mod runtime;
 mod shared;
 pub mod socket;

@@ -100,10 +100,10 @@ fn main() -> ExitCode {
                 .filter(|p| p.exists()),
             node_script: args.node_script.clone(),
         };
-        let (fixed_rows, section) = fixed::run(&servers, quick);
+        let (fixed_rows, section, curve) = fixed::run(&servers, quick);
         rows.extend(fixed_rows);
         println!("{section}");
-        fixed_section = Some(section);
+        fixed_section = Some((section, curve));
     }
     println!("{}", text_table(&rows));
     if !args.no_loss_grid && !fixed_only {
@@ -124,8 +124,10 @@ fn main() -> ExitCode {
         }
         extra.insert(0, section);
     }
-    if let Some(section) = fixed_section {
+    let mut curve = None;
+    if let Some((section, chart)) = fixed_section {
         extra.insert(0, section);
+        curve = chart;
     }
     if let Some(md) = out {
         if let Some(dir) = md.parent().filter(|d| !d.as_os_str().is_empty())
@@ -156,7 +158,12 @@ fn main() -> ExitCode {
             extra_sections: extra,
         };
         let written = std::fs::write(&md, markdown_page(&rows, &info))
-            .and_then(|()| std::fs::write(&svg, svg_chart(&rows)));
+            .and_then(|()| std::fs::write(&svg, svg_chart(&rows)))
+            .and_then(|()| match &curve {
+                // The fixed-load section links it by this name, beside the page.
+                Some(chart) => std::fs::write(md.with_file_name(fixed::CURVE_CHART), chart),
+                None => Ok(()),
+            });
         if let Err(e) = written {
             eprintln!("compare: cannot write {}: {e}", md.display());
             return ExitCode::FAILURE;

@@ -1,7 +1,7 @@
 //! `fixed-load`: the fixed-load generator of the report, against a server already running.
 //!
 //! ```text
-//! fixed-load ADDR [--sessions N] [--rate R | --tick] [--size B] [--udp] [--protocol NAME]
+//! fixed-load ADDR [--sessions N] [--rate R | --tick | --idle] [--size B] [--udp] [--protocol NAME]
 //!            [--pid PID] [--warm-up S] [--window S]
 //! ```
 //!
@@ -33,6 +33,10 @@ struct Args {
     /// The game-tick mix instead (10 Hz 40 B unreliable + 1 Hz 200 B reliable).
     #[arg(long)]
     tick: bool,
+    /// Idle sessions instead: nothing sent but keep-alives (one datagram per session per
+    /// keep-alive interval with `--udp`).
+    #[arg(long, conflicts_with = "tick")]
+    idle: bool,
     /// Message size in bytes.
     #[arg(long, default_value_t = 100)]
     size: usize,
@@ -59,6 +63,8 @@ fn main() -> ExitCode {
         sessions: args.sessions,
         mix: if args.tick {
             Mix::Tick
+        } else if args.idle {
+            Mix::Idle
         } else {
             Mix::Echo {
                 rate: args.rate,
@@ -82,7 +88,8 @@ fn main() -> ExitCode {
             println!(
                 "{}: {} connected, {:.0} echoes/s, server CPU {:.2} µs per message ({:.1} % of a core), \
                  server datagrams per message {:.2} in + {:.2} out, \
-                 round trip p50 {:.3} ms p99 {:.3} ms, generator {:.1} % of a core{}",
+                 round trip p50 {:.3} ms p99 {:.3} ms, generator {:.1} % of a core, \
+                 server CPU {:.3} µs per session-second{}",
                 load.label(),
                 o.connected,
                 o.messages as f64 / o.window.as_secs_f64(),
@@ -93,6 +100,7 @@ fn main() -> ExitCode {
                 o.p50_us / 1000.0,
                 o.p99_us / 1000.0,
                 o.generator_cpu.as_secs_f64() / o.window.as_secs_f64() * 100.0,
+                o.cpu_us_per_session_second(),
                 match o.problems(&load) {
                     p if p.is_empty() => String::new(),
                     p => format!("; {p}"),

@@ -271,7 +271,7 @@ impl Generator {
             ))
         });
         let streams = load
-            .streams()
+            .streams_on(target.wire)
             .into_iter()
             .map(|(period, size, reliable)| Stream {
                 period,

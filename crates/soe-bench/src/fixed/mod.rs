@@ -40,6 +40,17 @@ pub enum Mix {
     /// of 200 bytes a second; the server sends each back the way it came, so each client also
     /// receives 10 unreliable updates and one reliable event a second.
     Tick,
+    /// Idle players: nothing sent but what keeps the session alive (the client's default
+    /// heartbeat, answered by the server). Against a bare UDP echo, one datagram per session
+    /// per heartbeat interval, echoed: the limit, one `recv` and one `send` per keep-alive.
+    Idle,
+}
+
+/// The default keep-alive interval of a client session (its heartbeat after that much silence).
+pub fn keep_alive_interval() -> Duration {
+    soe_session::SessionConfig::new("x")
+        .heartbeat_interval()
+        .unwrap_or(Duration::from_secs(10))
 }
 
 impl Load {
@@ -53,6 +64,17 @@ impl Load {
                 "{} × game tick (10 Hz 40 B unreliable + 1 Hz 200 B reliable)",
                 self.sessions
             ),
+            Mix::Idle => format!("{} × idle (keep-alive only)", self.sessions),
+        }
+    }
+
+    /// The streams each session sends on `wire`: an idle session sends nothing itself over
+    /// SOE (its heartbeats keep it alive), and one small datagram per keep-alive interval over
+    /// bare UDP.
+    fn streams_on(&self, wire: Wire) -> Vec<(Duration, usize, bool)> {
+        match (self.mix, wire) {
+            (Mix::Idle, Wire::Udp) => vec![(keep_alive_interval(), 17, false)],
+            _ => self.streams(),
         }
     }
 
@@ -66,6 +88,7 @@ impl Load {
                 (Duration::from_millis(100), 40, false),
                 (Duration::from_secs(1), 200, true),
             ],
+            Mix::Idle => Vec::new(),
         }
     }
 
@@ -394,8 +417,10 @@ const PROTOCOL: &str = "SoeBench";
 
 /// The labels of the servers, as the rows and the table name them.
 pub mod label {
-    /// `soe serve`.
-    pub const SOE_SERVE: &str = "soe serve";
+    /// `soe serve --driver async`: the endpoint's driver a task on a one-thread tokio runtime.
+    pub const SOE_SERVE: &str = "soe serve --driver async";
+    /// `soe serve --driver blocking` (its default): the endpoint on a blocking event loop.
+    pub const SOE_BLOCKING: &str = "soe serve --driver blocking";
     /// The Node addon's own API, echoing in JavaScript.
     pub const NODE: &str = "Node addon";
     /// The h1z1-server facade of the Node addon.
@@ -421,23 +446,29 @@ impl Servers {
             wire,
             protocol: PROTOCOL.to_owned(),
         };
+        let serve = [
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--mode",
+            "echo",
+            "--protocol",
+            PROTOCOL,
+            "--max-sessions",
+            "100000",
+            "--driver",
+        ];
         match &self.soe {
-            Some(soe) => servers.push(soe_server(
-                label::SOE_SERVE,
-                soe,
-                &[
-                    "serve",
-                    "--bind",
-                    "127.0.0.1:0",
-                    "--mode",
-                    "echo",
-                    "--protocol",
-                    PROTOCOL,
-                    "--max-sessions",
-                    "100000",
-                ],
-                Wire::Soe,
-            )),
+            Some(soe) => {
+                for (label, driver) in [
+                    (label::SOE_SERVE, "async"),
+                    (label::SOE_BLOCKING, "blocking"),
+                ] {
+                    let mut args = serve.to_vec();
+                    args.push(driver);
+                    servers.push(soe_server(label, soe, &args, Wire::Soe));
+                }
+            }
             None => missing.push(format!(
                 "{}: the soe binary was not given",
                 label::SOE_SERVE
@@ -506,15 +537,34 @@ pub fn loads(quick: bool) -> Vec<Load> {
         sessions,
         mix: Mix::Tick,
     };
+    let idle = |sessions| Load {
+        sessions,
+        mix: Mix::Idle,
+    };
     if quick {
-        vec![echo(50, 20.0), tick(50)]
+        vec![echo(50, 20.0), tick(50), idle(50)]
     } else {
-        vec![echo(500, 20.0), echo(2000, 10.0), tick(500)]
+        // 500 × 40, 2,000 × 10 and 10,000 × 2 are one total rate (20,000 messages a second)
+        // spread over more and more sessions: the per-session cost curve.
+        vec![
+            echo(500, 20.0),
+            echo(500, 40.0),
+            echo(2000, 10.0),
+            echo(10_000, 2.0),
+            tick(500),
+            idle(10_000),
+        ]
     }
 }
 
-/// Every server under every load: the rows (with the targets) and the section's table.
-pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String) {
+/// The loads of the per-session cost curve: 20,000 messages a second over more and more
+/// sessions.
+pub const CURVE: [(usize, f64); 3] = [(500, 40.0), (2000, 10.0), (10_000, 2.0)];
+
+/// Every server under every load: the rows (with the targets), the section's table, and the
+/// per-session cost curve as an SVG chart (`None` without the curve's loads, as in `--quick`).
+/// The section links the chart as [`CURVE_CHART`], to be written beside the page.
+pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String, Option<String>) {
     let timing = if quick {
         Timing {
             warm_up: Duration::from_millis(300),
@@ -529,6 +579,15 @@ pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String) {
     let (list, missing) = servers.list();
     let mut results = Vec::new();
     for load in loads(quick) {
+        // Idle sessions heartbeat once per keep-alive interval: a window of one whole interval
+        // sees each of them once, whatever their phases.
+        let timing = match load.mix {
+            Mix::Idle if !quick => Timing {
+                window: keep_alive_interval().max(timing.window),
+                ..timing
+            },
+            _ => timing,
+        };
         for server in &list {
             eprintln!("soe-bench: fixed load {}: {}", load.label(), server.label);
             let outcome = measure(server, &load, timing);
@@ -538,7 +597,13 @@ pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String) {
             results.push((load, server.label.clone(), outcome));
         }
     }
-    (rows(&results), section(&results, &missing, timing))
+    let mut rows = rows(&results);
+    rows.extend(new_rows(&results));
+    (
+        rows,
+        section(&results, &missing, timing),
+        curve_svg(&results),
+    )
 }
 
 /// One measurement: the load, the server's label, and what it did.
@@ -579,7 +644,7 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
         if let Some(ours) = ours {
             let mut row = Row::new(
                 F,
-                &format!("{name}: soe serve vs soe-protocol"),
+                &format!("{name}: {} vs soe-protocol", label::SOE_SERVE),
                 ours,
                 "µs",
                 Better::Lower,
@@ -592,7 +657,7 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
             if let Some(bare) = bare {
                 let mut row = Row::new(
                     F,
-                    &format!("{name}: soe serve vs bare UDP echo"),
+                    &format!("{name}: {} vs bare UDP echo", label::SOE_SERVE),
                     ours,
                     "µs",
                     Better::Lower,
@@ -608,7 +673,7 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
                 rows.push(
                     Row::new(
                         F,
-                        &format!("{name}: soe serve per echo"),
+                        &format!("{name}: {} per echo", label::SOE_SERVE),
                         ours,
                         "µs",
                         Better::Lower,
@@ -620,12 +685,12 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
         if let Some(node) = per(label::NODE) {
             let mut row = Row::new(
                 F,
-                &format!("{name}: Node addon vs soe serve"),
+                &format!("{name}: Node addon vs {}", label::SOE_SERVE),
                 node,
                 "µs",
                 Better::Lower,
             )
-            .with_note("limit: soe serve, same load, same run");
+            .with_note("limit: soe serve --driver async, same load, same run");
             if let Some(ours) = ours {
                 row = row.vs_limit(ours);
             }
@@ -653,6 +718,232 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
     rows
 }
 
+/// What an outcome of `label` under `load` says, when its run was sound (idle loads echo
+/// nothing over SOE, so no message count is asked of them).
+fn idle_figure(results: &[Result3], load: &Load, label: &str) -> Option<Outcome> {
+    results
+        .iter()
+        .find(|(l, s, _)| l == load && s == label)
+        .and_then(|(_, _, o)| o.as_ref().ok())
+        .filter(|o| o.sound(load) && o.window > Duration::ZERO)
+        .cloned()
+}
+
+/// The rows of issue 38: each driver of `soe serve` beside its bare limit at every echo load
+/// (the async one beside the bare tokio echo, the blocking one beside the bare std loop), the
+/// flatness of CPU per echo as sessions grow (against 500 × 20 msg/s), and idle sessions
+/// beside the bare keep-alive limit.
+fn new_rows(results: &[Result3]) -> Vec<crate::Row> {
+    use crate::{Better, Row, Target};
+    const F: &str = "Fixed load: server CPU per message";
+    let mut rows = Vec::new();
+    let mut loads: Vec<Load> = Vec::new();
+    for (load, _, _) in results {
+        if !loads.contains(load) {
+            loads.push(*load);
+        }
+    }
+    let base = Load {
+        sessions: 500,
+        mix: Mix::Echo {
+            rate: 20.0,
+            size: 100,
+        },
+    };
+    for load in &loads {
+        let name = load.label();
+        let per = |label| figure(results, load, label).map(|o| o.cpu_us_per_message());
+        let pairs = [
+            (label::SOE_SERVE, label::UDP_TOKIO, 1.2),
+            (label::SOE_BLOCKING, label::UDP_STD, 2.0),
+        ];
+        if matches!(load.mix, Mix::Idle) {
+            let per_second =
+                |label| idle_figure(results, load, label).map(|o| o.cpu_us_per_session_second());
+            for (ours, _, _) in pairs {
+                if let (Some(x), Some(limit)) = (per_second(ours), per_second(label::UDP_STD)) {
+                    rows.push(
+                        Row::new(
+                            "Fixed load: server CPU per idle session-second",
+                            &format!("{name}: {ours} vs bare keep-alive"),
+                            x,
+                            "µs",
+                            Better::Lower,
+                        )
+                        .vs_limit(limit)
+                        .with_target(Target::RatioAtMost(2.0))
+                        .with_note("limit: the bare std loop echoing one datagram per session per keep-alive interval, same run"),
+                    );
+                }
+            }
+            continue;
+        }
+        for (ours, bare, target) in pairs {
+            if let (Some(x), Some(limit)) = (per(ours), per(bare)) {
+                rows.push(
+                    Row::new(
+                        F,
+                        &format!("{name}: {ours} vs {bare}"),
+                        x,
+                        "µs",
+                        Better::Lower,
+                    )
+                    .vs_limit(limit)
+                    .with_target(Target::RatioAtMost(target))
+                    .with_note("limit: same load, same run"),
+                );
+            }
+        }
+        let flat_load = matches!(load.mix, Mix::Echo { .. }) && load.sessions > base.sessions;
+        for ours in [label::SOE_SERVE, label::SOE_BLOCKING] {
+            let at_base = figure(results, &base, ours).map(|o| o.cpu_us_per_message());
+            if let (true, Some(x), Some(limit)) = (flat_load, per(ours), at_base) {
+                rows.push(
+                    Row::new(
+                        F,
+                        &format!("{name}: {ours}, flatness vs 500 × 20 msg/s"),
+                        x,
+                        "µs",
+                        Better::Lower,
+                    )
+                    .vs_limit(limit)
+                    .with_target(Target::RatioAtMost(1.2))
+                    .with_note("limit: the same server at 500 × 20 msg/s, same run"),
+                );
+            }
+        }
+    }
+    rows
+}
+
+/// One server's line of the curve: its label, its colour, and (sessions, µs per echo) points.
+type CurveLine<'a> = (&'a str, &'a str, Vec<(usize, f64)>);
+
+/// The file name of the per-session cost curve, written beside the report page.
+pub const CURVE_CHART: &str = "performance-fixed.svg";
+
+/// The per-session cost curve: CPU per echo of each server at [`CURVE`]'s loads (one total
+/// rate over more and more sessions), one line per server, as a standalone SVG document;
+/// `None` when no server has a sound figure at two of those loads.
+fn curve_svg(results: &[Result3]) -> Option<String> {
+    use svg::Document;
+    use svg::node::element::{Line, Polyline, Rectangle, Text};
+    let servers = [
+        (label::SOE_SERVE, "#3b6fb6"),
+        (label::SOE_BLOCKING, "#2a9d5c"),
+        (label::UDP_TOKIO, "#e08a2c"),
+        (label::UDP_STD, "#b03030"),
+        (label::NODE, "#7a4fb0"),
+    ];
+    let load = |(sessions, rate): (usize, f64)| Load {
+        sessions,
+        mix: Mix::Echo { rate, size: 100 },
+    };
+    let lines: Vec<CurveLine<'_>> = servers
+        .iter()
+        .map(|&(label, colour)| {
+            let points = CURVE
+                .iter()
+                .filter_map(|&c| {
+                    let o = figure(results, &load(c), label)?;
+                    Some((c.0, o.cpu_us_per_message()))
+                })
+                .collect::<Vec<_>>();
+            (label, colour, points)
+        })
+        .filter(|(_, _, p)| p.len() >= 2)
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let top = lines
+        .iter()
+        .flat_map(|(_, _, p)| p.iter().map(|&(_, y)| y))
+        .fold(1.0f64, f64::max)
+        * 1.15;
+    let (left, width, plot_h, head) = (60.0, 420.0, 220.0, 40.0);
+    let x_of = |i: usize| left + 40.0 + i as f64 * (width - 80.0) / (CURVE.len() - 1) as f64;
+    let y_of = |v: f64| head + plot_h - v / top * plot_h;
+    let mut doc = Document::new()
+        .set("width", left + width + 230.0)
+        .set("height", head + plot_h + 50.0)
+        .set("font-family", "sans-serif")
+        .set("font-size", 12)
+        .add(
+            Rectangle::new()
+                .set("width", "100%")
+                .set("height", "100%")
+                .set("fill", "white"),
+        )
+        .add(
+            Text::new("Server CPU per echo (µs) at 20,000 messages a second, by sessions")
+                .set("x", 10)
+                .set("y", 20)
+                .set("font-size", 14),
+        );
+    for step in 0..=4 {
+        let v = top * f64::from(step) / 4.0;
+        doc = doc
+            .add(
+                Line::new()
+                    .set("x1", left)
+                    .set("x2", left + width)
+                    .set("y1", y_of(v))
+                    .set("y2", y_of(v))
+                    .set("stroke", "#ddd"),
+            )
+            .add(
+                Text::new(crate::report::fmt_num(v))
+                    .set("x", left - 6.0)
+                    .set("y", y_of(v) + 4.0)
+                    .set("text-anchor", "end"),
+            );
+    }
+    for (i, (sessions, rate)) in CURVE.iter().enumerate() {
+        doc = doc.add(
+            Text::new(format!("{sessions} × {rate}"))
+                .set("x", x_of(i))
+                .set("y", head + plot_h + 20.0)
+                .set("text-anchor", "middle"),
+        );
+    }
+    for (n, (label, colour, points)) in lines.iter().enumerate() {
+        let coords: Vec<String> = points
+            .iter()
+            .filter_map(|&(sessions, y)| {
+                let i = CURVE.iter().position(|c| c.0 == sessions)?;
+                Some(format!("{:.1},{:.1}", x_of(i), y_of(y)))
+            })
+            .collect();
+        let legend_y = head + 14.0 + 18.0 * n as f64;
+        doc = doc
+            .add(
+                Polyline::new()
+                    .set("points", coords.join(" "))
+                    .set("fill", "none")
+                    .set("stroke", *colour)
+                    .set("stroke-width", 2),
+            )
+            .add(
+                Line::new()
+                    .set("x1", left + width + 10.0)
+                    .set("x2", left + width + 30.0)
+                    .set("y1", legend_y - 4.0)
+                    .set("y2", legend_y - 4.0)
+                    .set("stroke", *colour)
+                    .set("stroke-width", 2),
+            )
+            .add(
+                Text::new(*label)
+                    .set("x", left + width + 36.0)
+                    .set("y", legend_y),
+            );
+    }
+    let mut out = doc.to_string();
+    out.push('\n');
+    Some(out)
+}
+
 /// The section: one table of every server under every load.
 fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
     use std::fmt::Write as _;
@@ -671,10 +962,23 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
          (a bare echo moves one each way; an SOE echo also receives the client's ack of the \
          reply when the client has nothing to send with it). In the game-tick mix the \
          server sends each message back the way it came, so each client also receives 10 \
-         unreliable updates and one reliable event a second.\n",
+         unreliable updates and one reliable event a second. `soe serve` runs with each of its \
+         drivers: async (a tokio task beside the server's task, on one thread) and blocking (the \
+         server's own thread blocked in `poll`, receiving with `recvmmsg` and sending once per \
+         wake-up). In the idle rows the sessions send nothing but their default heartbeat \
+         (once per {} of silence, answered by the server), measured over one whole interval; \
+         the bare limit then echoes one datagram per session per interval.\n",
         fmt_duration(timing.window),
         fmt_duration(timing.warm_up),
+        fmt_duration(keep_alive_interval()),
     );
+    if curve_svg(results).is_some() {
+        let _ = writeln!(
+            out,
+            "The per-session cost curve (500 × 40, 2,000 × 10 and 10,000 × 2 msg/s: one total rate \
+             over more and more sessions):\n\n![server CPU per echo by sessions]({CURVE_CHART})\n"
+        );
+    }
     for word in missing {
         let _ = writeln!(out, "- not measured: {word}");
     }
@@ -811,6 +1115,99 @@ mod tests {
         // Sends and receipts straddling the window's edges blur the ratio a little.
         assert!((0.9..1.1).contains(&received), "{received} in per message");
         assert!((0.9..1.1).contains(&sent), "{sent} out per message");
+    }
+
+    #[test]
+    fn idle_sessions_send_nothing_over_soe_and_one_keep_alive_over_udp() {
+        let idle = Load {
+            sessions: 10_000,
+            mix: Mix::Idle,
+        };
+        assert!(idle.streams_on(Wire::Soe).is_empty());
+        assert_eq!(
+            idle.streams_on(Wire::Udp),
+            vec![(keep_alive_interval(), 17, false)]
+        );
+        assert_eq!(idle.offered_per_sec(), 0.0);
+        assert!(idle.label().contains("idle"));
+    }
+
+    /// A sound outcome of `load` costing `us` per message (and per idle session-second).
+    fn sound(load: &Load, us: f64) -> Outcome {
+        let window = Duration::from_secs(10);
+        let messages = (load.offered_per_sec() * 10.0) as u64;
+        Outcome {
+            connected: load.sessions,
+            messages,
+            window,
+            cpu: Duration::from_secs_f64(us * 1e-6 * messages.max(1) as f64),
+            ..Outcome::default()
+        }
+    }
+
+    #[test]
+    fn each_driver_is_set_beside_its_limit_flatness_and_idle_are_rows_and_the_curve_is_drawn() {
+        let echo = |sessions, rate| Load {
+            sessions,
+            mix: Mix::Echo { rate, size: 100 },
+        };
+        let mut loads = vec![echo(500, 20.0)];
+        loads.extend(CURVE.iter().map(|&(n, r)| echo(n, r)));
+        let idle = Load {
+            sessions: 10_000,
+            mix: Mix::Idle,
+        };
+        loads.push(idle);
+        let mut results = Vec::new();
+        for load in &loads {
+            for (label, us) in [
+                (label::SOE_SERVE, 14.0),
+                (label::SOE_BLOCKING, 9.0),
+                (label::UDP_TOKIO, 11.0),
+                (label::UDP_STD, 5.0),
+            ] {
+                results.push((*load, label.to_owned(), Ok(sound(load, us))));
+            }
+        }
+        let rows = new_rows(&results);
+        let find = |name: &str| {
+            rows.iter()
+                .find(|r| r.name.contains(name))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "no row {name:?} in {:?}",
+                        rows.iter().map(|r| &r.name).collect::<Vec<_>>()
+                    )
+                })
+        };
+        let blocking =
+            find("2000 × 10 msg/s, 100 B: soe serve --driver blocking vs bare UDP echo (std loop)");
+        assert!((blocking.ratio().unwrap() - 1.8).abs() < 1e-9);
+        assert_eq!(blocking.met(), Some(true));
+        let tokio =
+            find("500 × 20 msg/s, 100 B: soe serve --driver async vs bare UDP echo (tokio)");
+        assert_eq!(tokio.met(), Some(false));
+        let flat =
+            find("10000 × 2 msg/s, 100 B: soe serve --driver async, flatness vs 500 × 20 msg/s");
+        assert!((flat.ratio().unwrap() - 1.0).abs() < 1e-9);
+        assert!(
+            find("10000 × idle (keep-alive only): soe serve --driver async vs bare keep-alive")
+                .ratio()
+                .is_some()
+        );
+        // No flatness row for the base load itself, nor for the game tick.
+        assert!(
+            !rows
+                .iter()
+                .any(|r| r.name.starts_with("500 × 20") && r.name.contains("flatness"))
+        );
+        let chart = curve_svg(&results).expect("a curve");
+        assert!(
+            chart.starts_with("<svg") && chart.matches("<polyline").count() == 4,
+            "{chart}"
+        );
+        // Without the curve's loads (as in --quick), no chart.
+        assert!(curve_svg(&results[..4]).is_none());
     }
 
     #[test]

@@ -1,0 +1,467 @@
+//! The blocking event loop ([`EventLoop`]): the endpoint driven on the application's own thread.
+
+use std::future::Future;
+use std::io::{self, IoSliceMut};
+use std::net::{SocketAddr, UdpSocket};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use quinn_udp::{RecvMeta, UdpSocketState};
+use soe_wire::DisconnectReason;
+
+use crate::config::{Config, EventMode};
+use crate::driver::Driver;
+use crate::endpoint::{Core, EndpointEvent, SendBatch};
+use crate::error::RecvTimeoutError;
+use crate::runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
+use crate::shared::Shared;
+
+/// The blocking event loop: the endpoint driven on the application's own thread, which blocks in
+/// the kernel between wake-ups, with no async runtime and no hand-over between threads.
+///
+/// [`EventLoop::next_event`] drives the endpoint until an event is ready, and hands the events of
+/// one wake-up out one by one before it drives again. Messages the application queues while it
+/// handles them (an echo, a reply) go out together on the next call, in one transmit pass for
+/// every session (one `sendmmsg` on Linux), before the thread blocks again. A wake-up is: wait
+/// for the socket or the endpoint's next deadline (`poll(2)` with the deadline as its timeout),
+/// read what arrived in batches (`recvmmsg` through `quinn-udp`, at most 64 datagrams), run the
+/// due timers, hand the events out, then transmit. It is the same driver as the async
+/// [`Endpoint`](crate::Endpoint)'s, polled by this loop instead of a runtime's executor, so its
+/// bounds and its order of work are the same.
+///
+/// Other threads may hold [`Connection`](crate::Connection)s and an [`EventLoopHandle`]: what they
+/// queue wakes the loop with an empty datagram to its own socket (sent only while the loop is
+/// blocked; while it runs, a flag is enough).
+///
+/// ```no_run
+/// use soe_runtime::blocking::EventLoop;
+/// use soe_runtime::{Config, EndpointConfig, EndpointEvent, SessionConfig};
+/// # use std::sync::Arc;
+/// # fn main() -> std::io::Result<()> {
+/// let config = EndpointConfig::server(Arc::new(SessionConfig::new("Echo")));
+/// let mut server = EventLoop::bind("127.0.0.1:20042".parse().unwrap(), Config::new(Arc::new(config)))?;
+/// let mut conns = std::collections::HashMap::new();
+/// while let Some(event) = server.next_event() {
+///     match event {
+///         EndpointEvent::Accepted(conn) => {
+///             conns.insert(conn.id(), conn);
+///         }
+///         EndpointEvent::Message { connection, data, .. } => {
+///             if let Some(conn) = conns.get(&connection) {
+///                 let _ = conn.try_send(data);
+///             }
+///         }
+///         EndpointEvent::Closed { connection, .. } => {
+///             conns.remove(&connection);
+///         }
+///         _ => {}
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// Events come as in [`EventMode::Stream`] (the configured mode is overridden): one
+/// [`EndpointEvent`] at a time, for every session.
+pub struct EventLoop {
+    core: Core,
+    /// `None` once the driver finished (closed and no session left).
+    driver: Option<Driver>,
+    io: Arc<LoopSocket>,
+    wake: Arc<LoopWake>,
+    waker: Waker,
+}
+
+impl std::fmt::Debug for EventLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLoop")
+            .field("local_addr", &self.core.local_addr)
+            .field("running", &self.driver.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventLoop {
+    /// Binds a UDP socket to `addr` (with `config.socket`'s options).
+    pub fn bind(addr: SocketAddr, config: impl Into<Config>) -> io::Result<Self> {
+        let config = config.into();
+        let socket = config.socket.bind(addr)?;
+        Self::with_socket(socket, config)
+    }
+
+    /// Runs the loop on an already bound socket, which must not be connected (other threads
+    /// wake the loop with a datagram to the socket's own address).
+    pub fn with_socket(socket: UdpSocket, config: Config) -> io::Result<Self> {
+        let config = config.with_event_mode(EventMode::Stream);
+        socket.set_nonblocking(true)?;
+        let local_addr = socket.local_addr()?;
+        let wake = Arc::new(LoopWake {
+            socket: socket.try_clone()?,
+            target: crate::blocking::wake_target(local_addr),
+            blocked: AtomicBool::new(false),
+            wanted: AtomicBool::new(false),
+        });
+        let state = UdpSocketState::new((&socket).into())?;
+        let io = Arc::new(LoopSocket {
+            socket,
+            state,
+            readable: AtomicBool::new(true),
+            writable: AtomicBool::new(true),
+        });
+        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let shared = Arc::new(Shared::new(proto, &config));
+        let waker = Waker::from(wake.clone());
+        shared.lock().driver_waker = Some(waker.clone());
+        let driver = Driver::new(shared.clone(), io.clone(), Arc::new(LoopRuntime), &config);
+        Ok(Self {
+            core: Core::new(shared, local_addr),
+            driver: Some(driver),
+            io,
+            wake,
+            waker,
+        })
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.core.local_addr
+    }
+
+    /// A handle for other threads: close the endpoint, read its counters.
+    pub fn handle(&self) -> EventLoopHandle {
+        EventLoopHandle {
+            core: self.core.clone(),
+        }
+    }
+
+    /// Drives the endpoint until the next event; `None` once the endpoint is closed (by
+    /// [`EventLoopHandle::close`]) and every session is gone.
+    pub fn next_event(&mut self) -> Option<EndpointEvent> {
+        self.next_event_until(None).ok()
+    }
+
+    /// Like [`next_event`](Self::next_event), giving up after `timeout`
+    /// ([`RecvTimeoutError::Timeout`]); [`RecvTimeoutError::Closed`] once the endpoint is closed
+    /// and every session gone. For a loop that has its own work on a schedule (a game tick).
+    pub fn next_event_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<EndpointEvent, RecvTimeoutError> {
+        self.next_event_until(Some((Instant::now() + timeout, timeout)))
+    }
+
+    /// Closes every session with `reason` and stops accepting new ones; the loop ends once
+    /// they are gone.
+    pub fn close(&self, reason: DisconnectReason) {
+        self.core.close(reason);
+    }
+
+    /// How many sessions the protocol endpoint holds.
+    pub fn session_count(&self) -> usize {
+        self.core.shared().lock().proto.len()
+    }
+
+    fn next_event_until(
+        &mut self,
+        until: Option<(Instant, Duration)>,
+    ) -> Result<EndpointEvent, RecvTimeoutError> {
+        loop {
+            if let Some(taken) = self.take() {
+                return taken;
+            }
+            self.turn();
+            if let Some(taken) = self.take() {
+                return taken;
+            }
+            if let Some((at, timeout)) = until {
+                if Instant::now() >= at {
+                    return Err(RecvTimeoutError::Timeout(timeout));
+                }
+            }
+            self.block(until.map(|(at, _)| at));
+        }
+    }
+
+    /// The next queued event, or the end; `None` while there is neither.
+    fn take(&self) -> Option<Result<EndpointEvent, RecvTimeoutError>> {
+        match self
+            .core
+            .poll_event(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(Some(event)) => Some(Ok(event)),
+            Poll::Ready(None) => Some(Err(RecvTimeoutError::Closed)),
+            Poll::Pending if self.driver.is_none() => Some(Err(RecvTimeoutError::Closed)),
+            Poll::Pending => None,
+        }
+    }
+
+    /// One wake-up of the driver: receive what is there, run due timers, route the events,
+    /// transmit what every session has ready.
+    fn turn(&mut self) {
+        let Some(driver) = self.driver.as_mut() else {
+            return;
+        };
+        self.wake.wanted.store(false, Ordering::SeqCst);
+        let mut cx = Context::from_waker(&self.waker);
+        if Pin::new(driver).poll(&mut cx).is_ready() {
+            self.driver = None;
+        }
+    }
+
+    /// Blocks until the socket is readable (or writable, when a send was refused), the
+    /// endpoint's next deadline, `until`, or a wake-up from another thread.
+    fn block(&mut self, until: Option<Instant>) {
+        if self.driver.is_none() {
+            return;
+        }
+        let deadline = self.core.shared().lock().proto.poll_timeout();
+        let wake_at = match (deadline, until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        // From here on a wake-up from another thread sends a datagram; one that came before
+        // is seen in `wanted`.
+        self.wake.blocked.store(true, Ordering::SeqCst);
+        if self.wake.wanted.swap(false, Ordering::SeqCst) {
+            self.wake.blocked.store(false, Ordering::SeqCst);
+            return;
+        }
+        let timeout = wake_at.map(|at| at.saturating_duration_since(Instant::now()));
+        if timeout != Some(Duration::ZERO) {
+            self.io.wait(timeout);
+        }
+        self.wake.blocked.store(false, Ordering::SeqCst);
+    }
+}
+
+/// What other threads may do with an [`EventLoop`]: close it, read its counters. Clones share
+/// the endpoint.
+#[derive(Debug, Clone)]
+pub struct EventLoopHandle {
+    core: Core,
+}
+
+impl EventLoopHandle {
+    /// Closes every session with `reason` and stops accepting new ones (wakes the loop).
+    pub fn close(&self, reason: DisconnectReason) {
+        self.core.close(reason);
+    }
+
+    /// How many sessions the protocol endpoint holds.
+    pub fn session_count(&self) -> usize {
+        self.core.shared().lock().proto.len()
+    }
+
+    /// The endpoint-wide counters.
+    pub fn stats(&self) -> soe_session::EndpointStats {
+        self.core.shared().lock().proto.endpoint_stats().clone()
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.core.local_addr
+    }
+
+    /// Queues messages on any of the loop's connections under one lock, and wakes the loop
+    /// once (not once per message) to send them: for a host thread that answers many sessions
+    /// at once (a binding's JS thread, a game tick on a thread of its own). As with
+    /// [`Endpoint::send_batch`](crate::Endpoint::send_batch), `queue` must not call other
+    /// methods of this endpoint or its connections. On the loop's own thread, plain
+    /// [`Connection`](crate::Connection) sends cost no wake-up at all.
+    pub fn send_batch<T>(&self, queue: impl FnOnce(&mut SendBatch<'_>) -> T) -> T {
+        self.core.send_batch(queue)
+    }
+}
+
+/// Wakes the loop from another thread: a flag while it runs, an empty datagram to its own
+/// socket while it is blocked.
+#[derive(Debug)]
+struct LoopWake {
+    socket: UdpSocket,
+    target: SocketAddr,
+    /// The loop is (about to be) blocked in the kernel.
+    blocked: AtomicBool,
+    /// Something asked for a wake-up since the loop's last turn.
+    wanted: AtomicBool,
+}
+
+impl Wake for LoopWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wanted.store(true, Ordering::SeqCst);
+        if self.blocked.swap(false, Ordering::SeqCst) {
+            if let Err(e) = self.socket.send_to(&[], self.target) {
+                tracing::debug!(error = %e, "wake-up datagram failed");
+            }
+        }
+    }
+}
+
+/// The loop's socket: non-blocking, with the readiness the loop last saw, so that the driver
+/// makes no system call that can only find nothing.
+#[derive(Debug)]
+struct LoopSocket {
+    socket: UdpSocket,
+    state: UdpSocketState,
+    /// Datagrams may be waiting: set by `poll(2)`, cleared by a receive that found fewer than
+    /// it asked for.
+    readable: AtomicBool,
+    /// The socket takes datagrams: cleared by a refused send, set by `poll(2)`.
+    writable: AtomicBool,
+}
+
+impl LoopSocket {
+    /// Blocks in `poll(2)` until the socket is readable (or writable, if a send was refused) or
+    /// `timeout` passed.
+    fn wait(&self, timeout: Option<Duration>) {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let mut flags = PollFlags::IN;
+        if !self.writable.load(Ordering::Relaxed) {
+            flags |= PollFlags::OUT;
+        }
+        let mut fds = [PollFd::new(&self.socket, flags)];
+        let timeout = timeout.map(|t| Timespec {
+            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(t.subsec_nanos()),
+        });
+        if let Err(e) = poll(&mut fds, timeout.as_ref()) {
+            if e != rustix::io::Errno::INTR {
+                tracing::debug!(error = %e, "poll failed");
+            }
+            return;
+        }
+        let revents = fds[0].revents();
+        if revents.intersects(PollFlags::IN | PollFlags::ERR | PollFlags::HUP) {
+            self.readable.store(true, Ordering::Relaxed);
+        }
+        if revents.intersects(PollFlags::OUT | PollFlags::ERR) {
+            self.writable.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes a refused send.
+    fn refused<T>(&self, result: io::Result<T>) -> io::Result<T> {
+        if result
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock)
+        {
+            self.writable.store(false, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+impl AsyncUdpSocket for LoopSocket {
+    fn poll_recv(
+        &self,
+        _cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        if !self.readable.load(Ordering::Relaxed) {
+            return Poll::Pending;
+        }
+        match self.state.recv((&self.socket).into(), bufs, meta) {
+            Ok(n) => {
+                // Fewer than asked for: the socket is empty (poll(2) tells of the next).
+                if n < bufs.len() {
+                    self.readable.store(false, Ordering::Relaxed);
+                }
+                Poll::Ready(Ok(n))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.readable.store(false, Ordering::Relaxed);
+                Poll::Pending
+            }
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
+        let transmit = crate::socket::datagram_transmit(destination, datagram);
+        self.refused(self.state.try_send((&self.socket).into(), &transmit))
+    }
+
+    fn try_send_segments(
+        &self,
+        destination: SocketAddr,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<()> {
+        let mut transmit = crate::socket::datagram_transmit(destination, contents);
+        transmit.segment_size = Some(segment_size);
+        self.refused(self.state.try_send((&self.socket).into(), &transmit))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn try_send_batch(&self, buf: &[u8], batch: &[Outgoing]) -> io::Result<usize> {
+        self.refused(crate::socket::send_batch(self, &self.socket, buf, batch))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn try_send_batch(&self, buf: &[u8], batch: &[Outgoing]) -> io::Result<usize> {
+        crate::runtime::send_one_by_one(self, buf, batch)
+    }
+
+    fn max_send_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+
+    fn poll_writable(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.writable.load(Ordering::Relaxed) {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.state.gro_segments()
+    }
+}
+
+/// The loop's "runtime": a clock and a timer that is due once its deadline passed (the loop
+/// blocks until the endpoint's next deadline, so the timer needs no waker).
+#[derive(Debug)]
+struct LoopRuntime;
+
+impl Runtime for LoopRuntime {
+    fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>> {
+        Box::pin(LoopTimer(deadline))
+    }
+
+    fn spawn(&self, _future: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        debug_assert!(false, "the event loop spawns nothing");
+    }
+
+    fn wrap_udp_socket(&self, _socket: UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// See [`LoopRuntime`].
+#[derive(Debug)]
+struct LoopTimer(Instant);
+
+impl AsyncTimer for LoopTimer {
+    fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
+        self.0 = deadline;
+    }
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.0 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
