@@ -74,11 +74,24 @@ fn compare(quick: bool, profile: &str, page: &Path) -> Result<std::time::Duratio
         "soe-bench",
         "--bins",
     ]);
-    if node {
-        build.args(["-p", "soe-node"]);
-    }
     println!("==> {}", cmd::describe(&build));
     cmd::run_timed(&mut build)?;
+    if node {
+        // The addon is a library: `--bins` above would leave it out, and the page would then
+        // measure whatever build the loader falls back to (a debug one, next to index.js).
+        let mut addon = cmd::cargo();
+        addon.args([
+            "build",
+            "--quiet",
+            "--profile",
+            profile,
+            "-p",
+            "soe-node",
+            "--lib",
+        ]);
+        println!("==> {}", cmd::describe(&addon));
+        cmd::run_timed(&mut addon)?;
+    }
     let out = target_dir().join(if profile == "test" || profile == "dev" {
         "debug"
     } else {
@@ -93,6 +106,11 @@ fn compare(quick: bool, profile: &str, page: &Path) -> Result<std::time::Duratio
         println!(
             "==> node is not installed: the report's fixed-load section leaves the Node addon out"
         );
+    } else if !addon.is_file() {
+        return Err(Error::new(format!(
+            "the Node addon was built, but {} is missing: the report would measure another build",
+            addon.display()
+        )));
     }
     let mut command = compare_command(
         quick,
