@@ -223,14 +223,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         .stats_interval
         .filter(|d| !d.is_zero())
         .map(|every| tokio::spawn(print_stats(shared.clone(), every)));
-    let mut server = Server {
-        mode: args.mode,
-        rc4_after_first: args.session.rc4_after_first_message,
-        key,
-        backlog_limit,
-        shared: shared.clone(),
-        peers: HashMap::new(),
-    };
+    let mut server = Server::new(&args, key, backlog_limit, shared.clone());
     let stop = stop_signal(args.duration);
     tokio::pin!(stop);
     loop {
@@ -306,14 +299,7 @@ fn serve_blocking(args: &ServeArgs) -> Result<ExitCode> {
     });
     let closer = events.handle();
     let mut closing = false;
-    let mut server = Server {
-        mode: args.mode,
-        rc4_after_first: args.session.rc4_after_first_message,
-        key,
-        backlog_limit,
-        shared: shared.clone(),
-        peers: HashMap::new(),
-    };
+    let mut server = Server::new(args, key, backlog_limit, shared.clone());
     // Until closed and every session gone (each close comes as an event, and prints its line).
     while let Some(event) = events.next_event() {
         server.on_event(event);
@@ -420,6 +406,18 @@ struct Server {
 }
 
 impl Server {
+    /// A server with no session yet, as `args` ask.
+    fn new(args: &ServeArgs, key: bool, backlog_limit: usize, shared: Arc<Shared>) -> Self {
+        Self {
+            mode: args.mode,
+            rc4_after_first: args.session.rc4_after_first_message,
+            key,
+            backlog_limit,
+            shared,
+            peers: HashMap::new(),
+        }
+    }
+
     fn on_event(&mut self, event: EndpointEvent) {
         match event {
             EndpointEvent::Accepted(conn) => self.open(conn),
