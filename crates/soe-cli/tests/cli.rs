@@ -83,12 +83,12 @@ fn serve_and_ping_with_stats_and_metrics() {
     );
 }
 
-#[test]
-fn load_json_summary_with_a_few_sessions() {
-    let server = serve(&[]);
+/// `soe load --json` of 3 sessions × 150 messages (10 to 1,500 bytes, 4 outstanding) against
+/// `addr`: its summary.
+fn load_three_sessions(addr: &str) -> Value {
     let out = soe(&[
         "load",
-        &server.addr.to_string(),
+        addr,
         "--sessions",
         "3",
         "--messages",
@@ -99,7 +99,13 @@ fn load_json_summary_with_a_few_sessions() {
         "10-1500",
         "--json",
     ]);
-    let summary: Value = serde_json::from_slice(&out.stdout).expect("the summary is JSON");
+    serde_json::from_slice(&out.stdout).expect("the summary is JSON")
+}
+
+#[test]
+fn load_json_summary_with_a_few_sessions() {
+    let server = serve(&[]);
+    let summary = load_three_sessions(&server.addr.to_string());
     assert_eq!(summary["sessions"], 3);
     assert_eq!(summary["sessions_failed"], 0);
     assert_eq!(summary["messages_sent"], 450);
@@ -121,20 +127,7 @@ fn load_json_summary_with_a_few_sessions() {
 #[test]
 fn serve_with_the_blocking_driver_echoes_a_load_and_stops_on_interrupt() {
     let mut server = serve(&["--driver", "blocking", "--stats-interval", "0.2"]);
-    let out = soe(&[
-        "load",
-        &server.addr.to_string(),
-        "--sessions",
-        "3",
-        "--messages",
-        "150",
-        "--depth",
-        "4",
-        "--size",
-        "10-1500",
-        "--json",
-    ]);
-    let summary: Value = serde_json::from_slice(&out.stdout).expect("the summary is JSON");
+    let summary = load_three_sessions(&server.addr.to_string());
     assert_eq!(summary["sessions_failed"], 0);
     assert_eq!(summary["messages_verified"], 450);
     assert_eq!(summary["messages_mismatched"], 0);

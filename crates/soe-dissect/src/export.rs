@@ -164,10 +164,7 @@ impl<W: Write> PduWriter<W> {
             direction: record.direction,
             application_protocol,
         };
-        for message in &record.messages {
-            self.write_message(&context, message)?;
-        }
-        Ok(record.messages.len())
+        self.write_messages(&context, &record.messages)
     }
 
     /// Writes the messages the end of a capture released (`time`: the last datagram's time);
@@ -189,10 +186,19 @@ impl<W: Write> PduWriter<W> {
             direction: record.direction,
             application_protocol,
         };
-        for message in &record.messages {
-            self.write_message(&context, message)?;
+        self.write_messages(&context, &record.messages)
+    }
+
+    /// Writes `messages` under one context; returns how many.
+    fn write_messages(
+        &mut self,
+        context: &MessageContext<'_>,
+        messages: &[MessageRecord],
+    ) -> io::Result<usize> {
+        for message in messages {
+            self.write_message(context, message)?;
         }
-        Ok(record.messages.len())
+        Ok(messages.len())
     }
 
     /// Writes one message as one record.
