@@ -62,7 +62,10 @@ fn without_the_cap_more_than_64_kib_go_out() {
         .map(|seed| run(seed, 200 * 1024, 0.0, 400).a_flight.peak)
         .max()
         .unwrap_or(0);
-    assert!(highest > 64 * 1024, "only {highest} bytes were ever in flight");
+    assert!(
+        highest > 64 * 1024,
+        "only {highest} bytes were ever in flight"
+    );
 }
 
 #[test]
@@ -78,7 +81,10 @@ fn a_small_cap_loses_nothing_under_loss() {
                 "seed {seed} cap {cap}: {} bytes in flight",
                 pair.a_flight.peak
             );
-            assert!(pair.a().stats().packets_resent > 0 || loss == 0.0, "seed {seed}");
+            assert!(
+                pair.a().stats().packets_resent > 0 || loss == 0.0,
+                "seed {seed}"
+            );
         }
     }
 }
