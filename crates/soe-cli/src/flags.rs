@@ -166,7 +166,9 @@ impl SessionFlags {
         &self,
         server: Option<&ServerFlags>,
     ) -> Result<Arc<SessionConfig>> {
-        let base = self.preset.map_or_else(SessionConfig::default, SessionConfig::preset);
+        let base = self
+            .preset
+            .map_or_else(SessionConfig::default, SessionConfig::preset);
         let mut config = base
             .with_application_protocol(self.protocol_name())
             .with_udp_length(self.udp_length)
