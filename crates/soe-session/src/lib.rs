@@ -120,7 +120,10 @@
 //!   packet counts, not only the answer). A heartbeat that does not answer ours is answered;
 //!   ours are counted, so that with a round trip longer than `retry_interval` the late
 //!   answers of the resent ones are taken as answers too, and two sides never answer each
-//!   other's answers. `idle_timeout` (30 s) of silence ends the session with `Timeout`.
+//!   other's answers. The count holds only what can still be answered: Heartbeats sent within
+//!   the last 8 s (the answer window: paths up to 6 s round trip), so a probe whose answer was
+//!   lost never swallows the peer's later keep-alive. `idle_timeout` (30 s) of silence ends
+//!   the session with `Timeout`.
 //! * A datagram whose CRC fails is dropped and counted, never fatal; with
 //!   `accept_crcless_quirks` (by default on client sessions only) a Heartbeat or selective
 //!   Acknowledge with no CRC at all is accepted, as h1z1-server sends them; that exact shape
@@ -137,10 +140,10 @@
 //!   the CRC seed match, at most once per `remap_interval` (1 s) per session, and within the
 //!   per-source request limit of the new address. A client told UnknownSender by its server
 //!   sends RemapConnection (once per `retry_interval`, ten times at most, then
-//!   `UnreachableConnection`). A client whose Heartbeat has gone unanswered for a
-//!   `retry_interval` sends one too, unprompted, with each retry of the Heartbeat: its NAT may
-//!   have rebound and the UnknownSender been lost, or withheld by the server's reply budget
-//!   during a flood. A RemapConnection from the address the server already knows for the
+//!   `UnreachableConnection`). A client whose Heartbeat has gone unanswered for twice the
+//!   round trip it knows of (at least a `retry_interval`, at most the 8 s answer window)
+//!   sends one too, unprompted, with each retry of the Heartbeat: its NAT may have rebound and
+//!   the UnknownSender been lost, or withheld by the server's reply budget during a flood. A RemapConnection from the address the server already knows for the
 //!   session changes nothing there.
 //! * A second SessionRequest from the address of a live session with the same session id is
 //!   answered again. One with another session id (a client restarted on the same address, or
@@ -192,6 +195,7 @@ mod event;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod keepalive;
 mod rng;
 mod session;
 mod stats;

@@ -121,6 +121,11 @@ pub struct Pair {
     /// Called after each datagram the server handles, before anything is sent: `(now, server,
     /// source, datagram)`. Lets a test put a datagram in the same turn as one of the peer's.
     pub server_hook: Option<ServerHook>,
+    /// Datagrams from the client for which this returns true are lost on the way up (a test
+    /// loses one kind of packet on purpose).
+    pub drop_to_server: Option<Box<dyn FnMut(&[u8]) -> bool>>,
+    /// Every datagram the client sent, when `log_datagrams` (lost ones too).
+    pub from_client_log: Vec<Vec<u8>>,
     rng: SplitMix64,
     flight: BinaryHeap<Reverse<InFlight>>,
     order: u64,
@@ -185,6 +190,8 @@ impl Pair {
             nat: false,
             net: NetStats::default(),
             server_hook: None,
+            drop_to_server: None,
+            from_client_log: Vec::new(),
             rng: SplitMix64::new(seed),
             flight: BinaryHeap::new(),
             order: 0,
@@ -267,6 +274,15 @@ impl Pair {
             }
             while let Some(t) = self.client.poll_transmit(self.now, &mut self.buf) {
                 let data = self.buf[..t.len].to_vec();
+                if self.log_datagrams {
+                    self.from_client_log.push(data.clone());
+                }
+                if self.drop_to_server.as_mut().is_some_and(|f| f(&data)) {
+                    self.net.sent += 1;
+                    self.net.lost += 1;
+                    any = true;
+                    continue;
+                }
                 self.transmit(self.client_public, t.destination, data);
                 any = true;
             }
