@@ -196,6 +196,7 @@ mod event;
 #[doc(hidden)]
 pub mod fuzzing;
 mod keepalive;
+mod limits;
 mod rng;
 mod session;
 mod stats;
@@ -204,8 +205,11 @@ mod timer;
 pub use address::PeerAddress;
 pub use config::{EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, SessionConfig};
 pub use endpoint::{Endpoint, EndpointStats, SessionHandle, Transmit};
-pub use error::{ConfigError, ConnectError, SendError};
+pub use error::{ConfigError, ConnectError, EndpointError, SendError};
 pub use event::{Delivery, Event};
+pub use limits::{MAX_SOURCE_LEVELS, ShardGroup, SourceLevel};
+#[cfg(any(test, feature = "testing"))]
+pub use rng::fail_os_random;
 pub use rng::{KeyedRandom, RandomSource, SplitMix64, os_key};
 pub use session::{Session, Side, State, check_request, encode_refusal};
 pub use stats::SessionStats;
