@@ -67,6 +67,7 @@ mod error;
 #[cfg(unix)]
 mod event_loop;
 pub mod runtime;
+mod shards;
 mod shared;
 pub mod socket;
 mod tx;

@@ -207,7 +207,7 @@ pub use config::{EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, SessionConfig};
 pub use endpoint::{Endpoint, EndpointStats, SessionHandle, Transmit};
 pub use error::{ConfigError, ConnectError, EndpointError, SendError};
 pub use event::{Delivery, Event};
-pub use limits::{MAX_SOURCE_LEVELS, ShardGroup, SourceLevel};
+pub use limits::{MAX_SOURCE_LEVELS, ShardGroup, SourceLevel, WeakShardGroup};
 #[cfg(any(test, feature = "testing"))]
 pub use rng::fail_os_random;
 pub use rng::{KeyedRandom, RandomSource, SplitMix64, os_key};

@@ -346,6 +346,11 @@ impl ShardGroup {
         self.inner.shards.load(Ordering::Relaxed) as usize
     }
 
+    /// A handle that does not keep the group alive (for a registry of groups).
+    pub fn downgrade(&self) -> WeakShardGroup {
+        WeakShardGroup(Arc::downgrade(&self.inner))
+    }
+
     /// Whether `other` is the same group.
     pub fn same_as(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -480,6 +485,24 @@ impl ShardGroup {
             .flatten()
             .and_then(|k| self.lock().sessions.get(&k).copied())
             .unwrap_or(0)
+    }
+}
+
+/// A [`ShardGroup`] that lives only as long as something else holds it (see
+/// [`ShardGroup::downgrade`]).
+#[derive(Clone, Default)]
+pub struct WeakShardGroup(std::sync::Weak<GroupInner>);
+
+impl WeakShardGroup {
+    /// The group, if something still holds it.
+    pub fn upgrade(&self) -> Option<ShardGroup> {
+        self.0.upgrade().map(|inner| ShardGroup { inner })
+    }
+}
+
+impl std::fmt::Debug for WeakShardGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeakShardGroup(..)")
     }
 }
 
