@@ -133,7 +133,7 @@ fn bind_fails_closed_without_the_os_random_generator() {
         EndpointConfig::server(session()),
     );
     soe_session::fail_os_random(false);
-    let err = made.err().expect("an endpoint with weaker keys");
+    let err = made.expect_err("an endpoint with weaker keys");
     assert_eq!(err.kind(), std::io::ErrorKind::Other);
     let inner = err
         .get_ref()

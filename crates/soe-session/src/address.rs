@@ -41,11 +41,11 @@ pub trait PeerAddress: Copy + Eq + Hash + Debug {
 
 impl PeerAddress for SocketAddr {
     fn ip(&self) -> Option<IpAddr> {
-        Some(SocketAddr::ip(self))
+        Some(Self::ip(self))
     }
 
     fn host(&self) -> u128 {
-        match SocketAddr::ip(self) {
+        match Self::ip(self) {
             IpAddr::V4(ip) => u128::from(ip.to_ipv6_mapped()),
             IpAddr::V6(ip) => u128::from(ip),
         }
@@ -55,7 +55,7 @@ impl PeerAddress for SocketAddr {
     /// dual-stack socket reports it): only what really is this host. Not the NAT64 spelling
     /// (`64:ff9b::127.0.0.1`), which is global unicast that anyone may send from.
     fn is_loopback(&self) -> bool {
-        match SocketAddr::ip(self) {
+        match Self::ip(self) {
             IpAddr::V4(ip) => ip.is_loopback(),
             IpAddr::V6(ip) => {
                 ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())

@@ -42,7 +42,7 @@ const RESEND_BURST: u64 = 16;
 /// The generator of an endpoint's client session ids.
 #[derive(Debug)]
 enum EndpointRng {
-    /// Reproducible, for tests ([`EndpointConfig::with_rng_seed`]).
+    /// Reproducible, for tests (`EndpointConfig::with_rng_seed`, feature `testing`).
     Seeded(SplitMix64),
     /// Unpredictable (the default).
     Keyed(KeyedRandom),

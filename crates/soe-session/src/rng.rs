@@ -4,7 +4,7 @@
 //! [`Session`](crate::Session) draws its session id from a [`RandomSource`] it is given. An
 //! [`Endpoint`](crate::Endpoint) gives its sessions a [`KeyedRandom`] (a CSPRNG keyed once from
 //! the OS generator), or a [`SplitMix64`] from a fixed seed for reproducible tests and simulators
-//! only ([`EndpointConfig::with_rng_seed`](crate::EndpointConfig::with_rng_seed)).
+//! only (`EndpointConfig::with_rng_seed`, feature `testing`).
 //!
 //! The endpoint's 128-bit secret (which keys its CRC-seed cookies and the buckets of its reply
 //! budget) is drawn straight from the OS generator ([`os_key`]) and from nothing else: no
@@ -29,7 +29,7 @@ pub trait RandomSource {
 ///
 /// Not for values a peer must not predict: two outputs give its state away. For tests,
 /// simulators and network emulators; an endpoint uses it only under
-/// [`EndpointConfig::with_rng_seed`](crate::EndpointConfig::with_rng_seed).
+/// `EndpointConfig::with_rng_seed` (feature `testing`).
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {
     state: u64,

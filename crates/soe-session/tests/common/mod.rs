@@ -87,6 +87,9 @@ pub struct NetStats {
     pub delivered: u64,
 }
 
+/// See [`Pair::drop_to_server`].
+pub type DropFilter = Box<dyn FnMut(&[u8]) -> bool>;
+
 /// See [`Pair::server_hook`].
 pub type ServerHook = Box<dyn FnMut(Instant, &mut Endpoint<u32>, u32, &[u8])>;
 
@@ -123,7 +126,7 @@ pub struct Pair {
     pub server_hook: Option<ServerHook>,
     /// Datagrams from the client for which this returns true are lost on the way up (a test
     /// loses one kind of packet on purpose).
-    pub drop_to_server: Option<Box<dyn FnMut(&[u8]) -> bool>>,
+    pub drop_to_server: Option<DropFilter>,
     /// Every datagram the client sent, when `log_datagrams` (lost ones too).
     pub from_client_log: Vec<Vec<u8>>,
     rng: SplitMix64,
