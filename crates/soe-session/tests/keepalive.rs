@@ -171,20 +171,6 @@ fn one_long_delay_does_not_leave_a_ping_pong_behind() {
 
 // ----- Issue 43 §4: the count of unanswered Heartbeats -----
 
-/// A SessionRequest with `session_id`, as a spoofer (or a restarted client) sends it from the
-/// client's address: the server probes the live session with a Heartbeat.
-fn spoofed_request(session_id: u32) -> Vec<u8> {
-    let mut wire = Vec::new();
-    soe_wire::Packet::SessionRequest(soe_wire::SessionRequest {
-        protocol_version: 3,
-        session_id,
-        udp_length: 512,
-        application_protocol: b"TestProto_1",
-    })
-    .encode(&mut wire);
-    wire
-}
-
 /// A datagram that holds one Heartbeat and nothing else (`00 06` and a 2-byte CRC): how a
 /// session answers a Heartbeat when it has nothing else to send.
 fn is_lone_heartbeat(d: &[u8]) -> bool {
@@ -218,7 +204,7 @@ fn after_a_lost_probe_answer(seed: u64, rtt: Duration) -> (usize, u64, u64) {
         drop
     }));
     p.server
-        .handle_datagram(p.now, CLIENT, &spoofed_request(0x0BAD_0001));
+        .handle_datagram(p.now, CLIENT, &common::session_request(0x0BAD_0001));
     p.run_for(Duration::from_secs(30));
     let before = heartbeats(&p, c, s);
     p.run_for(Duration::from_secs(60));
@@ -283,7 +269,7 @@ fn a_client_that_never_answers_probes_keeps_its_keep_alives_answered() {
             p.run_for(Duration::from_millis(500));
             if i % 2 == 1 {
                 p.server
-                    .handle_datagram(p.now, CLIENT, &spoofed_request(0x0BAD_0000 + i));
+                    .handle_datagram(p.now, CLIENT, &common::session_request(0x0BAD_0000 + i));
             }
             p.run_for(Duration::from_millis(500));
         }

@@ -145,6 +145,20 @@ pub fn seed(default: u64) -> u64 {
     seed
 }
 
+/// A SessionRequest for the tests' application protocol with `session_id`: as a client, a
+/// restarted client, or a spoofer sends it.
+pub fn session_request(session_id: u32) -> Vec<u8> {
+    let mut wire = Vec::new();
+    soe_wire::Packet::SessionRequest(soe_wire::SessionRequest {
+        protocol_version: 3,
+        session_id,
+        udp_length: 512,
+        application_protocol: b"TestProto_1",
+    })
+    .encode(&mut wire);
+    wire
+}
+
 /// A server config with the application protocol the tests use.
 pub fn server_config() -> SessionConfig {
     SessionConfig::new("TestProto_1")
