@@ -68,7 +68,7 @@ impl Endpoint {
     pub fn with_socket(socket: UdpSocket, config: Config) -> io::Result<Self> {
         socket.set_nonblocking(false)?;
         let local_addr = socket.local_addr()?;
-        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));
         let waker = Arc::new(SelfWake {
             socket: socket.try_clone()?,

@@ -110,7 +110,7 @@ impl EventLoop {
             readable: AtomicBool::new(true),
             writable: AtomicBool::new(true),
         });
-        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));
         let waker = Waker::from(wake.clone());
         shared.lock().driver_waker = Some(waker.clone());

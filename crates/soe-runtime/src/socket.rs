@@ -20,7 +20,10 @@ pub struct SocketConfig {
     /// The `SO_SNDBUF` size to ask for, in bytes; `None` keeps the OS default.
     pub send_buffer_size: Option<usize>,
     /// Sets `SO_REUSEPORT` (Unix only) so several endpoints ("shards", e.g. one per core) can bind
-    /// the same address; the kernel spreads peers over them by address hash.
+    /// the same address; the kernel spreads peers over them by a hash of their addresses and
+    /// ports. The endpoints of one process bound to one address this way share one secret and
+    /// one set of per-source limits (a `soe_session::ShardGroup`), so a host that varies its
+    /// source port still has one share; a session stays on its shard (see the crate docs).
     pub reuse_port: bool,
 }
 

@@ -122,3 +122,77 @@ fn a_closed_blocking_endpoint_gives_its_port_back_at_once() {
         drop((server, clone, on_server, on_client, again));
     }
 }
+
+/// Issue 43 §5: without the OS random generator no endpoint is made, and the error says so
+/// (it used to fall back to the clock and std's hash keys, with a log line nobody saw).
+#[test]
+fn bind_fails_closed_without_the_os_random_generator() {
+    soe_session::fail_os_random(true);
+    let made = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::server(session()),
+    );
+    soe_session::fail_os_random(false);
+    let err = made.expect_err("an endpoint with weaker keys");
+    assert_eq!(err.kind(), std::io::ErrorKind::Other);
+    let inner = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<soe_session::EndpointError>());
+    assert!(
+        matches!(
+            inner,
+            Some(soe_session::EndpointError::RandomUnavailable { .. })
+        ),
+        "{err}"
+    );
+}
+
+/// Issue 43 §1: shards on one port (`reuse_port`) share one set of per-source limits. One
+/// host sends a SessionRequest from each of 60 source ports; the kernel spreads them over two
+/// shards by the 4-tuple. Each shard used to answer up to its own 30.
+#[cfg(target_os = "linux")]
+#[test]
+fn reuse_port_shards_give_a_host_one_share() {
+    use soe_wire::{Packet, SessionRequest};
+    let config = || {
+        soe_runtime::Config::from(
+            EndpointConfig::server(session())
+                .with_limit_loopback(true)
+                .with_requests_per_source_per_minute(30),
+        )
+        .with_socket(soe_runtime::SocketConfig::default().with_reuse_port(true))
+    };
+    let first = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config()).unwrap();
+    let addr = first.local_addr();
+    let second = Endpoint::bind(addr, config()).unwrap();
+    let mut request = Vec::new();
+    let mut answered = 0;
+    let mut buf = [0u8; 64];
+    for port in 0..60u32 {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        request.clear();
+        Packet::SessionRequest(SessionRequest {
+            protocol_version: 3,
+            session_id: 0x4300 + port,
+            udp_length: 512,
+            application_protocol: b"SoeBlockingTest",
+        })
+        .encode(&mut request);
+        socket.send_to(&request, addr).unwrap();
+        if let Ok((n, _)) = socket.recv_from(&mut buf) {
+            answered += usize::from(matches!(
+                Packet::decode(&buf[..n]),
+                Ok(Packet::SessionResponse(_))
+            ));
+        }
+    }
+    println!("one host through 60 ports to two shards: {answered} SessionResponses");
+    // One share: the bucket's 30, and what it refills meanwhile (one a two seconds).
+    assert!((30..=40).contains(&answered), "{answered}");
+    for shard in [first, second] {
+        shard.close(DisconnectReason::ManagerDeleted);
+    }
+}
