@@ -463,3 +463,36 @@ fn a_loop_that_sends_to_a_closed_port_keeps_serving() {
     handle.close(DisconnectReason::ManagerDeleted);
     assert_eq!(ended_within(&ended, 1, Duration::from_secs(20)), [0]);
 }
+
+/// A datagram longer than the receive buffer (9,000 bytes by default) is truncated on Linux and
+/// fails the receive with `WSAEMSGSIZE` on Windows: either way it is dropped alone, and the loop
+/// serves on.
+#[test]
+fn a_datagram_longer_than_the_buffer_is_dropped_alone() {
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    stranger.send_to(&vec![0x5A; 20_000], addr).unwrap();
+    stranger.send_to(&[0, 9, 0, 0], addr).unwrap();
+    assert!(matches!(
+        events.next_event_timeout(Duration::from_millis(200)),
+        Err(RecvTimeoutError::Timeout(_))
+    ));
+    // The datagram after it was read and answered.
+    assert!(
+        handle.stats().unknown_sender_sent >= 1,
+        "{:?}",
+        handle.stats()
+    );
+    let ended = run_loops(vec![events]);
+    let client = client();
+    let conn = client.connect(addr).unwrap();
+    conn.send(Bytes::from_static(b"still there?")).unwrap();
+    assert_eq!(
+        conn.recv_timeout(Duration::from_secs(5)).unwrap(),
+        &b"still there?"[..]
+    );
+    handle.close(DisconnectReason::ManagerDeleted);
+    assert_eq!(ended_within(&ended, 1, Duration::from_secs(20)), [0]);
+}
