@@ -6,7 +6,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use soe_runtime::blocking::Endpoint;
+use soe_runtime::blocking::{Connection, Endpoint};
 use soe_runtime::{DisconnectReason, EndpointConfig, RecvTimeoutError, SessionConfig};
 
 fn session() -> Arc<SessionConfig> {
@@ -96,22 +96,9 @@ fn blocking_connect_to_nobody_times_out() {
 #[test]
 fn a_closed_blocking_endpoint_gives_its_port_back_at_once() {
     for _ in 0..5 {
-        let server = Endpoint::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            EndpointConfig::server(session()),
-        )
-        .unwrap();
+        let (server, client, on_server, on_client) = connected_pair();
         let addr = server.local_addr();
         let clone = server.clone();
-        let acceptor = server.clone();
-        let accept = thread::spawn(move || acceptor.accept().expect("a session"));
-        let client = Endpoint::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            EndpointConfig::client(session()),
-        )
-        .unwrap();
-        let on_client = client.connect(addr).unwrap();
-        let on_server = accept.join().unwrap();
         server.close(DisconnectReason::ManagerDeleted);
         clone.wait_idle();
         let again = Endpoint::bind(addr, EndpointConfig::server(session()));
@@ -163,15 +150,13 @@ fn close_wakes_the_thread_of_every_shard_on_a_shared_port() {
     assert_eq!(which, [0, 1, 2, 3], "shards whose thread ended after close");
 }
 
-/// A receive timeout past what an `Instant` holds is no timeout (it overflowed and panicked).
-#[test]
-fn a_receive_timeout_past_what_an_instant_holds_is_no_timeout() {
+/// A server and a client endpoint, and the session between them, seen from each side.
+fn connected_pair() -> (Endpoint, Endpoint, Connection, Connection) {
     let server = Endpoint::bind(
         "127.0.0.1:0".parse().unwrap(),
         EndpointConfig::server(session()),
     )
     .unwrap();
-    let addr = server.local_addr();
     let acceptor = server.clone();
     let accept = thread::spawn(move || acceptor.accept().expect("a session"));
     let client = Endpoint::bind(
@@ -179,8 +164,15 @@ fn a_receive_timeout_past_what_an_instant_holds_is_no_timeout() {
         EndpointConfig::client(session()),
     )
     .unwrap();
-    let conn = client.connect(addr).unwrap();
+    let on_client = client.connect(server.local_addr()).unwrap();
     let on_server = accept.join().unwrap();
+    (server, client, on_server, on_client)
+}
+
+/// A receive timeout past what an `Instant` holds is no timeout (it overflowed and panicked).
+#[test]
+fn a_receive_timeout_past_what_an_instant_holds_is_no_timeout() {
+    let (_server, _client, on_server, conn) = connected_pair();
     let closer = thread::spawn(move || {
         thread::sleep(Duration::from_millis(50));
         on_server.close(DisconnectReason::Application);
