@@ -352,6 +352,10 @@ DissectorTable.get("soe.protocol"):add("WiresharkTest_1", game)
     }
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "tshark is a Linux program here: a Windows test cannot run it (under wine)"
+)]
 #[test]
 fn tshark_shows_every_message_of_an_export_with_our_plugin() {
     if !tshark_present() {

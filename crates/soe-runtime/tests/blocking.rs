@@ -6,7 +6,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use soe_runtime::blocking::Endpoint;
+use soe_runtime::blocking::{Connection, Endpoint};
 use soe_runtime::{DisconnectReason, EndpointConfig, RecvTimeoutError, SessionConfig};
 
 fn session() -> Arc<SessionConfig> {
@@ -96,22 +96,9 @@ fn blocking_connect_to_nobody_times_out() {
 #[test]
 fn a_closed_blocking_endpoint_gives_its_port_back_at_once() {
     for _ in 0..5 {
-        let server = Endpoint::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            EndpointConfig::server(session()),
-        )
-        .unwrap();
+        let (server, client, on_server, on_client) = connected_pair();
         let addr = server.local_addr();
         let clone = server.clone();
-        let acceptor = server.clone();
-        let accept = thread::spawn(move || acceptor.accept().expect("a session"));
-        let client = Endpoint::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            EndpointConfig::client(session()),
-        )
-        .unwrap();
-        let on_client = client.connect(addr).unwrap();
-        let on_server = accept.join().unwrap();
         server.close(DisconnectReason::ManagerDeleted);
         clone.wait_idle();
         let again = Endpoint::bind(addr, EndpointConfig::server(session()));
@@ -195,4 +182,78 @@ fn reuse_port_shards_give_a_host_one_share() {
     for shard in [first, second] {
         shard.close(DisconnectReason::ManagerDeleted);
     }
+}
+
+/// Issue 43 §2: the driver threads of endpoints sharing a port (`SO_REUSEPORT`) woke each
+/// other with a datagram to the shared port, which the kernel gave to one of them. With no
+/// session there is no deadline: only a wake-up that reaches each thread lets `wait_idle`
+/// after `close` return.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn close_wakes_the_thread_of_every_shard_on_a_shared_port() {
+    let config = || {
+        soe_runtime::Config::new(Arc::new(EndpointConfig::server(session())))
+            .with_socket(soe_runtime::SocketConfig::default().with_reuse_port(true))
+    };
+    let first = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config()).unwrap();
+    let addr = first.local_addr();
+    let mut shards = vec![first];
+    for _ in 1..4 {
+        shards.push(Endpoint::bind(addr, config()).unwrap());
+    }
+    // The threads block (none has a deadline); close holds whether or not they did yet.
+    thread::sleep(Duration::from_millis(200));
+    let (done, ended) = std::sync::mpsc::channel();
+    for (i, shard) in shards.into_iter().enumerate() {
+        let done = done.clone();
+        thread::spawn(move || {
+            shard.close(DisconnectReason::ManagerDeleted);
+            shard.wait_idle();
+            let _ = done.send(i);
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut which = Vec::new();
+    while let Ok(i) = ended.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        which.push(i);
+        if which.len() == 4 {
+            break;
+        }
+    }
+    which.sort_unstable();
+    assert_eq!(which, [0, 1, 2, 3], "shards whose thread ended after close");
+}
+
+/// A server and a client endpoint, and the session between them, seen from each side.
+fn connected_pair() -> (Endpoint, Endpoint, Connection, Connection) {
+    let server = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::server(session()),
+    )
+    .unwrap();
+    let acceptor = server.clone();
+    let accept = thread::spawn(move || acceptor.accept().expect("a session"));
+    let client = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::client(session()),
+    )
+    .unwrap();
+    let on_client = client.connect(server.local_addr()).unwrap();
+    let on_server = accept.join().unwrap();
+    (server, client, on_server, on_client)
+}
+
+/// A receive timeout past what an `Instant` holds is no timeout (it overflowed and panicked).
+#[test]
+fn a_receive_timeout_past_what_an_instant_holds_is_no_timeout() {
+    let (_server, _client, on_server, conn) = connected_pair();
+    let closer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        on_server.close(DisconnectReason::Application);
+    });
+    assert_eq!(
+        conn.recv_timeout(Duration::MAX),
+        Err(RecvTimeoutError::Closed)
+    );
+    closer.join().unwrap();
 }
