@@ -9,6 +9,8 @@
 //! * `fuzz`: each `cargo fuzz` target for a bounded time, when nightly and cargo-fuzz exist.
 //! * `c-abi`, `install-c`, `csharp`: the C library checked from C and C++, installed under a
 //!   prefix (header, libraries, pkg-config, CMake), and checked from C# under mono.
+//! * `cross`: the release artifacts of Windows, Linux arm64 and musl, and macOS, built here
+//!   and checked (`target/cross/<triple>/`); `wine`: the Windows ones run under wine.
 //! * `sim`: a sweep of the whole-server simulation over a range of seeds.
 //!
 //! [xtask]: https://github.com/matklad/cargo-xtask
@@ -22,6 +24,8 @@ mod c_abi_game;
 mod c_abi_install;
 mod ci;
 mod cmd;
+mod cross;
+mod cross_tools;
 mod csharp;
 mod fuzz;
 mod install_c;
@@ -29,6 +33,8 @@ mod links;
 mod msrv;
 mod node;
 mod sim;
+mod wine;
+mod wine_node;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -112,6 +118,30 @@ enum Command {
     /// Check that every link of the Markdown pages resolves (remark-validate-links, installed
     /// with npm under target/xtask-tools).
     Links,
+    /// Build the release artifacts for other platforms into target/cross/<triple>/ (`soe`, the
+    /// C library, the Node addon) and check them: Windows x86-64 (MinGW), Linux arm64 and musl,
+    /// macOS x86-64 and arm64 (zig links; built, not run).
+    ///
+    /// Uses rustup's standard library where rustup has the target, else Debian's Rust with
+    /// -Zbuild-std; installs what a target needs when missing (apt-get, pip, cargo install).
+    Cross {
+        /// A target to build (repeatable; default: all).
+        #[arg(long = "target", value_name = "TARGET")]
+        targets: Vec<cross::Pick>,
+    },
+    /// Run the Windows build under wine: the OS-touching test suites (soe-runtime, soe-tokio,
+    /// soe-async-std, soe-cli), soe.exe against the Linux soe both ways, the C echo server
+    /// built with MinGW, and node.exe 22 with the packed addon against `soe load`.
+    ///
+    /// Builds the Windows artifacts first (`cross --target win`) when they are missing.
+    Wine {
+        /// Leave the Rust test suites out.
+        #[arg(long)]
+        no_tests: bool,
+        /// Leave node.exe out.
+        #[arg(long)]
+        no_node: bool,
+    },
     /// Run the whole-server simulation (soe-sim) over a range of seeds, release build.
     ///
     /// A failing seed is printed with the one command that replays it.
@@ -158,6 +188,11 @@ impl Command {
             Self::Csharp => csharp::run(),
             Self::Node => node::run(),
             Self::Links => links::run(),
+            Self::Cross { targets } => cross::run(&targets),
+            Self::Wine { no_tests, no_node } => wine::run(wine::Skip {
+                tests: no_tests,
+                node: no_node,
+            }),
             Self::Sim {
                 seeds,
                 from,
