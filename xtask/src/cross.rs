@@ -271,6 +271,14 @@ pub(crate) fn build(target: Target) -> Result<()> {
     }
 }
 
+/// The C library alone (`cargo xtask install-c --target`).
+pub(crate) fn build_c_library_only(target: Target) -> Result<()> {
+    let toolchain = cross_tools::prepare(target)?;
+    let dist = target.dist();
+    std::fs::create_dir_all(&dist).map_err(|e| Error::new(format!("{}: {e}", dist.display())))?;
+    build_c_library(target, &toolchain)
+}
+
 /// The release build of the `soe` tool.
 fn build_soe(target: Target, toolchain: &Toolchain) -> Result<()> {
     let mut build = toolchain.cargo(target, "build");
@@ -292,6 +300,10 @@ fn build_c_library(target: Target, toolchain: &Toolchain) -> Result<()> {
         let mut build = toolchain.cargo(target, "rustc");
         build.args(["-p", "soe-ffi", "--lib", "--profile", profile]);
         build.args(["--crate-type", crate_type]);
+        if target == Target::LinuxMusl && crate_type == "cdylib" {
+            // A shared library on Alpine links musl's libc dynamically, as the addon does.
+            build.args(["--", "-C", "target-feature=-crt-static"]);
+        }
         run_step(target, &mut build)?;
     }
     let out = toolchain.out(target, profile);

@@ -212,6 +212,15 @@ pub(crate) fn prepare(target: Target) -> Result<Toolchain> {
     Ok(toolchain)
 }
 
+/// Whether `target`'s standard library is to be had without installing anything: rustup's,
+/// or Debian's Rust with the sources to build it.
+pub(crate) fn can_build(target: Target) -> bool {
+    rustup_has(target.triple())
+        || (Path::new(DEBIAN_CARGO).exists()
+            && Path::new(DEBIAN_RUSTC).exists()
+            && Path::new(DEBIAN_STD_SOURCES).exists())
+}
+
 /// Whether rustup has `triple`'s standard library for the toolchain xtask runs on.
 fn rustup_has(triple: &str) -> bool {
     let mut list = Command::new("rustup");

@@ -29,6 +29,7 @@ mod cross_tools;
 mod csharp;
 mod fuzz;
 mod install_c;
+mod install_c_windows;
 mod links;
 mod msrv;
 mod node;
@@ -109,6 +110,10 @@ enum Command {
         /// Keep the libraries' debug information (no `strip --strip-debug`).
         #[arg(long)]
         no_strip: bool,
+        /// Install for another platform: `x86_64-pc-windows-gnu` lays out bin/soe.dll,
+        /// lib/soe.dll.a, lib/soe.lib and lib/libsoe.a (built by `cross --target win`).
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
     },
     /// Compile the C# binding (bindings/csharp) with mono's mcs and run its checks and its echo
     /// server and client under mono against the `soe` tool (needs mono-mcs and mono-runtime).
@@ -184,7 +189,16 @@ impl Command {
                 prefix,
                 profile,
                 no_strip,
-            } => install_c::run(&prefix, &profile, !no_strip).map(|_| ()),
+                target,
+            } => match target.as_deref() {
+                None => install_c::run(&prefix, &profile, !no_strip).map(|_| ()),
+                Some("x86_64-pc-windows-gnu") => install_c_windows::run(&prefix),
+                Some(other) => Err(Error::new(format!(
+                    "install-c --target {other}: only x86_64-pc-windows-gnu is laid out \
+                     (its other platforms' libraries are in target/cross/<triple>/ after \
+                     `cargo xtask cross`)"
+                ))),
+            },
             Self::Csharp => csharp::run(),
             Self::Node => node::run(),
             Self::Links => links::run(),
@@ -399,6 +413,7 @@ mod tests {
                 prefix: "/opt/soe".into(),
                 profile: "c-release".into(),
                 no_strip: false,
+                target: None,
             })
         );
         assert_eq!(
@@ -407,6 +422,7 @@ mod tests {
                 prefix: "p".into(),
                 profile: "dev".into(),
                 no_strip: true,
+                target: None,
             })
         );
         assert!(parse(&["install-c"]).is_err());

@@ -1,5 +1,5 @@
-//! `cargo xtask wine`: the Windows build run under wine (Debian's wine 8), in a wine prefix of
-//! its own (`target/cross/wine`):
+//! `cargo xtask wine`: the Windows build (`cargo xtask cross --target win`, done first) run
+//! under wine (Debian's wine 8), in a wine prefix of its own (`target/cross/wine`):
 //!
 //! 1. the test suites that touch the operating system, built for `x86_64-pc-windows-gnu` and
 //!    run by cargo with wine as the runner: soe-runtime (the blocking driver and its event loop
@@ -10,8 +10,9 @@
 //! 2. `soe.exe serve` under wine answering the Linux `soe ping` and `soe load` (RC4 on, 20 KB
 //!    messages in fragments, every echo verified), and the Linux `soe serve` answering
 //!    `soe.exe ping`;
-//! 3. the C echo server (`examples/c/echo_server.c`), built with MinGW against `soe.dll`
-//!    (linked through `soe.dll.a`), answering `soe ping` and `soe load`;
+//! 3. the C echo server (`examples/c/echo_server.c`), built by CMake with MinGW-w64 against the
+//!    library installed for Windows (`install-c --target x86_64-pc-windows-gnu`: `soe::soe`,
+//!    `soe.dll` through `soe.dll.a`), answering `soe ping` and `soe load`;
 //! 4. `node.exe` 22 with the packed addon (`wine_node`).
 //!
 //! Wine 8 lacks `bcryptprimitives.dll`, whose `ProcessPrng` Rust's standard library calls on
@@ -40,9 +41,16 @@ pub(crate) struct Skip {
     pub(crate) node: bool,
 }
 
-/// Whether wine and MinGW are installed (the `windows` step of `cargo xtask ci` needs both).
+/// Whether wine and MinGW are installed.
 pub(crate) fn present() -> bool {
     cross_tools::on_path("wine") && cross_tools::on_path("x86_64-w64-mingw32-gcc")
+}
+
+/// Whether everything the `windows` step of `cargo xtask ci` needs is installed: wine,
+/// MinGW-w64 and, unless rustup has the Windows standard library, Debian's Rust with the
+/// standard library's sources.
+pub(crate) fn tools_present() -> bool {
+    present() && cross_tools::on_path("gendef") && cross_tools::can_build(Target::Win)
 }
 
 /// Builds what is missing and runs every check; each one runs, and the first failure is
@@ -52,14 +60,9 @@ pub(crate) fn run(skip: Skip) -> Result<()> {
     if !present() {
         cross_tools::apt_install(&["wine", "wine64", "gcc-mingw-w64-x86-64", "mingw-w64-tools"])?;
     }
-    let dist = Target::Win.dist();
-    if !dist.join("soe.exe").is_file()
-        || !dist.join("soe.dll").is_file()
-        || !dist.join(Target::Win.addon()).is_file()
-    {
-        cross::build(Target::Win)?;
-        cross::check(Target::Win)?;
-    }
+    // The artifacts first, as `cargo xtask cross --target win` makes them (cargo rebuilds
+    // only what changed).
+    cross::run(&[cross::Pick::Win])?;
     let wine = Wine::new()?;
     let mut outcomes: Vec<(&str, Result<Duration>)> = Vec::new();
     let mut step = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
@@ -345,36 +348,20 @@ fn linux_serves_exe(wine: &Wine, soe: &Path) -> Result<()> {
     result
 }
 
-/// The C echo server built with MinGW against `soe.dll` (`-Werror`, as on Linux), under wine,
-/// against `soe ping` and `soe load` with RC4.
+/// The C echo server as a Windows C user builds it: the library installed for Windows
+/// (`install-c --target x86_64-pc-windows-gnu`), `examples/c` built by CMake with MinGW-w64
+/// against `find_package(soe)`'s `soe::soe` (`soe.dll` through `soe.dll.a`, `-Werror`), then run
+/// under wine with `soe.dll` beside it, against `soe ping` and `soe load` with RC4.
 fn c_echo(wine: &Wine, soe: &Path) -> Result<()> {
-    let dist = Target::Win.dist();
     let dir = cross::root().join("wine/c");
-    std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
-    let exe = dir.join("echo_server.exe");
-    let examples = cmd::workspace_root().join("examples/c");
-    let mut gcc = Command::new("x86_64-w64-mingw32-gcc");
-    gcc.args([
-        "-std=c11",
-        "-O2",
-        "-Wall",
-        "-Wextra",
-        "-Wpedantic",
-        "-Werror",
-    ])
-    .arg("-I")
-    .arg(&dist)
-    .arg(examples.join("echo_server.c"))
-    .arg("-o")
-    .arg(&exe)
-    .arg(dist.join("soe.dll.a"))
-    .arg("-lws2_32");
-    println!("==> wine: {}", cmd::describe(&gcc));
-    cmd::run_timed(&mut gcc)?;
-    std::fs::copy(dist.join("soe.dll"), dir.join("soe.dll"))
+    let _ = std::fs::remove_dir_all(&dir);
+    let prefix = dir.join("prefix");
+    crate::install_c_windows::run(&prefix)?;
+    let built = crate::install_c_windows::cmake_examples(&prefix, &dir.join("build"))?;
+    std::fs::copy(prefix.join("bin/soe.dll"), built.join("soe.dll"))
         .map_err(|e| Error::new(format!("copy soe.dll: {e}")))?;
     let key = "soe c echo key";
-    let mut server = wine.exe(&exe)?;
+    let mut server = wine.exe(&built.join("echo_server.exe"))?;
     server.args(["--port", "0", "--key", key, "--sessions", "5"]);
     let (mut child, port) = spawn_server(server, &dir.join("echo_server.log"), "echo_server.exe")?;
     let result = ping_and_load(
