@@ -213,15 +213,18 @@ pub(crate) fn chosen(picks: &[Pick]) -> Vec<Target> {
         .collect()
 }
 
-/// Builds and checks the artifacts of each target in `picks`; every target is tried, and the
-/// run fails at the end if any failed.
-pub(crate) fn run(picks: &[Pick]) -> Result<()> {
+/// Builds and checks the artifacts of each target in `picks` (with `tests`, also runs the
+/// test suites of soe-session and soe-runtime where they can run: [`run_tests`]); every target
+/// is tried, and the run fails at the end if any failed.
+pub(crate) fn run(picks: &[Pick], tests: bool) -> Result<()> {
     let started = Instant::now();
     let mut failed = Vec::new();
     let mut summary = Vec::new();
     for target in chosen(picks) {
         let step = Instant::now();
-        let outcome = build(target).and_then(|()| check(target));
+        let outcome = build(target)
+            .and_then(|()| check(target))
+            .and_then(|()| if tests { run_tests(target) } else { Ok(()) });
         let took = cmd::format_duration(step.elapsed());
         match outcome {
             Ok(()) => summary.push(format!("  ok      {:<28} {took}", target.triple())),
@@ -501,6 +504,32 @@ fn run_here(target: Target, soe: &Path) -> Result<()> {
         return Err(Error::new(format!("`soe --version` printed {printed:?}")));
     }
     Ok(())
+}
+
+/// The test suites of soe-session (the protocol) and soe-runtime (sockets, the blocking
+/// driver), built for `target` and run where this machine can run them: the musl build
+/// natively, the arm64 one under qemu-user (cargo's runner). Windows runs its suites under
+/// wine (`cargo xtask wine`); macOS ones cannot run here.
+fn run_tests(target: Target) -> Result<()> {
+    let runner = match target {
+        Target::LinuxMusl => None,
+        Target::LinuxArm64 => Some("qemu-aarch64 -L /usr/aarch64-linux-gnu"),
+        Target::Win | Target::MacosX64 | Target::MacosArm64 => {
+            println!(
+                "    tests: not run here for {} (see cargo xtask wine)",
+                target.triple()
+            );
+            return Ok(());
+        }
+    };
+    let toolchain = cross_tools::prepare(target)?;
+    let mut test = toolchain.cargo(target, "test");
+    test.args(["--release", "-p", "soe-session", "-p", "soe-runtime"]);
+    if let Some(runner) = runner {
+        let upper = target.triple().to_uppercase().replace('-', "_");
+        test.env(format!("CARGO_TARGET_{upper}_RUNNER"), runner);
+    }
+    run_step(target, &mut test)
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {

@@ -133,6 +133,10 @@ enum Command {
         /// A target to build (repeatable; default: all).
         #[arg(long = "target", value_name = "TARGET")]
         targets: Vec<cross::Pick>,
+        /// Also run the test suites of soe-session and soe-runtime where they run here: the
+        /// musl build natively, the arm64 one under qemu-user.
+        #[arg(long)]
+        tests: bool,
     },
     /// Run the Windows build under wine: the OS-touching test suites (soe-runtime, soe-tokio,
     /// soe-async-std, soe-cli), soe.exe against the Linux soe both ways, the C echo server
@@ -202,7 +206,7 @@ impl Command {
             Self::Csharp => csharp::run(),
             Self::Node => node::run(),
             Self::Links => links::run(),
-            Self::Cross { targets } => cross::run(&targets),
+            Self::Cross { targets, tests } => cross::run(&targets, tests),
             Self::Wine { no_tests, no_node } => wine::run(wine::Skip {
                 tests: no_tests,
                 node: no_node,

@@ -62,7 +62,7 @@ pub(crate) fn run(skip: Skip) -> Result<()> {
     }
     // The artifacts first, as `cargo xtask cross --target win` makes them (cargo rebuilds
     // only what changed).
-    cross::run(&[cross::Pick::Win])?;
+    cross::run(&[cross::Pick::Win], false)?;
     let wine = Wine::new()?;
     let mut outcomes: Vec<(&str, Result<Duration>)> = Vec::new();
     let mut step = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
