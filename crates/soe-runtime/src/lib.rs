@@ -8,8 +8,11 @@
 //! * `soe-tokio`: `soe_tokio::Endpoint` on tokio;
 //! * `soe-async-std`: `soe_async_std::Endpoint` on async-io (async-std, smol);
 //! * [`blocking`]: the same endpoint on a std thread, for code without an async runtime.
-//! * [`blocking::EventLoop`] (Unix): the same driver on the application's own thread, which
-//!   blocks in `poll(2)` between wake-ups and sends once per wake-up for every session.
+//! * [`blocking::EventLoop`]: the same driver on the application's own thread, which blocks in
+//!   the kernel between wake-ups and sends once per wake-up for every session.
+//!
+//! What differs between platforms (Linux, the BSDs, Windows) is met in one module,
+//! [`platform`].
 //!
 //! # Shape
 //!
@@ -64,8 +67,8 @@ mod connection;
 mod driver;
 mod endpoint;
 mod error;
-#[cfg(unix)]
 mod event_loop;
+pub mod platform;
 pub mod runtime;
 mod shared;
 pub mod socket;

@@ -122,3 +122,72 @@ fn a_closed_blocking_endpoint_gives_its_port_back_at_once() {
         drop((server, clone, on_server, on_client, again));
     }
 }
+
+/// Issue 43 §2: the driver threads of endpoints sharing a port (`SO_REUSEPORT`) woke each
+/// other with a datagram to the shared port, which the kernel gave to one of them. With no
+/// session there is no deadline: only a wake-up that reaches each thread lets `wait_idle`
+/// after `close` return.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn close_wakes_the_thread_of_every_shard_on_a_shared_port() {
+    let config = || {
+        soe_runtime::Config::new(Arc::new(EndpointConfig::server(session())))
+            .with_socket(soe_runtime::SocketConfig::default().with_reuse_port(true))
+    };
+    let first = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config()).unwrap();
+    let addr = first.local_addr();
+    let mut shards = vec![first];
+    for _ in 1..4 {
+        shards.push(Endpoint::bind(addr, config()).unwrap());
+    }
+    // The threads block (none has a deadline); close holds whether or not they did yet.
+    thread::sleep(Duration::from_millis(200));
+    let (done, ended) = std::sync::mpsc::channel();
+    for (i, shard) in shards.into_iter().enumerate() {
+        let done = done.clone();
+        thread::spawn(move || {
+            shard.close(DisconnectReason::ManagerDeleted);
+            shard.wait_idle();
+            let _ = done.send(i);
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut which = Vec::new();
+    while let Ok(i) = ended.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        which.push(i);
+        if which.len() == 4 {
+            break;
+        }
+    }
+    which.sort_unstable();
+    assert_eq!(which, [0, 1, 2, 3], "shards whose thread ended after close");
+}
+
+/// A receive timeout past what an `Instant` holds is no timeout (it overflowed and panicked).
+#[test]
+fn a_receive_timeout_past_what_an_instant_holds_is_no_timeout() {
+    let server = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::server(session()),
+    )
+    .unwrap();
+    let addr = server.local_addr();
+    let acceptor = server.clone();
+    let accept = thread::spawn(move || acceptor.accept().expect("a session"));
+    let client = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::client(session()),
+    )
+    .unwrap();
+    let conn = client.connect(addr).unwrap();
+    let on_server = accept.join().unwrap();
+    let closer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        on_server.close(DisconnectReason::Application);
+    });
+    assert_eq!(
+        conn.recv_timeout(Duration::MAX),
+        Err(RecvTimeoutError::Closed)
+    );
+    closer.join().unwrap();
+}
