@@ -97,6 +97,13 @@ impl Toolchain {
         if let Some(linker) = linker(target) {
             command.env(format!("CARGO_TARGET_{upper}_LINKER"), linker);
         }
+        if let Self::Zig { .. } = self {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let dirs = std::iter::once(tools_dir().join("bin")).chain(std::env::split_paths(&path));
+            if let Ok(joined) = std::env::join_paths(dirs) {
+                command.env("PATH", joined);
+            }
+        }
         command
     }
 
@@ -207,6 +214,7 @@ pub(crate) fn prepare(target: Target) -> Result<Toolchain> {
         empty_libunwind()?;
     }
     if target.os() == Os::Macos {
+        rust_objcopy()?;
         return Ok(Toolchain::Zig { zig: zig()? });
     }
     Ok(toolchain)
@@ -273,6 +281,38 @@ fn empty_libunwind() -> Result<()> {
     // `ar` writes an archive with no member when given none.
     std::fs::write(&archive, b"!<arch>\n")
         .map_err(|e| Error::new(format!("{}: {e}", archive.display())))
+}
+
+/// `target/cross/tools/bin/rust-objcopy`, a link to LLVM's `llvm-objcopy`: rustc strips the
+/// debug information of Apple binaries with `rust-objcopy` (rustup ships it; Debian's Rust does
+/// not) and finds it on the `PATH`, which [`Toolchain::cargo`] puts this folder first on.
+fn rust_objcopy() -> Result<()> {
+    let dir = tools_dir().join("bin");
+    let link = dir.join("rust-objcopy");
+    if link.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
+    let objcopy = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("llvm-objcopy"))
+        .find(|f| f.is_file())
+        .ok_or_else(|| {
+            Error::new("llvm-objcopy is not installed (Debian: apt-get install llvm)")
+        })?;
+    symlink(&objcopy, &link)
+}
+
+#[cfg(unix)]
+fn symlink(from: &Path, to: &Path) -> Result<()> {
+    std::os::unix::fs::symlink(from, to)
+        .map_err(|e| Error::new(format!("symlink {}: {e}", to.display())))
+}
+
+#[cfg(not(unix))]
+fn symlink(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| Error::new(format!("copy {}: {e}", to.display())))
 }
 
 /// zig (PyPI's `ziglang`, in `target/cross/tools/zig`) and cargo-zigbuild (crates.io), each

@@ -260,6 +260,45 @@ pub(crate) fn spawn_server(mut server: Command, log: &Path, what: &str) -> Resul
     }
 }
 
+/// Runs `command` to its end with its output in the file `log` (node.exe under wine writes
+/// nothing through a pipe), for at most `limit`; fails, with what it printed, unless it exits
+/// successfully.
+pub(crate) fn run_logged(mut command: Command, log: &Path, limit: Duration) -> Result<()> {
+    let file =
+        std::fs::File::create(log).map_err(|e| Error::new(format!("{}: {e}", log.display())))?;
+    let err = file.try_clone().map_err(|e| Error::new(e.to_string()))?;
+    println!("==> wine: {} > {}", cmd::describe(&command), log.display());
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| Error::new(format!("{}: {e}", cmd::describe(&command))))?;
+    let started = Instant::now();
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            stop(&mut child);
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            return Err(Error::new(format!(
+                "still running after {limit:?}: killed\n{text}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    if status.success() {
+        Ok(())
+    } else {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        Err(Error::new(format!(
+            "{} failed ({status}):\n{text}",
+            cmd::describe(&command)
+        )))
+    }
+}
+
 /// The port of a line ending in `127.0.0.1:PORT` (and perhaps more words).
 fn port_of(line: &str) -> Option<u16> {
     let (_, rest) = line.rsplit_once("127.0.0.1:")?;

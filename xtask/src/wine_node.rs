@@ -13,11 +13,12 @@
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::cmd;
 use crate::cross::{self, Target};
 use crate::cross_tools;
-use crate::wine::{Wine, spawn_server};
+use crate::wine::{Wine, run_logged, spawn_server};
 use crate::{Error, Result};
 
 /// The Node and npm the check runs (npm registry packages).
@@ -56,8 +57,11 @@ pub(crate) fn run(wine: &Wine, soe: &Path) -> Result<()> {
         .arg(work.join("npm-cache"))
         .args(packed.iter().map(|f| tarballs.join(f)))
         .current_dir(&app);
-    println!("==> wine node: {}", cmd::describe(&install));
-    cmd::output(&mut install)?;
+    run_logged(
+        install,
+        &work.join("npm-install.log"),
+        Duration::from_secs(600),
+    )?;
     let addon = app
         .join("node_modules/soe-node-win32-x64")
         .join(Target::Win.addon());
