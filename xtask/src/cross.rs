@@ -195,9 +195,10 @@ pub(crate) fn root() -> PathBuf {
     install_c::target_dir().join("cross")
 }
 
-/// cargo's target directory for every cross build.
+/// cargo's target directory for every cross build: `target/cross/build`, or the folder named
+/// by `SOE_CROSS_BUILD_DIR` (to build two targets at once: cargo locks its target directory).
 pub(crate) fn build_dir() -> PathBuf {
-    root().join("build")
+    std::env::var_os("SOE_CROSS_BUILD_DIR").map_or_else(|| root().join("build"), PathBuf::from)
 }
 
 /// The targets named by `picks` (all of them when none), each once, in build order.
