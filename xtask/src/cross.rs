@@ -26,7 +26,8 @@
 //! addon nothing from `node.exe`; the musl `soe` is static and runs here, the musl addon needs
 //! musl's libc only; the arm64 `soe` runs under qemu-user; the macOS files are Mach-O for their
 //! CPU. Every addon exports `napi_register_module_v1`, every C library the `soe_*` functions.
-//! `cargo xtask wine` runs the Windows ones.
+//! `cargo xtask wine` runs the Windows ones. Each target's npm platform package is staged in
+//! `crates/soe-node/npm/<platform>/` (`scripts/stage-platform.js`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -225,6 +226,7 @@ pub(crate) fn run(picks: &[Pick], tests: bool) -> Result<()> {
         let step = Instant::now();
         let outcome = build(target)
             .and_then(|()| check(target))
+            .and_then(|()| stage_npm(target))
             .and_then(|()| if tests { run_tests(target) } else { Ok(()) });
         let took = cmd::format_duration(step.elapsed());
         match outcome {
@@ -504,6 +506,24 @@ fn run_here(target: Target, soe: &Path) -> Result<()> {
     if !printed.starts_with("soe ") {
         return Err(Error::new(format!("`soe --version` printed {printed:?}")));
     }
+    Ok(())
+}
+
+/// Stages the target's npm platform package (`crates/soe-node/npm/<platform>/`: package.json
+/// with its `os`, `cpu` and `libc`, a README, the addon) with `scripts/stage-platform.js`, ready
+/// for `npm pack` / `npm publish` there. Without Node it says so and stages nothing.
+fn stage_npm(target: Target) -> Result<()> {
+    if !cmd::program_runs("node") {
+        println!("    npm: node is not installed: soe-node-{} NOT staged", target.npm());
+        return Ok(());
+    }
+    let mut stage = Command::new("node");
+    stage
+        .args(["scripts/stage-platform.js", "--platform", target.npm(), "--addon"])
+        .arg(target.dist().join(target.addon()))
+        .current_dir(cmd::workspace_root().join("crates/soe-node"));
+    let said = cmd::output(&mut stage)?;
+    println!("    npm: {}", said.trim());
     Ok(())
 }
 
