@@ -176,3 +176,24 @@ test('musl is told from glibc as napi-rs tells it: ldd, then the process report,
   assert.equal(platformName('linux', 'x64', 'musl'), 'linux-x64-musl');
   assert.equal(platformName('win32', 'x64'), 'win32-x64');
 });
+
+test('each platform package is staged with the npm fields that make npm install it only where it runs', T, async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'soe-node-stage-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const addon = path.join(dir, 'built.node');
+  writeFileSync(addon, 'a cross-built addon');
+  for (const [name, spec] of Object.entries(PLATFORMS)) {
+    const r = spawnSync(process.execPath, ['scripts/stage-platform.js', '--platform', name, '--addon', addon, '--out', dir], { cwd: pkgDir, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const manifest = JSON.parse(readFileSync(path.join(dir, name, 'package.json'), 'utf8'));
+    assert.equal(manifest.name, packageName(name));
+    assert.deepEqual(manifest.os, [spec.os]);
+    assert.deepEqual(manifest.cpu, [spec.cpu]);
+    assert.deepEqual(manifest.libc, spec.libc ? [spec.libc] : undefined, name);
+    assert.equal(manifest.main, addonFile(name));
+    assert.equal(readFileSync(path.join(dir, name, addonFile(name)), 'utf8'), 'a cross-built addon');
+  }
+  const refused = spawnSync(process.execPath, ['scripts/stage-platform.js', '--platform', 'linux-arm64-musl', '--addon', addon, '--out', dir], { cwd: pkgDir, encoding: 'utf8' });
+  assert.notEqual(refused.status, 0);
+  assert.match(refused.stderr, /linux-arm64-musl is not among the platforms/);
+});
