@@ -226,17 +226,9 @@ fn test_suites(wine: &Wine) -> Result<()> {
 
 /// Starts `server`, which prints `... 127.0.0.1:PORT` first; its stdout goes to a file (wine
 /// programs' output through a pipe is unreliable), read until the port shows.
-pub(crate) fn spawn_server(mut server: Command, log: &Path, what: &str) -> Result<(Child, u16)> {
-    let file =
-        std::fs::File::create(log).map_err(|e| Error::new(format!("{}: {e}", log.display())))?;
-    let err = file.try_clone().map_err(|e| Error::new(e.to_string()))?;
+pub(crate) fn spawn_server(server: Command, log: &Path, what: &str) -> Result<(Child, u16)> {
     println!("==> {what}: {} > {}", cmd::describe(&server), log.display());
-    let mut child = server
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| Error::new(format!("{what}: {e}")))?;
+    let mut child = spawn_logged(server, log)?;
     let started = Instant::now();
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -260,20 +252,26 @@ pub(crate) fn spawn_server(mut server: Command, log: &Path, what: &str) -> Resul
     }
 }
 
-/// Runs `command` to its end with its output in the file `log` (node.exe under wine writes
-/// nothing through a pipe), for at most `limit`; fails, with what it printed, unless it exits
-/// successfully.
-pub(crate) fn run_logged(mut command: Command, log: &Path, limit: Duration) -> Result<()> {
+/// Starts `command` with no input and its output (both streams) in the file `log`.
+fn spawn_logged(mut command: Command, log: &Path) -> Result<Child> {
     let file =
         std::fs::File::create(log).map_err(|e| Error::new(format!("{}: {e}", log.display())))?;
     let err = file.try_clone().map_err(|e| Error::new(e.to_string()))?;
-    println!("==> wine: {} > {}", cmd::describe(&command), log.display());
-    let mut child = command
+    command
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(err)
         .spawn()
-        .map_err(|e| Error::new(format!("{}: {e}", cmd::describe(&command))))?;
+        .map_err(|e| Error::new(format!("{}: {e}", cmd::describe(&command))))
+}
+
+/// Runs `command` to its end with its output in the file `log` (node.exe under wine writes
+/// nothing through a pipe), for at most `limit`; fails, with what it printed, unless it exits
+/// successfully.
+pub(crate) fn run_logged(command: Command, log: &Path, limit: Duration) -> Result<()> {
+    println!("==> wine: {} > {}", cmd::describe(&command), log.display());
+    let what = cmd::describe(&command);
+    let mut child = spawn_logged(command, log)?;
     let started = Instant::now();
     let status = loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -292,10 +290,7 @@ pub(crate) fn run_logged(mut command: Command, log: &Path, limit: Duration) -> R
         Ok(())
     } else {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        Err(Error::new(format!(
-            "{} failed ({status}):\n{text}",
-            cmd::describe(&command)
-        )))
+        Err(Error::new(format!("{what} failed ({status}):\n{text}")))
     }
 }
 
