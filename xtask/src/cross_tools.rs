@@ -431,12 +431,15 @@ pub(crate) fn file_format(file: &Path) -> Result<String> {
 pub(crate) fn needed(file: &Path) -> Result<Vec<String>> {
     if file_format(file)?.starts_with("COFF") {
         let out = readobj(file, &["--coff-imports"])?;
-        return Ok(out
+        let mut dlls: Vec<String> = out
             .lines()
             .filter_map(|l| l.trim().strip_prefix("Name: "))
             .filter(|n| n.contains('.'))
-            .map(str::to_owned)
-            .collect());
+            .map(str::to_ascii_lowercase)
+            .collect();
+        dlls.sort();
+        dlls.dedup();
+        return Ok(dlls);
     }
     let out = readobj(file, &["--needed-libs"])?;
     Ok(out
