@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { runSoe, startServe } from '../scripts/soe-tool.mjs';
-import { T, release, reap, echoServer, message, collect, soeBin, needsSoe, pkgDir, rc4Keystream, xor } from './helpers.mjs';
+import { T, release, reap, echoServer, message, collect, soeBin, needsSoe, pkgDir, rc4Keystream, xor, jsThreadRelay } from './helpers.mjs';
 import soe from '../index.js';
 
 const { SoeServer, SoeClient, REASONS } = soe;
@@ -83,7 +83,9 @@ test('RC4 switched on for one session after its login request, as the H1Z1 gatew
 });
 
 test('an RC4 switch waits behind messages that wait for room: each goes out as it was sent', T, async (t) => {
-  // A queue of 4: most of the 300 plaintext messages wait in the addon when the switch comes.
+  // A queue of 4, and the client's acks relayed by the JS thread, which runs the handler: no
+  // ack reaches the server while it sends, so at most the queue and one send window (196
+  // packets at most) of the 300 plaintext messages can leave the addon before the switch comes.
   const rc4Key = Buffer.from('gateway key');
   const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, rc4Key, rc4AtStart: false, maxQueuedMessages: 4 }));
   const plain = Array.from({ length: 300 }, (_, i) => Buffer.from(`plaintext message ${i} `.repeat(20)));
@@ -98,7 +100,8 @@ test('an RC4 switch waits behind messages that wait for room: each goes out as i
     });
   });
   // A client without the key reads the wire: plaintext, then the keystream from its start.
-  const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`);
+  const relay = await jsThreadRelay(t, server.address().port);
+  const session = await SoeClient.connect(`127.0.0.1:${relay}`);
   release(t, session.client);
   const got = collect(session, 600);
   session.send(Buffer.from('go'));
@@ -140,7 +143,10 @@ test('a close reaches the other side with its reason', T, async (t) => {
 
 test('backpressure: send() returns false when the queue is full, then drain', T, async (t) => {
   const server = await echoServer(t);
-  const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`, { maxQueuedMessages: 4 });
+  // Through a relay on the JS thread: no ack comes back while the loop below sends, so the
+  // queue of 4 and the first send window (8 packets) fill, whatever the addon's threads do.
+  const relay = await jsThreadRelay(t, server.address().port);
+  const session = await SoeClient.connect(`127.0.0.1:${relay}`, { maxQueuedMessages: 4 });
   release(t, session.client);
   const echoes = collect(session, 100);
   let refused = 0;
