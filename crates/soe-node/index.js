@@ -466,6 +466,18 @@ class SoeSession extends EventEmitter {
 
 // ----- endpoints -----
 
+// A native batch: one Buffer with 8 numbers (float64, little-endian, as every platform the
+// addon is built for stores them) per event, then the messages' bytes; `texts` is undefined
+// when no event has a string.
+function unpack(bytes, count, texts) {
+  const numbers = count * 8;
+  const meta =
+    bytes.byteOffset % 8 === 0
+      ? new Float64Array(bytes.buffer, bytes.byteOffset, numbers)
+      : new Float64Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + numbers * 8));
+  return { meta, data: bytes.subarray(numbers * 8), texts };
+}
+
 class Endpoint extends EventEmitter {
   constructor(server, options, bind) {
     super();
@@ -494,7 +506,7 @@ class Endpoint extends EventEmitter {
       this._resolveEnded = resolve;
     });
     const settings = nativeOptions(server, options, bind);
-    this._native = call(() => new native.NativeEndpoint(settings, (batch) => this._onBatch(batch)));
+    this._native = call(() => new native.NativeEndpoint(settings, (bytes, count, texts) => this._onBatch(unpack(bytes, count, texts))));
   }
 
   // A batch: `meta` has 8 numbers per event (kind, id, channel, delivery, offset, length,

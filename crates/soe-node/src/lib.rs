@@ -26,8 +26,6 @@
 mod pending;
 mod pump;
 
-pub use pump::NativeBatch;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -343,9 +341,29 @@ impl NativeEndpoint {
         let taken = flow.clone();
         let js: EventsFn = on_events.create_threadsafe_function(
             0,
-            move |ctx: ThreadSafeCallContext<NativeBatch>| {
+            move |ctx: ThreadSafeCallContext<pump::Packed>| {
                 taken.taken();
-                Ok(vec![ctx.value])
+                let env = ctx.env;
+                let batch = ctx.value;
+                let texts = if batch.texts.is_empty() {
+                    env.get_undefined()?.into_unknown()
+                } else {
+                    let mut array = env.create_array_with_length(batch.texts.len())?;
+                    for (i, text) in batch.texts.iter().enumerate() {
+                        array.set_element(
+                            u32::try_from(i).unwrap_or(u32::MAX),
+                            env.create_string(text)?,
+                        )?;
+                    }
+                    array.into_unknown()
+                };
+                Ok(vec![
+                    env.create_buffer_copy(&batch.bytes)?
+                        .into_raw()
+                        .into_unknown(),
+                    env.create_uint32(batch.events)?.into_unknown(),
+                    texts,
+                ])
             },
         )?;
         let shared = Arc::new(Shared {

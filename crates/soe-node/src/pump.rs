@@ -14,9 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use napi::Status;
-use napi::bindgen_prelude::{Buffer, Float64Array};
 use napi::threadsafe_function::{ErrorStrategy, ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi_derive::napi;
 use soe_runtime::blocking::{EventLoop, EventLoopHandle};
 use soe_runtime::bytes::Bytes;
 use soe_runtime::{Delivery, DisconnectReason, EndpointEvent, RecvTimeoutError};
@@ -45,21 +43,21 @@ pub(crate) const CONNECT_FAILED: u8 = 7;
 /// Numbers per event in `meta`: kind, id, channel, delivery, offset, length, reason, by_peer.
 const META: usize = 8;
 
-/// A batch of events for JS, packed so that one N-API call carries hundreds of them: `meta`
-/// holds 8 numbers per event, `data` every message's bytes back to back (each message is a view
-/// into it), `texts` the strings of the events that have some, in order.
-#[napi(object)]
-pub struct NativeBatch {
-    /// For each event: kind, id, channel, delivery (0 reliable, 1 unreliable, 2 ordered),
-    /// offset and length in `data` (for a session that opened: the longest unreliable message
-    /// it takes, in `length`), reason code (for a session that opened: its SOE session id),
-    /// by_peer (0 or 1).
-    pub meta: Float64Array,
-    /// The messages' bytes.
-    pub data: Buffer,
-    /// For each accepted session its remote address and application protocol name; for each
-    /// failed connect its error message.
-    pub texts: Vec<String>,
+/// A batch of events for JS, packed so that one N-API call carries hundreds of them and the JS
+/// thread makes three values of it (a copy into one `Buffer`, a count, and the strings when
+/// there are some), rather than an object, a typed array and a buffer with finalizers.
+///
+/// `bytes` holds 8 little-endian `f64`s per event, then every message's bytes back to back
+/// (each message is a view into them). The numbers of an event: kind, id, channel, delivery
+/// (0 reliable, 1 unreliable, 2 ordered), offset and length in the data after the numbers (for
+/// a session that opened: the longest unreliable message it takes, in `length`), reason code
+/// (for a session that opened: its SOE session id), by_peer (0 or 1). `texts` holds, for each
+/// accepted session, its remote address and application protocol name, and for each failed
+/// connect its error message, in order.
+pub(crate) struct Packed {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) events: u32,
+    pub(crate) texts: Vec<String>,
 }
 
 /// One event, before it is packed into a batch.
@@ -100,26 +98,28 @@ impl Ev {
     }
 }
 
-fn pack(events: &mut Vec<Ev>) -> NativeBatch {
-    let mut meta = Vec::with_capacity(events.len() * META);
-    let bytes: usize = events
+fn pack(events: &mut Vec<Ev>) -> Packed {
+    let numbers = events.len() * META * 8;
+    let data: usize = events
         .iter()
         .filter_map(|e| e.data.as_ref())
         .map(Bytes::len)
         .sum();
-    let mut data = Vec::with_capacity(bytes);
+    let mut bytes = vec![0; numbers];
+    bytes.reserve_exact(data);
     let mut texts = Vec::new();
-    for e in events.drain(..) {
+    let count = events.len();
+    for (i, e) in events.drain(..).enumerate() {
         let (offset, len) = match &e.data {
             Some(d) => {
-                let at = data.len();
-                data.extend_from_slice(d);
+                let at = bytes.len() - numbers;
+                bytes.extend_from_slice(d);
                 (at, d.len())
             }
             None => (0, e.length),
         };
         texts.extend(e.texts.into_iter().flatten());
-        meta.extend_from_slice(&[
+        let meta = [
             f64::from(e.kind),
             e.id as f64,
             f64::from(e.channel),
@@ -128,17 +128,21 @@ fn pack(events: &mut Vec<Ev>) -> NativeBatch {
             len as f64,
             f64::from(e.reason),
             f64::from(u8::from(e.by_peer)),
-        ]);
+        ];
+        let at = i * META * 8;
+        for (slot, n) in bytes[at..at + META * 8].chunks_exact_mut(8).zip(meta) {
+            slot.copy_from_slice(&n.to_le_bytes());
+        }
     }
-    NativeBatch {
-        meta: Float64Array::new(meta),
-        data: Buffer::from(data),
+    Packed {
+        bytes,
+        events: u32::try_from(count).unwrap_or(u32::MAX),
         texts,
     }
 }
 
 /// The function that takes the event batches, as the pump calls it.
-pub(crate) type EventsFn = ThreadsafeFunction<NativeBatch, ErrorStrategy::Fatal>;
+pub(crate) type EventsFn = ThreadsafeFunction<Packed, ErrorStrategy::Fatal>;
 
 /// The hand-over of batches between the pump and the JS thread.
 pub(crate) struct Flow {
