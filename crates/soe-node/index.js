@@ -348,7 +348,8 @@ class SoeSession extends EventEmitter {
   }
 
   _fits(buf, max, what) {
-    if (buf.length > max) {
+    // A session always reports its limit; 0 would mean unknown, and the addon decides.
+    if (buf.length > max && max > 0) {
       throw coded(
         'ERR_SOE_MESSAGE_TOO_LARGE',
         `${what} of ${buf.length} bytes does not fit one datagram to this peer (at most ${max} bytes)`,

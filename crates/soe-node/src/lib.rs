@@ -490,7 +490,9 @@ impl NativeEndpoint {
                         continue;
                     }
                 };
-                if let Err(TrySendError::Full(_)) = sent {
+                // Closed: its disconnect follows. Refused for its size: JS checked that first,
+                // against the session's own limit, so only a full queue is left in practice.
+                if let Err(TrySendError::Full(_) | TrySendError::Session(_)) = sent {
                     s.dropped += 1;
                 }
             }
