@@ -711,7 +711,8 @@ class Endpoint extends EventEmitter {
     }
     this._batchedSessions = [];
     // (id, epoch) of each session whose queue is full: its 'drain' is the one of that epoch (a
-    // late drain of an earlier flushing task does not count).
+    // late drain of an earlier wait, which ended before these messages had to wait, does not
+    // count).
     const full = call(() => this._native.sendBatch(meta, data));
     for (let k = 0; k < full.length; k += 2) {
       const session = this._sessions.get(full[k]);

@@ -2,21 +2,22 @@
 //! `index.js`, which wraps this in `SoeServer`, `SoeClient` and `SoeSession` classes).
 //!
 //! Each endpoint runs on soe-runtime's blocking event loop, on a thread of its own (the pump,
-//! [`pump`]), off the JS thread: acks, resends and timeouts never wait for JavaScript. The pump
-//! blocks in the kernel between wake-ups and hands events to JS in batches (one N-API call for
-//! up to 256 events), at most 64 batches in flight: when JS falls behind, the pump stops taking
-//! events and each session's messages wait in the endpoint's receive queue, bounded by
+//! `src/pump.rs`), off the JS thread: acks, resends and timeouts never wait for JavaScript. The
+//! pump blocks in the kernel between wake-ups and hands events to JS in batches (one N-API call
+//! for up to 256 events), at most 64 batches in flight: when JS falls behind, the pump stops
+//! taking events and each session's messages wait in the endpoint's receive queue, bounded by
 //! `receiveQueueBytes` (default 8 MiB), while acks, resends and heartbeats go on. A session
 //! whose reader stays behind past that bound is closed with `reliableOverflow` (both sides are
 //! told) rather than let a peer fill memory.
 //!
 //! JS sends at the end of each tick, every message of every session in one call
 //! ([`NativeEndpoint::send_batch`]): reliable, unreliable and ordered ones, queued under one
-//! lock, then one wake-up of the pump, which transmits them (one `sendmmsg` on Linux). Reliable
-//! messages that meet a full queue are kept in order ([`pending`]) and go out as room appears;
-//! `send` returns `false` then, and a `drain` event follows, as with `stream.write`. While any
-//! wait, later sends and RC4 switches queue behind them, so that nothing overtakes a message on
-//! its way and each message is encrypted (or not) as it was when the application sent it.
+//! lock, and their datagrams sent from the JS thread (one `sendmmsg` on Linux), with no
+//! hand-off to the pump. Reliable messages that meet a full queue are kept in order
+//! (`src/pending.rs`) and the pump passes them on as room appears; `send` returns `false` then,
+//! and a `drain` event follows, as with `stream.write`. While any wait, later sends and RC4
+//! switches queue behind them, so that nothing overtakes a message on its way and each message
+//! is encrypted (or not) as it was when the application sent it.
 //!
 //! Errors thrown to JS carry a code in front of their message (`ERR_SOE_...: ...`), which
 //! `index.js` moves to the `code` property.
@@ -443,7 +444,7 @@ impl NativeEndpoint {
 
     /// Queues many messages in one call: `meta` holds (id, kind, length) for each, the kind a
     /// reliable channel (0 to 3), 4 for unreliable or 5 for ordered; `data` holds their bytes
-    /// back to back. The pump is woken once to send them. Messages of sessions that have
+    /// back to back. They are sent from this thread, at once. Messages of sessions that have
     /// closed are dropped (their `disconnect` is on its way), and so are unreliable ones that
     /// find the session's datagram queue full (counted in its stats). Returns (id, epoch)
     /// pairs for the sessions whose reliable queue is full now: the `drain` of each carries
