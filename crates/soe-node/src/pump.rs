@@ -185,6 +185,7 @@ pub(crate) fn start(
     js: EventsFn,
     flow: Arc<Flow>,
     moderation: Duration,
+    max_wait: Duration,
 ) -> std::io::Result<()> {
     let name = format!("soe-node {}", shared.local_addr);
     std::thread::Builder::new().name(name).spawn(move || {
@@ -194,6 +195,7 @@ pub(crate) fn start(
             js,
             flow,
             moderation,
+            max_wait,
         }
         .run();
     })?;
@@ -207,6 +209,11 @@ struct Pump {
     flow: Arc<Flow>,
     /// `eventBatchMs`: while events keep coming, a call into JS at most once per this long.
     moderation: Duration,
+    /// The longest wait in the kernel: unbounded, except on a port shared with other sockets
+    /// (`reusePort`), where the loop's wake-up datagram to its own address may reach another
+    /// socket of the port instead (issue 43): there a close, a connect or room for a batch
+    /// waits this long at most.
+    max_wait: Duration,
 }
 
 impl Pump {
@@ -257,7 +264,7 @@ impl Pump {
             }
             let wait = match hold {
                 Some(until) if room && !batch.is_empty() => until - now,
-                _ => Duration::MAX,
+                _ => self.max_wait,
             };
             if running {
                 running = self.events.drive(wait);
