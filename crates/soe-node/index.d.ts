@@ -173,6 +173,8 @@ export interface SessionStats {
   /** Messages send() kept because the session's queue was full, and their bytes. */
   pendingMessages: number;
   bytesQueued: number;
+  /** Unreliable and ordered messages dropped because the session's datagram queue was full. */
+  unreliableDropped: number;
 }
 
 export interface EndpointStats {
@@ -207,9 +209,9 @@ export declare class SoeSession extends EventEmitter {
   client?: SoeClient;
   /** Sends a reliable message on channel 0-3; false when it waits for room ('drain' follows). */
   send(data: Buffer | Uint8Array | string, channel?: 0 | 1 | 2 | 3): boolean;
-  /** Sends an unreliable message (one datagram, not empty, first byte not 0). */
+  /** Sends an unreliable message (one datagram, not empty, first byte not 0), at the end of the tick. */
   sendUnreliable(data: Buffer | Uint8Array | string): void;
-  /** Sends an ordered message (unreliable, one datagram, stale ones dropped on arrival). */
+  /** Sends an ordered message (unreliable, one datagram, stale ones dropped on arrival), at the end of the tick. */
   sendOrdered(data: Buffer | Uint8Array | string): void;
   /** Turns RC4 on or off for this session from now on: switch before sending the reply that must be encrypted. */
   setEncryption(on: boolean): void;

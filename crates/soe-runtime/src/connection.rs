@@ -249,15 +249,20 @@ impl Connection {
     /// a quiet point of the application protocol. Returns `false` (and changes nothing) when
     /// the session has no encryption key or has ended.
     pub fn set_encryption(&self, on: bool) -> bool {
-        let mut state = self.inner.shared.lock();
-        let Some(conn) = state.conns.get(&self.inner.id) else {
-            return false;
-        };
-        if let Phase::Closed(_) = conn.phase {
-            return false;
+        self.inner.shared.lock().set_encryption(self.inner.id, on)
+    }
+
+    /// The longest message [`send_unreliable`](Self::send_unreliable) takes: what fits one
+    /// datagram of the peer's `udp_length` after the session's framing (CRC, compression flag);
+    /// [`send_ordered`](Self::send_ordered) takes 4 bytes less (its header). Known once the
+    /// handshake is done; `None` before, and once the session has left the endpoint.
+    pub fn max_unreliable_len(&self) -> Option<usize> {
+        let state = self.inner.shared.lock();
+        let conn = state.conns.get(&self.inner.id)?;
+        if conn.phase != Phase::Established {
+            return None;
         }
-        let handle = conn.handle;
-        state.proto.set_encryption(handle, on)
+        state.proto.session(conn.handle).map(|s| s.max_packet_len())
     }
 
     /// Waits for the session to end and tells why.

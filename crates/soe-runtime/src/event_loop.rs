@@ -13,9 +13,10 @@ use quinn_udp::RecvMeta;
 use soe_wire::DisconnectReason;
 
 use crate::config::{Config, EventMode};
+use crate::connection::Connection;
 use crate::driver::Driver;
 use crate::endpoint::{Core, EndpointEvent, SendBatch};
-use crate::error::RecvTimeoutError;
+use crate::error::{ConnectError, RecvTimeoutError};
 use crate::platform::{Notify, UdpIo, Waiter};
 use crate::runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
 use crate::shared::Shared;
@@ -35,7 +36,8 @@ use crate::shared::Shared;
 /// bounds and its order of work are the same.
 ///
 /// Other threads may hold [`Connection`](crate::Connection)s and an [`EventLoopHandle`]: what they
-/// queue wakes the loop (only while it is blocked; while it runs, a flag is enough). On Unix the
+/// queue wakes the loop, except a [batch](EventLoopHandle::send_batch), which they send
+/// themselves (only while it is blocked; while it runs, a flag is enough). On Unix the
 /// wake-up goes through a socket pair the loop polls beside its socket, so it reaches this loop
 /// even when shards share the port (`SO_REUSEPORT`); on Windows, which has no `SO_REUSEPORT`,
 /// it is an empty datagram to the socket's own address (see [`platform`](crate::platform)).
@@ -125,7 +127,13 @@ impl EventLoop {
         let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));
         let waker = Waker::from(wake.clone());
-        shared.lock().driver_waker = Some(waker.clone());
+        {
+            let mut state = shared.lock();
+            state.driver_waker = Some(waker.clone());
+            // A batch queued from another thread is sent from that thread, as the async
+            // endpoint's is (see `EventLoopHandle::send_batch`).
+            state.socket = Some(io.clone());
+        }
         let driver = Driver::new(shared.clone(), io.clone(), Arc::new(LoopRuntime), &config);
         Ok(Self {
             core: Core::new(shared, local_addr),
@@ -165,6 +173,31 @@ impl EventLoop {
     ) -> Result<EndpointEvent, RecvTimeoutError> {
         let until = Instant::now().checked_add(timeout).map(|at| (at, timeout));
         self.next_event_until(until)
+    }
+
+    /// Drives the endpoint for one wake-up without handing out events: blocks until a datagram
+    /// arrives, the endpoint's next deadline, `timeout` (one past what [`Instant`] can hold is
+    /// no limit), or a wake-up from another thread (a send, a close, [`EventLoopHandle::wake`]),
+    /// then receives, runs the timers that are due and transmits. Events wait in the queue,
+    /// counted against [`Config::receive_queue_bytes`], until
+    /// [`try_next_event`](Self::try_next_event) takes them.
+    ///
+    /// For a loop that hands events on to another thread and must keep the sessions going
+    /// (acks, resends, keep-alives) while that thread is busy: a binding's pump thread. Returns
+    /// `false` once the driver has stopped (the endpoint closed and every session gone), and
+    /// then at once.
+    pub fn drive(&mut self, timeout: Duration) -> bool {
+        self.block(Instant::now().checked_add(timeout));
+        self.turn();
+        self.driver.is_some()
+    }
+
+    /// The next event already queued, without driving the endpoint or blocking:
+    /// [`RecvTimeoutError::Timeout`] (of zero) when there is none, [`RecvTimeoutError::Closed`]
+    /// once the endpoint is closed and every event was taken. See [`drive`](Self::drive).
+    pub fn try_next_event(&mut self) -> Result<EndpointEvent, RecvTimeoutError> {
+        self.take()
+            .unwrap_or(Err(RecvTimeoutError::Timeout(Duration::ZERO)))
     }
 
     /// Closes every session with `reason` and stops accepting new ones; the loop ends once
@@ -239,12 +272,14 @@ impl EventLoop {
         // From here on a wake-up from another thread sends a datagram; one that came before
         // is seen in `wanted`.
         self.wake.blocked.store(true, Ordering::SeqCst);
-        if self.wake.wanted.swap(false, Ordering::SeqCst) {
-            self.wake.blocked.store(false, Ordering::SeqCst);
-            return;
-        }
         let timeout = wake_at.map(|at| at.saturating_duration_since(Instant::now()));
-        if timeout != Some(Duration::ZERO) {
+        if self.wake.wanted.swap(false, Ordering::SeqCst) || timeout == Some(Duration::ZERO) {
+            // No wait, so `poll(2)` does not say whether datagrams came: the next turn tries
+            // the socket (a receive that finds it empty costs what a zero-timeout poll would).
+            // Otherwise a loop woken before every block (a host thread's sends, due timers)
+            // would never read its socket again, acknowledgements included.
+            self.io.readable.store(true, Ordering::Relaxed);
+        } else {
             self.io.wait(timeout);
         }
         self.wake.blocked.store(false, Ordering::SeqCst);
@@ -279,11 +314,31 @@ impl EventLoopHandle {
         self.core.local_addr
     }
 
-    /// Queues messages on any of the loop's connections under one lock, and wakes the loop
-    /// once (not once per message) to send them: for a host thread that answers many sessions
-    /// at once (a binding's JS thread, a game tick on a thread of its own). As with
-    /// [`Endpoint::send_batch`](crate::Endpoint::send_batch), `queue` must not call other
-    /// methods of this endpoint or its connections. On the loop's own thread, plain
+    /// Wakes the loop's thread for one turn: a [`drive`](EventLoop::drive) blocked in the
+    /// kernel returns. For a thread that has work for the loop's thread outside the endpoint
+    /// (a binding's host thread that made room for more events).
+    pub fn wake(&self) {
+        self.core.shared().lock().wake_driver();
+    }
+
+    /// Opens a session to `remote` and returns its handle without waiting for the handshake;
+    /// the loop reports how the handshake ended: [`EndpointEvent::Connected`] (then the
+    /// session's messages and its close come as for an accepted session) or
+    /// [`EndpointEvent::ConnectFailed`] (within the connect timeout). Fails at once when the
+    /// endpoint is closed or the protocol endpoint refuses to start the session. Dropping every
+    /// handle before the handshake ended abandons it, and no event follows.
+    pub fn connect(&self, remote: SocketAddr) -> Result<Connection, ConnectError> {
+        self.core.start_connect(remote, true)
+    }
+
+    /// Queues messages on any of the loop's connections under one lock, then sends what they
+    /// made ready from the calling thread, in as few system calls as the socket allows, as
+    /// [`Endpoint::send_batch`](crate::Endpoint::send_batch) does: for a host thread that
+    /// answers many sessions at once (a binding's JS thread, a game tick on a thread of its
+    /// own), one lock for the batch and no wake-up of the loop. The loop still sends what the
+    /// socket refuses, what is due later and, past one wake-up's worth of datagrams (64), the
+    /// rest (the batch wakes it for those). As there, `queue` must not call other methods of
+    /// this endpoint or its connections. On the loop's own thread, plain
     /// [`Connection`](crate::Connection) sends cost no wake-up at all.
     pub fn send_batch<T>(&self, queue: impl FnOnce(&mut SendBatch<'_>) -> T) -> T {
         self.core.send_batch(queue)

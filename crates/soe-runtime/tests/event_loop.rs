@@ -486,3 +486,231 @@ fn a_datagram_longer_than_the_buffer_is_dropped_alone() {
         .unwrap();
     answers_strangers_then_serves(events, 5);
 }
+
+/// A client on the event loop: `EventLoopHandle::connect` returns at once, and the loop tells
+/// how the handshake ended, as an event.
+fn client_loop(session: SessionConfig) -> EventLoop {
+    let config = Config::new(Arc::new(EndpointConfig::client(Arc::new(session))));
+    EventLoop::bind("127.0.0.1:0".parse().unwrap(), config).unwrap()
+}
+
+/// The next event, driving the loop for at most 5 s.
+fn next(events: &mut EventLoop) -> EndpointEvent {
+    events.next_event_timeout(Duration::from_secs(5)).unwrap()
+}
+
+#[test]
+fn a_client_on_the_loop_hears_how_each_handshake_ended() {
+    let echo_loop = server(session());
+    let addr = echo_loop.local_addr();
+    let echo_handle = echo_loop.handle();
+    let echoing = thread::spawn(move || echo(echo_loop));
+
+    let mut events = client_loop(session());
+    let handle = events.handle();
+    let conn = handle.connect(addr).unwrap();
+    assert_eq!(
+        conn.max_unreliable_len(),
+        None,
+        "not known before the handshake"
+    );
+    let EndpointEvent::Connected(id) = next(&mut events) else {
+        panic!("expected Connected");
+    };
+    assert_eq!(id, conn.id());
+    // 512-byte datagrams with a 2-byte CRC: what is left after the framing.
+    assert_eq!(conn.max_unreliable_len(), Some(510));
+    conn.try_send(Bytes::from_static(b"round trip")).unwrap();
+    let EndpointEvent::Message {
+        connection, data, ..
+    } = next(&mut events)
+    else {
+        panic!("expected the echo");
+    };
+    assert_eq!((connection, &data[..]), (id, &b"round trip"[..]));
+
+    // Nobody there: the connect timeout ends it.
+    let nobody = {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.local_addr().unwrap()
+    };
+    let mut quick = client_loop(session().with_connect_timeout(Duration::from_millis(300)));
+    let lost = quick.handle().connect(nobody).unwrap();
+    match next(&mut quick) {
+        EndpointEvent::ConnectFailed { connection, error } => {
+            assert_eq!(connection, lost.id());
+            assert!(
+                matches!(error, soe_runtime::ConnectError::TimedOut { .. }),
+                "{error}"
+            );
+        }
+        other => panic!("expected ConnectFailed, got {other:?}"),
+    }
+    // A server of another protocol refuses it.
+    let mut other = client_loop(SessionConfig::new("AnotherProtocol"));
+    let refused = other.handle().connect(addr).unwrap();
+    match next(&mut other) {
+        EndpointEvent::ConnectFailed { connection, error } => {
+            assert_eq!(connection, refused.id());
+            assert!(
+                matches!(error, soe_runtime::ConnectError::Refused { .. }),
+                "{error}"
+            );
+        }
+        other => panic!("expected ConnectFailed, got {other:?}"),
+    }
+    // A closed endpoint starts nothing.
+    quick.close(DisconnectReason::Application);
+    assert!(quick.handle().connect(addr).is_err());
+
+    echo_handle.close(DisconnectReason::Application);
+    drop((conn, lost, refused));
+    echoing.join().unwrap();
+}
+
+#[test]
+fn drive_keeps_sessions_going_while_their_events_wait_and_wake_ends_its_wait() {
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let endpoint = client();
+    let sender = thread::spawn(move || {
+        let conn = endpoint.connect(addr).unwrap();
+        for i in 0..3u8 {
+            conn.send(Bytes::from(vec![i + 1; 4])).unwrap();
+        }
+        (endpoint, conn)
+    });
+    // Only `drive`: the handshake completes and the messages are taken in (and acknowledged)
+    // while every event stays queued.
+    let started = Instant::now();
+    while handle.session_count() == 0 || !sender.is_finished() {
+        assert!(events.drive(Duration::from_millis(20)));
+        assert!(started.elapsed() < Duration::from_secs(5), "no session");
+    }
+    let (_endpoint, conn) = sender.join().unwrap();
+    while conn.stats().unwrap().acks_received == 0 {
+        assert!(events.drive(Duration::from_millis(20)));
+        assert!(started.elapsed() < Duration::from_secs(5), "no ack");
+    }
+    let EndpointEvent::Accepted(_accepted) = events.try_next_event().unwrap() else {
+        panic!("expected Accepted");
+    };
+    for i in 0..3u8 {
+        let EndpointEvent::Message { data, .. } = events.try_next_event().unwrap() else {
+            panic!("expected message {i}");
+        };
+        assert_eq!(data, vec![i + 1; 4]);
+    }
+    assert_eq!(
+        events.try_next_event().unwrap_err(),
+        RecvTimeoutError::Timeout(Duration::ZERO)
+    );
+    // Once closed and every session gone, `drive` says so and the events end.
+    handle.close(DisconnectReason::Application);
+    while events.drive(Duration::from_millis(50)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the loop did not end"
+        );
+    }
+    loop {
+        match events.try_next_event() {
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e, RecvTimeoutError::Closed);
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn wake_ends_a_drive_that_has_nothing_to_wait_for() {
+    // No session, so no deadline: without the wake-up this `drive` would block for good.
+    let mut events = server(session());
+    let handle = events.handle();
+    let (done, finished) = mpsc::channel();
+    thread::spawn(move || {
+        let started = Instant::now();
+        let running = events.drive(Duration::MAX);
+        done.send((running, started.elapsed())).unwrap();
+    });
+    thread::sleep(Duration::from_millis(100));
+    handle.wake();
+    let (running, waited) = finished.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(running);
+    assert!(
+        waited >= Duration::from_millis(90),
+        "returned after {waited:?}"
+    );
+}
+
+#[test]
+fn a_loop_woken_before_every_wait_still_reads_its_socket() {
+    // Another thread wakes the loop without pause, so that it never waits in poll(2), which is
+    // what tells it that datagrams came: it must read them all the same.
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waking = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                handle.wake();
+            }
+        })
+    };
+    let client = thread::spawn(move || {
+        let endpoint = client();
+        let conn = endpoint.connect(addr).unwrap();
+        conn.send(Bytes::from_static(b"through the noise")).unwrap();
+        (endpoint, conn)
+    });
+    let mut got = None;
+    let started = Instant::now();
+    while got.is_none() && started.elapsed() < Duration::from_secs(5) {
+        if let Ok(EndpointEvent::Message { data, .. }) =
+            events.next_event_timeout(Duration::from_millis(100))
+        {
+            got = Some(data);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    waking.join().unwrap();
+    let _client = client.join();
+    assert_eq!(got.as_deref(), Some(&b"through the noise"[..]));
+}
+
+#[test]
+fn a_batch_is_sent_by_the_thread_that_queues_it() {
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let client = thread::spawn(move || {
+        let endpoint = client();
+        let conn = endpoint.connect(addr).unwrap();
+        (endpoint, conn)
+    });
+    let EndpointEvent::Accepted(conn) = next(&mut events) else {
+        panic!("expected Accepted");
+    };
+    let (_endpoint, client_conn) = client.join().unwrap();
+    // Nobody drives the loop from here on: only the batch's own thread can send.
+    let loop_parked = events;
+    handle.send_batch(|batch| {
+        batch
+            .try_send_on(
+                &conn,
+                soe_runtime::Channel::ZERO,
+                Bytes::from_static(b"inline"),
+            )
+            .unwrap();
+    });
+    assert_eq!(
+        client_conn.recv_timeout(Duration::from_secs(5)).unwrap(),
+        Bytes::from_static(b"inline")
+    );
+    drop(loop_parked);
+}
