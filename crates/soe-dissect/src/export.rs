@@ -15,16 +15,24 @@
 //! | 3 | 1 | kind: 0 reliable, 1 unreliable, 2 ordered |
 //! | 4 | 4 | session number (as in `soe decode`) |
 //! | 8 | 2 | reliable sequence (or ordered stamp) |
-//! | 10 | 2 | flags: 0x01 sequence present, 0x02 fragmented, 0x04 compressed, 0x08 encrypted, 0x10 decrypted |
+//! | 10 | 2 | flags: 0x01 sequence present, 0x02 fragmented, 0x04 compressed, 0x08 encrypted, 0x10 decrypted, 0x20 truncated |
 //! | 12 | 1 | CRC verdict: 0 unknown, 1 ok, 2 bad, 3 none, 4 missing |
 //! | 13 | 1 | key verdict: 0 unknown, 1 plaintext, 2 looks encrypted, 3 key not judged, 4 decrypted, 5 key does not fit |
 //! | 14 | 1 | length N of the application protocol name |
 //! | 15 | 1 | reserved, 0 |
 //! | 16 | 4 | first frame: the capture frame of the first datagram that carried the message (the datagram's index when the input has no frame numbers) |
 //! | 20 | 4 | last frame: the one that carried its end |
-//! | 24 | 4 | message length |
+//! | 24 | 4 | message length (the whole message's, also when the record holds only its start) |
 //! | 28 | N | application protocol name (from the SessionRequest; empty when not seen) |
 //! | 28 + N | | the message |
+//!
+//! Wireshark refuses a record of this link type longer than [`MAX_RECORD`] (262,144 bytes: it
+//! then calls the file damaged and reads nothing after it), while a message may be up to 4 MiB
+//! (a Free Realms login carries one of 264 KB). A message that does not fit is **truncated**:
+//! the record holds its first bytes, up to the limit, with the flag 0x20 set and the message
+//! length above still the whole message's; the packet's original length (pcapng) is the whole
+//! record's too, as for any capture cut by a snap length. The plugin shows the flag and checks
+//! the length against the bytes the record holds. `soe decode --json` has the whole message.
 //!
 //! Everything is written as it comes and can be flushed per record, so the output works as a
 //! live stream (`wireshark -k -i -`).
@@ -45,6 +53,12 @@ pub const DISSECTOR_NAME: &str = "soe";
 pub const HEADER_VERSION: u8 = 1;
 /// The length of our header before the application protocol name.
 pub const HEADER_LEN: usize = 28;
+/// The longest record (tags, header and message) written: Wireshark's limit for link type
+/// 252 (`WTAP_MAX_PACKET_SIZE_STANDARD`). A longer message is truncated (see the
+/// [module](self)).
+pub const MAX_RECORD: usize = 262_144;
+/// The header flag of a message truncated to fit [`MAX_RECORD`].
+pub const FLAG_TRUNCATED: u16 = 0x20;
 
 /// Exported-PDU tag numbers (Wireshark's `exported_pdu_tlvs.h`).
 mod tag {
@@ -215,21 +229,38 @@ impl<W: Write> PduWriter<W> {
         let packet = &mut self.packet;
         packet.clear();
         put_tags(packet, context);
-        put_header(packet, context, message, body_len);
+        let head = packet.len() + HEADER_LEN + name_of(context).len();
+        let kept = body_len.min(MAX_RECORD.saturating_sub(head));
+        put_header(packet, context, message, body_len, kept < body_len);
         let start = packet.len();
-        packet.resize(start + body_len, 0);
-        hex::decode_to_slice(&message.hex, &mut packet[start..])
+        packet.resize(start + kept, 0);
+        if message.hex.len() % 2 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a message's hex has an odd length ({})", message.hex.len()),
+            ));
+        }
+        let hex = message.hex.as_bytes().get(..kept * 2).unwrap_or_default();
+        hex::decode_to_slice(hex, &mut packet[start..])
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let original = start + body_len;
+        self.write_packet(context.time, original)
+    }
+
+    /// Writes the packet built in `self.packet` as one Enhanced Packet Block; `original`: the
+    /// packet's length before any truncation.
+    fn write_packet(&mut self, time: Duration, original: usize) -> io::Result<()> {
         let packet = &self.packet;
-        let micros = u64::try_from(context.time.as_micros()).unwrap_or(u64::MAX);
+        let micros = u64::try_from(time.as_micros()).unwrap_or(u64::MAX);
         let len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
+        let original = u32::try_from(original).unwrap_or(u32::MAX);
         self.block.clear();
         put_block(&mut self.block, ENHANCED_PACKET, |b| {
             b.extend_from_slice(&0u32.to_le_bytes());
             b.extend_from_slice(&((micros >> 32) as u32).to_le_bytes());
             b.extend_from_slice(&(micros as u32).to_le_bytes());
             b.extend_from_slice(&len.to_le_bytes());
-            b.extend_from_slice(&len.to_le_bytes());
+            b.extend_from_slice(&original.to_le_bytes());
             b.extend_from_slice(packet);
             pad4(b);
         });
@@ -315,20 +346,28 @@ fn v6(ip: IpAddr) -> std::net::Ipv6Addr {
     }
 }
 
-/// Our header (see the [module](self)).
+/// The application protocol name as written: at most 255 bytes.
+fn name_of<'a>(context: &MessageContext<'a>) -> &'a [u8] {
+    let name = context.application_protocol.unwrap_or_default().as_bytes();
+    &name[..name.len().min(255)]
+}
+
+/// Our header (see the [module](self)); `len`: the whole message's length, `truncated`:
+/// whether the record holds only its start.
 fn put_header(
     out: &mut Vec<u8>,
     context: &MessageContext<'_>,
     message: &MessageRecord,
     len: usize,
+    truncated: bool,
 ) {
-    let name = context.application_protocol.unwrap_or_default().as_bytes();
-    let name = &name[..name.len().min(255)];
+    let name = name_of(context);
     let flags = u16::from(message.sequence.is_some())
         | u16::from(message.fragmented) << 1
         | u16::from(message.compressed) << 2
         | u16::from(message.encrypted) << 3
-        | u16::from(message.decrypted) << 4;
+        | u16::from(message.decrypted) << 4
+        | if truncated { FLAG_TRUNCATED } else { 0 };
     let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     out.push(HEADER_VERSION);
     out.push(match context.direction {
@@ -510,5 +549,66 @@ mod tests {
         let mut w = PduWriter::new(Vec::new()).unwrap();
         let e = w.write_message(&context, &m).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn a_message_over_the_record_limit_is_truncated_with_its_real_length() {
+        let context = MessageContext {
+            time: Duration::ZERO,
+            src: "10.0.0.2:20260".parse().unwrap(),
+            dst: "10.0.0.1:40000".parse().unwrap(),
+            session: 1,
+            direction: Direction::ServerToClient,
+            application_protocol: Some("Game_1"),
+        };
+        let big: Vec<u8> = (0..264_040u32).map(|i| (i % 251) as u8).collect();
+        let mut w = PduWriter::new(Vec::new()).unwrap();
+        w.write_message(&context, &message(&hex::encode(&big)))
+            .unwrap();
+        // One byte under the limit, one at it, one over: only the last is cut. The IPv4 tags
+        // take 52 bytes (six of 8, the end of 4), the name 6.
+        let fits = MAX_RECORD - 52 - HEADER_LEN - 6;
+        for len in [fits - 1, fits, fits + 1] {
+            w.write_message(&context, &message(&hex::encode(&big[..len])))
+                .unwrap();
+        }
+        w.write_message(&context, &message("0102")).unwrap();
+        let b = blocks(&w.into_inner());
+        let records: Vec<(usize, usize, Vec<u8>)> = b[2..]
+            .iter()
+            .map(|(_, epb)| {
+                let caplen = u32_le(epb, 12) as usize;
+                let original = u32_le(epb, 16) as usize;
+                (caplen, original, epb[20..20 + caplen].to_vec())
+            })
+            .collect();
+        assert_eq!(records.len(), 5, "every record written, the ones after too");
+        for (i, (caplen, original, packet)) in records.iter().enumerate() {
+            assert!(*caplen <= MAX_RECORD, "record {i}: {caplen} bytes");
+            let (_, rest) = tags(packet);
+            let flags = u16::from_be_bytes([rest[10], rest[11]]);
+            let len = u32::from_be_bytes(rest[24..28].try_into().unwrap()) as usize;
+            let body = &rest[HEADER_LEN + 6..];
+            let truncated = flags & FLAG_TRUNCATED != 0;
+            assert_eq!(truncated, matches!(i, 0 | 3), "record {i}");
+            assert_eq!(truncated, original > caplen, "record {i}");
+            if i < 4 {
+                assert_eq!(
+                    &big[..body.len()],
+                    body,
+                    "record {i}: the start of the message"
+                );
+            }
+            match i {
+                0 => {
+                    assert_eq!(len, big.len());
+                    assert_eq!(*caplen, MAX_RECORD);
+                    assert_eq!(*original, caplen + big.len() - body.len());
+                }
+                1 | 2 => assert_eq!(body.len(), len),
+                3 => assert_eq!((len, body.len()), (fits + 1, fits)),
+                _ => assert_eq!(body, [1, 2]),
+            }
+        }
     }
 }
