@@ -12,6 +12,7 @@ use soe_reliable::ReliableConfig;
 use soe_wire::CrcLength;
 
 use crate::ConfigError;
+use crate::recorder::RecordingConfig;
 
 /// The smallest `udp_length` a session announces or accepts from a peer: below it a datagram
 /// cannot carry a reliable fragment with its framing.
@@ -412,6 +413,7 @@ pub struct EndpointConfig {
     limit_loopback: bool,
     rng_seed: Option<u64>,
     secret: Option<FixedSecret>,
+    recording: RecordingConfig,
 }
 
 /// A secret fixed by [`EndpointConfig::with_secret`]; kept out of `Debug` output.
@@ -443,6 +445,7 @@ impl Default for EndpointConfig {
             limit_loopback: false,
             rng_seed: None,
             secret: None,
+            recording: RecordingConfig::default(),
         }
     }
 }
@@ -635,6 +638,19 @@ impl EndpointConfig {
     pub fn with_secret(mut self, secret: u128) -> Self {
         self.secret = Some(FixedSecret(secret));
         self
+    }
+
+    /// The flight recorder's settings (see [`recorder`](crate::recorder)): off by default (no
+    /// session recorded unless the host asks for one), 64 KiB per session, 64 MiB per endpoint.
+    #[must_use]
+    pub fn with_recording(mut self, recording: RecordingConfig) -> Self {
+        self.recording = recording;
+        self
+    }
+
+    /// See [`with_recording`](Self::with_recording).
+    pub fn recording(&self) -> &RecordingConfig {
+        &self.recording
     }
 
     /// See [`with_server`](Self::with_server).
