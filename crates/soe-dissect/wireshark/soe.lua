@@ -15,7 +15,10 @@
 local soe = Proto("soe", "SOE (v3) application message")
 
 local directions = { [0] = "unknown", [1] = "client to server", [2] = "server to client" }
-local kinds = { [0] = "reliable", [1] = "unreliable", [2] = "ordered" }
+-- Kinds 3 and 4 are no message: a flight recording's end (the reason) and framing (text).
+local kinds = {
+    [0] = "reliable", [1] = "unreliable", [2] = "ordered", [3] = "disconnect", [4] = "session",
+}
 local crcs = { [0] = "unknown", [1] = "ok", [2] = "bad", [3] = "none", [4] = "missing" }
 local verdicts = {
     [0] = "unknown", [1] = "plaintext", [2] = "looks encrypted", [3] = "key not judged",
@@ -43,11 +46,14 @@ local f = {
     len = ProtoField.uint32("soe.len", "Message length"),
     protocol = ProtoField.string("soe.protocol", "Application protocol"),
     body = ProtoField.bytes("soe.body", "Message"),
+    reason = ProtoField.string("soe.reason", "Disconnect reason"),
+    reason_code = ProtoField.uint16("soe.reason_code", "Disconnect reason code"),
+    framing = ProtoField.string("soe.framing", "Session framing"),
 }
 soe.fields = {
     f.version, f.direction, f.channel, f.kind, f.session, f.seq, f.flags, f.has_seq,
     f.fragmented, f.compressed, f.encrypted, f.decrypted, f.truncated, f.crc, f.key, f.first_frame,
-    f.last_frame, f.len, f.protocol, f.body,
+    f.last_frame, f.len, f.protocol, f.body, f.reason, f.reason_code, f.framing,
 }
 
 local HEADER_LEN = 28
@@ -123,6 +129,25 @@ function soe.dissector(tvb, pinfo, tree)
     end
 
     local direction = ({ [1] = "C->S", [2] = "S->C" })[tvb(1, 1):uint()] or "?"
+    local kind = tvb(3, 1):uint()
+    if kind == 3 or kind == 4 then
+        -- A flight recording's end, or its framing: text, no message.
+        local text = body:len() > 0 and tvb(body_at):string() or ""
+        if kind == 3 then
+            root:add(f.reason, tvb(body_at))
+            root:add(f.reason_code, tvb(8, 2))
+            local by = ({ [1] = "the client", [2] = "the server" })[tvb(1, 1):uint()] or "?"
+            pinfo.cols.info = string.format("session %d disconnect: %s (%d), ended by %s",
+                tvb(4, 4):uint(), text, tvb(8, 2):uint(), by)
+        else
+            root:add(f.framing, tvb(body_at))
+            pinfo.cols.info = string.format("session %d framing: %s", tvb(4, 4):uint(), text)
+        end
+        if protocol ~= "" then
+            pinfo.cols.protocol = "SOE " .. protocol
+        end
+        return tvb:len()
+    end
     local info = string.format("session %d %s ch %d", tvb(4, 4):uint(), direction,
         tvb(2, 1):uint())
     if bit.band(flags, 0x01) ~= 0 then
