@@ -174,6 +174,9 @@ pub(crate) struct ConnState {
     pub(crate) refs: usize,
     /// The last statistics seen, kept for after the close.
     pub(crate) last_stats: Option<SessionStats>,
+    /// The flight recorder's recording of a session that ended abnormally, until the
+    /// application takes it ([`Connection::take_recording`](crate::Connection::take_recording)).
+    pub(crate) recording: Option<Box<soe_session::Recording>>,
 }
 
 /// An event as queued in stream mode (a `Connection` is built only when it is taken, so no
@@ -273,6 +276,7 @@ impl State {
                 blocked_channels: 0,
                 refs,
                 last_stats: None,
+                recording: None,
             },
         );
         self.by_handle.insert(handle, id);
@@ -574,6 +578,8 @@ impl State {
         };
         let was_connecting = conn.phase == Phase::Connecting;
         conn.phase = Phase::Closed(reason);
+        // Kept by the protocol endpoint only when the session ended abnormally.
+        conn.recording = self.proto.take_recording(handle).map(Box::new);
         if stats.is_some() {
             conn.last_stats = stats;
         }
