@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::soe_session::{
-    CrcLength, EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, ReliableConfig, SessionConfig,
+    CrcLength, EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, RecordingConfig, ReliableConfig,
+    SessionConfig,
 };
 use bytes::Bytes;
 
@@ -73,6 +74,16 @@ pub const SOE_OPT_DISCONNECT_INTERVAL_MS: soe_option = 15;
 /// one packet each (0). Default 1.
 pub const SOE_OPT_BUNDLE_MESSAGES: soe_option = 16;
 
+/// Whether the flight recorder records every session (1) from its start (a server's from its
+/// first valid packet), or only those `soe_session_set_recording` names (0). Default 0.
+pub const SOE_OPT_RECORD_SESSIONS: soe_option = 17;
+/// The most bytes one session's recording holds, half each way, in 4 KiB chunks. Default
+/// 65536; 8192 to 4294967295.
+pub const SOE_OPT_RECORD_SESSION_BYTES: soe_option = 18;
+/// The most bytes the recordings of the endpoint hold together (its pool, allocated as it
+/// fills, never beyond). Default 67108864; 8192 to 4294967295.
+pub const SOE_OPT_RECORD_ENDPOINT_BYTES: soe_option = 19;
+
 /// The value of an optional timer that never runs (`SOE_OPT_IDLE_TIMEOUT_MS`,
 /// `SOE_OPT_HEARTBEAT_INTERVAL_MS`).
 pub const SOE_NEVER: i64 = -1;
@@ -80,7 +91,7 @@ pub const SOE_NEVER: i64 = -1;
 /// The longest duration an option takes, in milliseconds: one year.
 pub const SOE_MAX_DURATION_MS: i64 = 365 * 24 * 3600 * 1000;
 
-const OPTION_COUNT: usize = 16;
+const OPTION_COUNT: usize = 19;
 
 /// What one option takes.
 struct Spec {
@@ -134,6 +145,9 @@ const SPECS: [Spec; OPTION_COUNT] = [
     spec("SOE_OPT_DISCONNECT_REPEATS", 1, 16),
     spec("SOE_OPT_DISCONNECT_INTERVAL_MS", 1, SOE_MAX_DURATION_MS),
     spec("SOE_OPT_BUNDLE_MESSAGES", 0, 1),
+    spec("SOE_OPT_RECORD_SESSIONS", 0, 1),
+    spec("SOE_OPT_RECORD_SESSION_BYTES", 8192, U32),
+    spec("SOE_OPT_RECORD_ENDPOINT_BYTES", 8192, U32),
 ];
 
 /// The bytes a SessionRequest adds to the protocol name: the packet's opcode (2), the
@@ -157,6 +171,7 @@ fn defaults() -> [i64; OPTION_COUNT] {
     let s = SessionConfig::default();
     let e = EndpointConfig::default();
     let r = ReliableConfig::default();
+    let rec = e.recording();
     [
         i64::from(s.udp_length()),
         s.crc_length().get() as i64,
@@ -174,6 +189,9 @@ fn defaults() -> [i64; OPTION_COUNT] {
         i64::from(s.disconnect_repeats()),
         ms(s.disconnect_interval()),
         i64::from(r.bundle_messages),
+        i64::from(rec.every_session()),
+        size(rec.session_budget()),
+        size(rec.endpoint_budget()),
     ]
 }
 
@@ -325,9 +343,14 @@ impl soe_config {
         } else {
             EndpointConfig::client(session)
         };
+        let recording = RecordingConfig::new()
+            .with_every_session(flag(SOE_OPT_RECORD_SESSIONS))
+            .with_session_budget(u(SOE_OPT_RECORD_SESSION_BYTES))
+            .with_endpoint_budget(u(SOE_OPT_RECORD_ENDPOINT_BYTES));
         Ok(config
             .with_max_sessions(u(SOE_OPT_MAX_SESSIONS))
-            .with_max_half_open(u(SOE_OPT_MAX_HALF_OPEN)))
+            .with_max_half_open(u(SOE_OPT_MAX_HALF_OPEN))
+            .with_recording(recording))
     }
 }
 
