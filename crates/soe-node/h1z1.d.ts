@@ -79,6 +79,8 @@ export declare class SOEServer extends EventEmitter {
    * Default false: relays and tests on the same host are not limited.
    */
   limitLoopback: boolean;
+  /** Addition: a known client's settings for start() ('free-realms', 'osfr-libsoe', 'h1z1', 'planetside2'); default none. */
+  preset?: 'free-realms' | 'osfr-libsoe' | 'h1z1' | 'planetside2';
   /** Whether unreliable datagrams from clients reach 'appdata' (with isRawData true). */
   _allowRawDataReception: boolean;
   avgEventLoopLag: number;

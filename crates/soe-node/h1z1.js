@@ -145,6 +145,11 @@ class SOEServer extends EventEmitter {
     this.reusePort = false;
     /** Whether start() applies the per-IP limits to loopback clients too (tests; see the README). */
     this.limitLoopback = false;
+    /**
+     * Addition (not in h1z1-server): a known client's settings for start(), under the ones it
+     * sets itself: 'free-realms', 'osfr-libsoe', 'h1z1', 'planetside2' (docs/interop.md).
+     */
+    this.preset = undefined;
     this._onMessage = (session, view, delivery) => {
       const client = session._h1z1;
       if (client.isDeleted) return;
@@ -183,6 +188,7 @@ class SOEServer extends EventEmitter {
       bundleMessages: Boolean(this.bundleMessages),
       reusePort: Boolean(this.reusePort),
       limitLoopback: Boolean(this.limitLoopback),
+      ...(this.preset === undefined ? {} : { preset: this.preset }),
     });
     server._onMessage = this._onMessage;
     server.on('session', (session) => this._accept(session));

@@ -50,6 +50,15 @@ export interface SoeOptions {
    * h1z1-server does (tools that count packets then count messages). Default true.
    */
   bundleMessages?: boolean;
+  /**
+   * A known peer's settings, under the other options (docs/interop.md gives their sources):
+   * 'free-realms' (at most 64 KiB in flight), 'osfr-libsoe' (a client takes LibSOE's bare
+   * Heartbeat and CRC-less Disconnect), 'h1z1' (its gateway's protocol name, plaintext until
+   * setEncryption, 50 ms ack hold), 'planetside2' (acks held up to 500 ms). Default none.
+   */
+  preset?: 'free-realms' | 'osfr-libsoe' | 'h1z1' | 'planetside2';
+  /** The most bytes in flight per reliable channel. Default 204800 (200 KiB). */
+  maxOutstandingBytes?: number;
   /** The largest datagram announced and sent, 64 to 65507. Default 512. */
   udpLength?: number;
   /** The CRC trailer a server announces: 0, 2 or 4. Default 2. */

@@ -153,7 +153,9 @@ const NUMBERS = [
   ['maxMessageSize', 'maxMessageSize', 1, U32 - 1],
   ['receiveQueueBytes', 'receiveQueueBytes', 1, U32],
   ['eventBatchMs', 'eventBatchMs', 0, 1000],
+  ['maxOutstandingBytes', 'maxOutstandingBytes', 1, U32],
 ];
+const PRESETS = ['free-realms', 'osfr-libsoe', 'h1z1', 'planetside2'];
 
 /** Checks every option (the error names the one that is wrong) and builds the addon's. */
 function nativeOptions(server, options, bind) {
@@ -166,6 +168,11 @@ function nativeOptions(server, options, bind) {
     checkString('options.protocol', o.protocol);
     if (o.protocol.includes('\0')) throw argValue('options.protocol', 'must not contain a NUL character', o.protocol);
     out.protocol = o.protocol;
+  }
+  if (o.preset !== undefined) {
+    checkString('options.preset', o.preset);
+    if (!PRESETS.includes(o.preset)) throw argValue('options.preset', `must be one of ${PRESETS.join(', ')}`, o.preset);
+    out.preset = o.preset;
   }
   if (o.crcLength !== undefined) {
     if (typeof o.crcLength !== 'number') throw argType('options.crcLength', 'of type number', o.crcLength);

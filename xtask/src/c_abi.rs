@@ -129,6 +129,8 @@ pub(crate) fn run() -> Result<()> {
     let checked = |path: PathBuf| tools.checked(path);
     // The error paths, the ABI during teardown (shared and static), and the C++ header check.
     expect_success(checked(out.join("error_paths")), "error_paths")?;
+    expect_success(Command::new(out.join("macros")), "macros")?;
+    expect_success(Command::new(out.join("macros_cxx")), "macros (C++)")?;
     expect_lines(checked(out.join("teardown")), "teardown", &TEARDOWN_LINES)?;
     expect_lines(
         checked(out.join("teardown_static")),
@@ -251,6 +253,16 @@ fn build_programs(root: &Path, out: &Path, installed: &Installed, tools: Tools) 
     readme_flags.extend(shared.iter().cloned());
     c(&readme_server, "readme_server", &readme_flags)?;
     c(&tests.join("error_paths.c"), "error_paths", &shared)?;
+    // Every macro of the installed header used in an expression, as C11 and C++17.
+    c(&tests.join("macros.c"), "macros", &shared)?;
+    // (g++ compiles a `.c` file as C++.)
+    compile(
+        &cxx_compiler(),
+        "-std=c++17",
+        &tests.join("macros.c"),
+        &shared,
+        &out.join("macros_cxx"),
+    )?;
     c(&tests.join("teardown.c"), "teardown", &shared)?;
     c(&tests.join("recording.c"), "recording", &shared)?;
     c(&tests.join("teardown.c"), "teardown_static", &fully_static)?;
@@ -613,7 +625,7 @@ fn compile(
 ) -> Result<()> {
     let mut c = Command::new(compiler);
     c.arg(std)
-        .args(["-Wall", "-Wextra", "-Werror", "-O1", "-g"])
+        .args(["-Wall", "-Wextra", "-Woverflow", "-Werror", "-O1", "-g"])
         .arg(source)
         .args(flags)
         .arg("-o")

@@ -173,6 +173,90 @@ namespace Soe.Tests
             Expect(allocated == 0, "2,000 datagrams allocated " + allocated + " bytes");
         }
 
+        /// <summary>A caller that changes the IPEndPoint PollTransmit handed out (its port, its
+        /// address) does not misroute the datagrams after it: the cache is the binding's.</summary>
+        private static void MutatedEndPointMisroutesNothing(Endpoint client, ulong session,
+            IPEndPoint serverAddr, ulong now)
+        {
+            var buf = new byte[2048];
+            int n;
+            IPEndPoint to;
+            client.Send(session, 0, new byte[4]);
+            Expect(client.PollTransmit(now, buf, out n, out to) == Status.Ok, "a datagram");
+            to.Port = 9;
+            to.Address = IPAddress.Parse("192.0.2.1");
+            for (int i = 0; i < 2; i++)
+            {
+                client.Send(session, 0, new byte[4]);
+                IPEndPoint next;
+                Expect(client.PollTransmit(now, buf, out n, out next) == Status.Ok, "a datagram");
+                Expect(next.Equals(serverAddr) && !ReferenceEquals(next, to),
+                    "after the caller changed its IPEndPoint, the next datagram still goes to "
+                    + serverAddr + " (got " + next + ")");
+            }
+        }
+
+        /// <summary>A flood of one-off destinations (a spoofed flood's UnknownSender replies,
+        /// 100,000 of them, past any bound of the cache) never costs the live session's datagrams
+        /// an allocation.</summary>
+        private static void FloodOfDestinations(Endpoint client, Endpoint server, ulong session,
+            IPEndPoint serverAddr, IPEndPoint clientAddr, ulong now)
+        {
+            var buf = new byte[2048];
+            var heartbeat = new byte[] { 0x00, 0x06, 0x12, 0x34 };
+            var message = new byte[8];
+            message[0] = 1;
+            long liveBytes = 0;
+            int replies = 0;
+            for (int i = 0; i < 100000; i++)
+            {
+                // 5 ms apart: the endpoint's 200 stateless replies a second answer each one.
+                now += 5000;
+                var spoofed = new IPEndPoint(new IPAddress(new byte[] {
+                    10, (byte)(i >> 16), (byte)(i >> 8), (byte)i }), 40000);
+                server.HandleDatagram(now, spoofed, heartbeat);
+                int len;
+                IPEndPoint to;
+                while (server.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                {
+                    if (to.Equals(spoofed)) replies++;
+                    else client.HandleDatagram(now, serverAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                }
+                if (i % 100 != 0) continue;
+                // The live session: a message each way, its datagrams measured alone.
+                client.SendUnreliable(session, message);
+                server.HandleTimeout(now);
+                client.HandleTimeout(now);
+                long before = GC.GetAllocatedBytesForCurrentThread();
+                while (client.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                {
+                    liveBytes += GC.GetAllocatedBytesForCurrentThread() - before;
+                    server.HandleDatagram(now, clientAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                    before = GC.GetAllocatedBytesForCurrentThread();
+                }
+                Event ev;
+                while (server.PollEvent(buf, out ev) == Status.Ok) { }
+            }
+            Expect(replies > 65536, "the flood drew " + replies + " replies to distinct addresses");
+            Expect(liveBytes == 0, "during the flood the live session's datagrams allocated "
+                + liveBytes + " bytes");
+        }
+
+        /// <summary>Negative durations other than Options.Never are refused, not truncated
+        /// into SOE_NEVER.</summary>
+        private static void NegativeDurations()
+        {
+            foreach (double ms in new[] { -1.5, -0.5, -2.0, -1000.0 })
+            {
+                var o = new Options { IdleTimeout = TimeSpan.FromMilliseconds(ms) };
+                bool refused = false;
+                try { new Endpoint(o, 0).Dispose(); }
+                catch (ArgumentOutOfRangeException) { refused = true; }
+                Expect(refused, "IdleTimeout " + ms + " ms is refused");
+            }
+            using (var e = new Endpoint(new Options { IdleTimeout = Options.Never }, 0)) { }
+        }
+
         private static int Main()
         {
             Type addr = typeof(Native.Addr);
@@ -273,6 +357,8 @@ namespace Soe.Tests
                 client.Send(session, 0, new byte[4]);
                 client.PollTransmit(now, buf, out n, out second);
                 Expect(ReferenceEquals(first, second), "one IPEndPoint per destination");
+                MutatedEndPointMisroutesNothing(client, session, serverAddr, now);
+                FloodOfDestinations(client, server, session, serverAddr, clientAddr, now);
                 // A short buffer: ErrBufferTooSmall with the size needed, the datagram kept.
                 client.Send(session, 0, new byte[300]);
                 Expect(client.PollTransmit(now, new byte[8], out n, out first) == Status.ErrBufferTooSmall
@@ -280,6 +366,8 @@ namespace Soe.Tests
                 Expect(client.PollTransmit(now, buf, out n, out first) == Status.Ok && n > 300,
                     "the kept datagram");
             }
+            NegativeDurations();
+            using (var preset = new Endpoint(new Options { Server = true, Preset = Preset.FreeRealms, UdpLength = 600 }, 0)) { }
             var disposed = new Endpoint(new Options(), 0);
             disposed.Dispose();
             Expect(Disposed(() => disposed.HandleTimeout(1)), "a disposed endpoint refuses calls");

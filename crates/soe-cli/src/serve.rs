@@ -217,7 +217,7 @@ fn print_listening(addr: SocketAddr, args: &ServeArgs, key: bool) {
     say!(
         "soe serve: listening on {} (protocol {:?}, {:?} mode, CRC {} bytes, compression {}, RC4 {})",
         addr,
-        args.session.protocol,
+        args.session.protocol_name(),
         args.mode,
         args.server.crc_length,
         on_off(args.server.compress),

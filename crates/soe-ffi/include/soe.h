@@ -21,6 +21,11 @@
 #define SOE_VERSION_STRING \
     SOE_STRINGIFY(SOE_VERSION_MAJOR) "." SOE_STRINGIFY(SOE_VERSION_MINOR) "." SOE_STRINGIFY(SOE_VERSION_PATCH)
 
+// The value of an optional timer that never runs (`SOE_OPT_IDLE_TIMEOUT_MS`,
+// `SOE_OPT_HEARTBEAT_INTERVAL_MS`). Written here, in parentheses, because cbindgen drops them
+// from the Rust constant (src/config.rs), and `x-SOE_NEVER` must not read as `x--1`.
+#define SOE_NEVER (-1)
+
 
 // `soe_addr.family` of an IPv4 address.
 #define SOE_AF_INET 4
@@ -100,12 +105,28 @@
 // The longest RC4 key, in bytes.
 #define SOE_MAX_RC4_KEY_LENGTH 256
 
-// The value of an optional timer that never runs (`SOE_OPT_IDLE_TIMEOUT_MS`,
-// `SOE_OPT_HEARTBEAT_INTERVAL_MS`).
-#define SOE_NEVER -1
+// `SOE_OPT_PRESET`: no preset, the defaults.
+#define SOE_PRESET_NONE 0
 
-// The longest duration an option takes, in milliseconds: one year.
-#define SOE_MAX_DURATION_MS (((365 * 24) * 3600) * 1000)
+// `SOE_OPT_PRESET`: a server for the Free Realms client (512-byte datagrams, 2-byte CRC, at
+// most 64 KiB in flight).
+#define SOE_PRESET_FREE_REALMS 1
+
+// `SOE_OPT_PRESET`: a client of the Free Realms emulator's own server (OSFR's LibSOE), which
+// takes its bare `00 06` Heartbeat and its CRC-less Disconnect from the server's address.
+#define SOE_PRESET_OSFR_LIBSOE 2
+
+// `SOE_OPT_PRESET`: the H1Z1 gateway as h1z1-server runs it (`ExternalGatewayApi_3`, RC4
+// switched on after the first message, acks held up to 50 ms).
+#define SOE_PRESET_H1Z1 3
+
+// `SOE_OPT_PRESET`: a server for the PlanetSide 2 client (acks only now and then).
+#define SOE_PRESET_PLANETSIDE2 4
+
+// The longest duration an option takes, in milliseconds: one year (365 * 24 * 3600 * 1000),
+// written out with a suffix so that the header has a 64-bit literal: cbindgen copies the
+// product as it is, and C evaluates it in `int`, which overflows.
+#define SOE_MAX_DURATION_MS 31536000000ll
 
 // `soe_session_recording`'s flag: write the session's RC4 key into the recording (its framing
 // record), so its reader can decrypt what the key protects. Without it keys are never written.
@@ -374,17 +395,28 @@ typedef uint32_t soe_option;
 // one packet each (0). Default 1.
 #define SOE_OPT_BUNDLE_MESSAGES 16
 
+// The most bytes in flight per reliable channel, beside the packet window (sequenced and not
+// yet acknowledged). Default 204800 (200 KiB); the Free Realms client needs 65536; at least 1.
+#define SOE_OPT_MAX_OUTSTANDING_BYTES 17
+
+// A known peer's settings (`SOE_PRESET_*`; docs/interop.md gives the source of each). Setting
+// it writes the preset's values into the options it has (`SOE_OPT_UDP_LENGTH`,
+// `SOE_OPT_CRC_LENGTH`, `SOE_OPT_MAX_OUTSTANDING_BYTES`, `SOE_OPT_RC4_AT_START`, and the
+// application protocol of `SOE_PRESET_H1Z1`), so set it first: later options override it.
+// Default 0 (`SOE_PRESET_NONE`).
+#define SOE_OPT_PRESET 18
+
 // Whether the flight recorder records every session (1) from its start (a server's from its
 // first valid packet), or only those `soe_session_set_recording` names (0). Default 0.
-#define SOE_OPT_RECORD_SESSIONS 17
+#define SOE_OPT_RECORD_SESSIONS 19
 
 // The most bytes one session's recording holds, half each way, in 4 KiB chunks. Default
 // 65536; 8192 to 4294967295.
-#define SOE_OPT_RECORD_SESSION_BYTES 18
+#define SOE_OPT_RECORD_SESSION_BYTES 20
 
 // The most bytes the recordings of the endpoint hold together (its pool, allocated as it
 // fills, never beyond). Default 67108864; 8192 to 4294967295.
-#define SOE_OPT_RECORD_ENDPOINT_BYTES 19
+#define SOE_OPT_RECORD_ENDPOINT_BYTES 21
 
 #ifdef __cplusplus
 extern "C" {

@@ -117,6 +117,11 @@ pub struct NativeOptions {
     /// Apply the per-IP limits (SessionRequests a minute, stateless replies a second) to
     /// loopback sources too. Default false: relays and tests on the same host are not limited.
     pub limit_loopback: Option<bool>,
+    /// A known peer's settings (`free-realms`, `osfr-libsoe`, `h1z1`, `planetside2`), under the
+    /// other options. Default none.
+    pub preset: Option<String>,
+    /// The most bytes in flight per reliable channel. Default 204800 (200 KiB).
+    pub max_outstanding_bytes: Option<u32>,
 }
 
 /// The default of [`NativeOptions::event_batch_ms`]: 1 ms. A call into JS costs tens of
@@ -350,7 +355,14 @@ pub struct NativeEndpoint {
 
 fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     let invalid = |what: String| code_error("ERR_INVALID_ARG_VALUE", what);
-    let mut reliable = ReliableConfig::default();
+    let base = match &o.preset {
+        Some(name) => SessionConfig::preset(name.parse().map_err(|e| invalid(format!("{e}")))?),
+        None => SessionConfig::default(),
+    };
+    let mut reliable: ReliableConfig = (**base.reliable()).clone();
+    if let Some(n) = o.max_outstanding_bytes {
+        reliable = reliable.with_max_outstanding_bytes(n.max(1) as usize);
+    }
     if let Some(n) = o.max_queued_messages {
         reliable = reliable.with_max_queued_messages(n.max(1) as usize);
     }
@@ -360,7 +372,13 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(on) = o.bundle_messages {
         reliable = reliable.with_bundle_messages(on);
     }
-    let mut s = SessionConfig::new(o.protocol.clone().unwrap_or_else(|| "SoeEcho".into()))
+    let protocol = match &o.protocol {
+        Some(name) => name.as_bytes().to_vec(),
+        None if !base.application_protocol().is_empty() => base.application_protocol().to_vec(),
+        None => b"SoeEcho".to_vec(),
+    };
+    let mut s = base
+        .with_application_protocol(protocol)
         .with_reliable(Arc::new(reliable))
         .map_err(|e| invalid(e.to_string()))?;
     if let Some(n) = o.udp_length {

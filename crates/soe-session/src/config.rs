@@ -44,6 +44,7 @@ pub struct SessionConfig {
     disconnect_repeats: u8,
     disconnect_interval: Duration,
     accept_crcless_quirks: Option<bool>,
+    accept_libsoe_quirks: bool,
     max_queued_unreliable: usize,
     rng_seed: Option<u64>,
     encryption_at_start: bool,
@@ -70,6 +71,7 @@ impl Default for SessionConfig {
             disconnect_repeats: 5,
             disconnect_interval: Duration::from_millis(100),
             accept_crcless_quirks: None,
+            accept_libsoe_quirks: false,
             max_queued_unreliable: 256,
             rng_seed: None,
             encryption_at_start: true,
@@ -285,6 +287,22 @@ impl SessionConfig {
         self
     }
 
+    /// Whether a client session accepts, from its server's address, the two CRC-less shapes
+    /// that the Free Realms emulator's own server (OSFR's LibSOE, C#) sends: its answer to a
+    /// Heartbeat, a bare `00 06` even when compression was negotiated, and its Disconnect,
+    /// without a CRC (with the compression flag when negotiated), which must carry this
+    /// session's id. Without it an idle session to that server dies of its idle timeout, and
+    /// the server's close is never heard. What it costs: neither shape proves where it came
+    /// from, so anyone who can send from the server's address can keep a dead session alive
+    /// with bare Heartbeats, and anyone who also knows the session id (it crosses the wire in
+    /// clear in the handshake) can end it. Datagrams from any other address never reach a
+    /// session. Server sessions ignore it. Default `false`.
+    #[must_use]
+    pub fn with_accept_libsoe_quirks(mut self, on: bool) -> Self {
+        self.accept_libsoe_quirks = on;
+        self
+    }
+
     /// Unreliable and ordered messages queued for sending, and received but not yet polled,
     /// each; more received ones are dropped (they are unreliable). Default 256; at least 1.
     #[must_use]
@@ -379,6 +397,10 @@ impl SessionConfig {
     /// not set, meaning client sessions accept the quirks and server sessions do not.
     pub fn accept_crcless_quirks(&self) -> Option<bool> {
         self.accept_crcless_quirks
+    }
+    /// See [`with_accept_libsoe_quirks`](Self::with_accept_libsoe_quirks).
+    pub fn accept_libsoe_quirks(&self) -> bool {
+        self.accept_libsoe_quirks
     }
     /// See [`with_max_queued_unreliable`](Self::with_max_queued_unreliable).
     pub fn max_queued_unreliable(&self) -> usize {

@@ -192,6 +192,7 @@ mod event;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod preset;
 pub mod recorder;
 mod rng;
 mod session;
@@ -204,6 +205,7 @@ pub use endpoint::{Endpoint, EndpointStats, SessionHandle, Transmit};
 pub use error::{ConfigError, ConnectError, SendError};
 pub use event::{Delivery, Event};
 pub use recorder::{Recording, RecordingConfig};
+pub use preset::{Preset, UnknownPreset};
 pub use rng::{KeyedRandom, RandomSource, SplitMix64, os_key};
 pub use session::{Session, Side, State, check_request, encode_refusal};
 pub use stats::SessionStats;

@@ -1117,7 +1117,18 @@ impl Session {
                         self.abort(now, reason);
                     }
                 }
-                _ => self.counters.crc_rejects += 1,
+                _ => match self.libsoe_quirk(datagram, cfg.compression) {
+                    Some(p) => {
+                        self.counters.crcless_accepted += 1;
+                        self.counters.datagrams_received += 1;
+                        self.counters.bytes_received += datagram.len() as u64;
+                        self.on_peer_heard(now);
+                        if let Err(reason) = self.handle_packet(now, p, false) {
+                            self.abort(now, reason);
+                        }
+                    }
+                    None => self.counters.crc_rejects += 1,
+                },
             },
             Err(_) => {
                 // The CRC held but the body would not inflate: corrupt, not noise.
@@ -1125,6 +1136,34 @@ impl Session {
             }
         }
         self.framer = Some(framer);
+    }
+
+    /// The two CRC-less shapes OSFR's LibSOE server sends, when the config accepts them on this
+    /// (client) session: a bare `00 06` Heartbeat, and a Disconnect for this session (`00 05`,
+    /// the compression flag when negotiated, session id, reason).
+    fn libsoe_quirk(&self, datagram: &[u8], compression: bool) -> Option<Packet<'static>> {
+        if !self.config.accept_libsoe_quirks()
+            || self.side != Side::Client
+            || self.state == State::Handshake
+        {
+            return None;
+        }
+        let body = match (compression, datagram) {
+            (_, [0x00, 0x06]) => return Some(Packet::Heartbeat),
+            (true, [0x00, 0x05, 0x00, body @ ..]) | (false, [0x00, 0x05, body @ ..]) => body,
+            _ => return None,
+        };
+        let &[a, b, c, d, hi, lo] = body else {
+            return None;
+        };
+        let session_id = u32::from_be_bytes([a, b, c, d]);
+        (session_id == self.session_id).then(|| {
+            Packet::Disconnect(Disconnect {
+                session_id,
+                reason: DisconnectReason::from_u16(u16::from_be_bytes([hi, lo])),
+                bare: false,
+            })
+        })
     }
 
     /// A half-open server session becomes established.

@@ -91,6 +91,12 @@ fn reliable_defaults_are_the_documented_ones() {
     documented("Reliable receive window", "256 packets");
     assert_eq!((r.max_send_window, r.initial_send_window), (196, 8));
     documented("Send window", "196 / 8 packets");
+    assert_eq!(r.max_outstanding_bytes, 200 * 1024);
+    assert!(usize::from(r.max_send_window) * 512 < r.max_outstanding_bytes);
+    documented(
+        "Bytes in flight",
+        "200 KiB (never binds at 512-byte datagrams",
+    );
     assert_eq!((r.ack_delay, r.ack_every), (2 * MS, 16));
     documented("Cumulative ack", "after 2 ms or every 16 packets");
     assert_eq!((r.initial_rto, r.min_rto, r.max_rto), (500 * MS, 4 * MS, S));
