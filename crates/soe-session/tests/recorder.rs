@@ -300,8 +300,14 @@ fn allocations(run: impl FnOnce()) -> usize {
     region.change().allocations
 }
 
+/// Heap bytes allocated and not freed since `region` began.
+fn live(region: &Region<'_, System>) -> isize {
+    let change = region.change();
+    change.bytes_allocated as isize - change.bytes_deallocated as isize
+}
+
 #[test]
-fn a_warm_recorder_allocates_nothing_per_datagram() {
+fn a_warm_recorder_allocates_nothing_per_datagram_and_holds_its_budget() {
     let _serial = serial();
     // Identical pairs, off and recording; the same traffic through each allocates the same once
     // the recorder's pool has all its chunks. Each runs twice: the count of a run now and then
@@ -311,8 +317,10 @@ fn a_warm_recorder_allocates_nothing_per_datagram() {
         .with_every_session(true)
         .with_session_budget(budget);
     let mut counts = Vec::new();
+    let mut held = Vec::new();
     let mut recorded = 0;
     for config in [RecordingConfig::new(), RecordingConfig::new(), on, on] {
+        let region = Region::new(GLOBAL);
         let mut p = pair(seed(7), config, NetConfig::default());
         let (ch, sh) = p.connect();
         traffic(&mut p, ch, sh, 80);
@@ -320,6 +328,7 @@ fn a_warm_recorder_allocates_nothing_per_datagram() {
         counts.push(allocations(|| {
             traffic(&mut p, ch, sh, 80);
         }));
+        held.push(live(&region));
         if p.server.is_recording(sh) {
             let stats = p.server.recorder_stats();
             assert_eq!(stats.pool_bytes, budget);
@@ -333,5 +342,15 @@ fn a_warm_recorder_allocates_nothing_per_datagram() {
     assert!(
         on <= &(off + 8),
         "{on} allocations recording, {off} not, for {recorded} entries"
+    );
+    // The memory a recorded session holds: its budget in chunks, and a little bookkeeping.
+    let extra = held[2..].iter().min().unwrap() - held[..2].iter().min().unwrap();
+    println!(
+        "heap held with the recorder on: {extra} bytes more for one session ({budget} of chunks, {} of bookkeeping)",
+        extra - budget as isize
+    );
+    assert!(
+        extra >= budget as isize && extra <= budget as isize + 4096,
+        "{extra} bytes for a budget of {budget}"
     );
 }
