@@ -243,16 +243,20 @@ namespace Soe.Tests
         }
 
         /// <summary>Negative durations other than Options.Never are refused, not truncated
-        /// into SOE_NEVER.</summary>
+        /// into SOE_NEVER. Built from ticks: Mono's TimeSpan.FromMilliseconds rounds to whole
+        /// milliseconds (-0.5 ms is -1 ms, Options.Never itself; -1.5 ms is -2 ms), so it cannot
+        /// make the durations between -1 and -2 ms that truncation turned into SOE_NEVER.</summary>
         private static void NegativeDurations()
         {
-            foreach (double ms in new[] { -1.5, -0.5, -2.0, -1000.0 })
+            const long tick = 1, ms = TimeSpan.TicksPerMillisecond;
+            foreach (long ticks in new[] { -tick, -ms / 2, -ms - tick, -ms - ms / 2, -2 * ms, -1000 * ms })
             {
-                var o = new Options { IdleTimeout = TimeSpan.FromMilliseconds(ms) };
+                var d = TimeSpan.FromTicks(ticks);
+                var o = new Options { IdleTimeout = d };
                 bool refused = false;
                 try { new Endpoint(o, 0).Dispose(); }
                 catch (ArgumentOutOfRangeException) { refused = true; }
-                Expect(refused, "IdleTimeout " + ms + " ms is refused");
+                Expect(refused, "IdleTimeout " + d.TotalMilliseconds + " ms is refused");
             }
             using (var e = new Endpoint(new Options { IdleTimeout = Options.Never }, 0)) { }
         }

@@ -145,6 +145,36 @@ fn serve_with_the_blocking_driver_echoes_a_load_and_stops_on_interrupt() {
     );
 }
 
+/// `--preset` (issue 45 §2): `h1z1` gives each side its gateway's protocol name without
+/// `--protocol`, so a ping with the preset is answered and one without it (SoeEcho) is not;
+/// `--protocol` still overrides the preset's name.
+#[test]
+fn a_preset_names_the_protocol_on_both_sides() {
+    let server = serve(&["--preset", "h1z1"]);
+    let listening = server.seen.last().expect("the listening line");
+    assert!(
+        listening.contains("protocol \"ExternalGatewayApi_3\""),
+        "{listening}"
+    );
+    let addr = server.addr.to_string();
+    let ping = |extra: &[&str]| {
+        let mut args = vec!["ping", &addr, "-c", "2", "--interval", "20"];
+        args.extend_from_slice(&["--connect-timeout", "2"]);
+        args.extend_from_slice(extra);
+        soe(&args)
+    };
+    let out = ping(&["--preset", "h1z1"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("2 sent, 2 received"), "{stdout}");
+    for extra in [&["--preset", "h1z1", "--protocol", "SoeEcho"][..], &[]] {
+        let out = ping(extra);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{extra:?}: {}", text(&out.stdout));
+        assert!(stderr.contains("ProtocolMismatch"), "{extra:?}: {stderr}");
+    }
+}
+
 /// The records a JSON-lines stream holds, by type.
 fn records(lines: &[String], kind: &str) -> Vec<Value> {
     lines
@@ -415,6 +445,10 @@ fn bad_input_gets_a_clear_message_and_a_failure_exit() {
         ),
         (vec!["serve", "--bind", "256.0.0.1:1"], "cannot resolve"),
         (vec!["serve", "--crc-length", "3"], "CRC length"),
+        (
+            vec!["ping", "127.0.0.1:9", "--preset", "eq2"],
+            "unknown preset \"eq2\"; known: free-realms, osfr-libsoe, h1z1, planetside2",
+        ),
     ];
     for (args, needle) in cases {
         let out = soe(&args);

@@ -187,6 +187,36 @@ test('bad arguments throw errors with a code, and never crash the process', T, a
   assert.equal(code(() => session.stats()), 'ERR_SOE_SESSION_CLOSED');
 });
 
+test('a preset sets what it names (h1z1: its gateway protocol name); preset and maxOutstandingBytes are checked', T, async (t) => {
+  const server = await echoServer(t, { preset: 'h1z1', maxOutstandingBytes: 4096 });
+  const url = `127.0.0.1:${server.address().port}`;
+  const protocols = [];
+  server.on('session', (s) => protocols.push(s.protocol));
+  // A cap below one packet still lets each packet go out alone: nothing is lost.
+  const session = await SoeClient.connect(url, { preset: 'h1z1', maxOutstandingBytes: 1 });
+  release(t, session.client);
+  const echoes = collect(session, 10);
+  for (let i = 0; i < 10; i++) session.send(message(i));
+  (await echoes).forEach(([data], i) => assert.deepEqual(data, message(i), `echo ${i}`));
+  assert.deepEqual(protocols, ['ExternalGatewayApi_3'], 'the preset named the protocol on both sides');
+  // A client without the preset asks for SoeEcho, which the h1z1 server refuses.
+  const plain = release(t, new SoeClient({ connectTimeout: 2000 }));
+  await assert.rejects(plain.connect(url), { code: 'ERR_SOE_CONNECT' });
+  assert.deepEqual(protocols, ['ExternalGatewayApi_3']);
+  const code = (options) => {
+    try {
+      new SoeServer({ port: 0, ...options });
+    } catch (e) {
+      return e.code;
+    }
+    return 'no error';
+  };
+  assert.equal(code({ preset: 'eq2' }), 'ERR_INVALID_ARG_VALUE');
+  assert.equal(code({ preset: 2 }), 'ERR_INVALID_ARG_TYPE');
+  assert.equal(code({ maxOutstandingBytes: 0 }), 'ERR_INVALID_ARG_VALUE');
+  assert.equal(code({ maxOutstandingBytes: '64k' }), 'ERR_INVALID_ARG_TYPE');
+});
+
 test('connecting where nobody serves rejects with ERR_SOE_CONNECT', T, async (t) => {
   const client = release(t, new SoeClient({ connectTimeout: 500 }));
   const nobody = await SoeServer.listen({ host: '127.0.0.1', port: 0 });

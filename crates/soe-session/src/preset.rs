@@ -37,20 +37,20 @@ pub enum Preset {
 
 impl Preset {
     /// Every preset, in the order of their names.
-    pub const ALL: [Preset; 4] = [
-        Preset::FreeRealms,
-        Preset::OsfrLibSoe,
-        Preset::H1z1,
-        Preset::PlanetSide2,
+    pub const ALL: [Self; 4] = [
+        Self::FreeRealms,
+        Self::OsfrLibSoe,
+        Self::H1z1,
+        Self::PlanetSide2,
     ];
 
     /// The preset's name, as the `soe` tool, the C ABI and the bindings spell it.
     pub fn name(self) -> &'static str {
         match self {
-            Preset::FreeRealms => "free-realms",
-            Preset::OsfrLibSoe => "osfr-libsoe",
-            Preset::H1z1 => "h1z1",
-            Preset::PlanetSide2 => "planetside2",
+            Self::FreeRealms => "free-realms",
+            Self::OsfrLibSoe => "osfr-libsoe",
+            Self::H1z1 => "h1z1",
+            Self::PlanetSide2 => "planetside2",
         }
     }
 
@@ -58,15 +58,15 @@ impl Preset {
     fn apply(self, config: SessionConfig) -> SessionConfig {
         let reliable = |config: &SessionConfig| (**config.reliable()).clone();
         match self {
-            Preset::FreeRealms => {
+            Self::FreeRealms => {
                 let r = reliable(&config).with_max_outstanding_bytes(64 * 1024);
                 config
                     .with_udp_length(512)
                     .with_crc_length(CrcLength::TWO)
                     .with_valid_reliable(r)
             }
-            Preset::OsfrLibSoe => config.with_accept_libsoe_quirks(true),
-            Preset::H1z1 => {
+            Self::OsfrLibSoe => config.with_accept_libsoe_quirks(true),
+            Self::H1z1 => {
                 let r = reliable(&config).with_max_ack_delay(Duration::from_millis(50));
                 config
                     .with_application_protocol("ExternalGatewayApi_3")
@@ -75,7 +75,7 @@ impl Preset {
                     .with_encryption_at_start(false)
                     .with_valid_reliable(r)
             }
-            Preset::PlanetSide2 => {
+            Self::PlanetSide2 => {
                 let r = reliable(&config).with_max_ack_delay(Duration::from_millis(500));
                 config
                     .with_udp_length(512)
@@ -104,7 +104,7 @@ impl FromStr for Preset {
     type Err = UnknownPreset;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Preset::ALL
+        Self::ALL
             .into_iter()
             .find(|p| p.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| UnknownPreset { name: name.into() })
@@ -126,8 +126,7 @@ impl SessionConfig {
     /// Installs a reliable config that a preset derived from a valid one.
     fn with_valid_reliable(self, reliable: soe_reliable::ReliableConfig) -> Self {
         let fallback = self.clone();
-        self.with_reliable(Arc::new(reliable))
-            .unwrap_or_else(|_| fallback)
+        self.with_reliable(Arc::new(reliable)).unwrap_or(fallback)
     }
 }
 

@@ -1107,17 +1107,12 @@ impl Session {
                     self.abort(now, reason);
                 }
             }
-            Err(WireError::CrcMismatch { .. }) => match crcless {
-                Some(p @ (Packet::Heartbeat | Packet::Acknowledge(_))) => {
-                    self.counters.crcless_accepted += 1;
-                    self.counters.datagrams_received += 1;
-                    self.counters.bytes_received += datagram.len() as u64;
-                    self.on_peer_heard(now);
-                    if let Err(reason) = self.handle_packet(now, p, false) {
-                        self.abort(now, reason);
-                    }
-                }
-                _ => match self.libsoe_quirk(datagram, cfg.compression) {
+            Err(WireError::CrcMismatch { .. }) => {
+                let accepted = match crcless {
+                    Some(p @ (Packet::Heartbeat | Packet::Acknowledge(_))) => Some(p),
+                    _ => self.libsoe_quirk(datagram, cfg.compression),
+                };
+                match accepted {
                     Some(p) => {
                         self.counters.crcless_accepted += 1;
                         self.counters.datagrams_received += 1;
@@ -1128,8 +1123,8 @@ impl Session {
                         }
                     }
                     None => self.counters.crc_rejects += 1,
-                },
-            },
+                }
+            }
             Err(_) => {
                 // The CRC held but the body would not inflate: corrupt, not noise.
                 self.abort(now, DisconnectReason::CorruptPacket);
