@@ -18,6 +18,8 @@
 
 #![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
+mod recording;
+
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -122,6 +124,14 @@ pub struct NativeOptions {
     pub preset: Option<String>,
     /// The most bytes in flight per reliable channel. Default 204800 (200 KiB).
     pub max_outstanding_bytes: Option<u32>,
+    /// The flight recorder records every session. Default false.
+    pub record_sessions: Option<bool>,
+    /// The most bytes one session's recording holds. Default 65536.
+    pub record_session_bytes: Option<u32>,
+    /// The most bytes the endpoint's recordings hold together. Default 67108864.
+    pub record_endpoint_bytes: Option<u32>,
+    /// Recordings hold the RC4 key. Default false: keys are never written.
+    pub record_keys: Option<bool>,
 }
 
 /// The default of [`NativeOptions::event_batch_ms`]: 1 ms. A call into JS costs tens of
@@ -336,6 +346,8 @@ struct Shared {
     endpoint: Endpoint,
     sessions: Mutex<HashMap<u64, Session>>,
     internal: mpsc::UnboundedSender<Ev>,
+    /// The key written into recordings (`recordKeys`), if any.
+    record_key: Option<Bytes>,
 }
 
 /// The function that takes the event batches, as the pump calls it from the runtime.
@@ -432,7 +444,7 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(on) = o.limit_loopback {
         e = e.with_limit_loopback(on);
     }
-    let mut config = Config::from(e).with_event_mode(EventMode::Stream);
+    let mut config = Config::from(recording::configure(e, o)).with_event_mode(EventMode::Stream);
     if o.reuse_port == Some(true) {
         config = config.with_socket(SocketConfig::default().with_reuse_port(true));
     }
@@ -641,10 +653,14 @@ fn convert(shared: &Shared, ev: EndpointEvent) -> Option<Ev> {
         }
         EndpointEvent::Closed { connection, reason } => {
             let id = connection.value();
-            if let Ok(mut s) = shared.sessions.lock() {
-                s.remove(&id);
-            }
-            Some(reason_event(id, reason.reason, reason.by_peer))
+            let session = shared.sessions.lock().ok().and_then(|mut s| s.remove(&id));
+            let mut out = reason_event(id, reason.reason, reason.by_peer);
+            // A session that ended abnormally, recorded: its capture rides with the event.
+            out.data = session.and_then(|s| {
+                let local = shared.endpoint.local_addr();
+                recording::capture(&s.conn, local, shared.record_key.as_ref())
+            });
+            Some(out)
         }
         _ => None,
     }
@@ -799,6 +815,7 @@ impl NativeEndpoint {
             endpoint,
             sessions: Mutex::new(HashMap::new()),
             internal: tx,
+            record_key: recording::key(&options),
         });
         let events = Some(js.clone());
         let moderation = Duration::from_millis(u64::from(
@@ -1042,6 +1059,23 @@ impl NativeEndpoint {
                 pending_messages,
                 pending_bytes,
             })
+        })
+    }
+
+    /// Starts or stops recording one session with the flight recorder; `false` once it ended.
+    #[napi]
+    pub fn set_recording(&self, id: f64, on: bool) -> Result<bool> {
+        self.with_session(id, |s| Ok(s.conn.set_recording(on)))
+    }
+
+    /// A live session's recording so far as a pcapng capture (it goes on recording, from
+    /// empty), or `null` when it is not recorded.
+    #[napi]
+    pub fn take_recording(&self, id: f64) -> Result<Option<Buffer>> {
+        let local = self.shared.endpoint.local_addr();
+        let key = self.shared.record_key.as_ref();
+        self.with_session(id, |s| {
+            Ok(recording::capture(&s.conn, local, key).map(|b| Buffer::from(b.to_vec())))
         })
     }
 
