@@ -3,7 +3,7 @@
 //! a corrupt packet...) is written to DIR as a pcapng capture ([`soe_dissect::recording`]):
 //! its last datagrams with their real addresses, beside its messages as the server saw them.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,8 +50,8 @@ impl RecordTo {
             id.value(),
             remote.port()
         ));
-        let mut options = RecordingOptions::new(local_for(self.local, remote), remote)
-            .with_start_instant(recording.start());
+        let mut options =
+            RecordingOptions::new(self.local, remote).with_start_instant(recording.start());
         if let Some(key) = &self.key {
             options = options.with_key(key);
         }
@@ -64,34 +64,5 @@ impl RecordTo {
         )
         .with_context(|| format!("cannot write {}", path.display()))?;
         Ok((path, summary))
-    }
-}
-
-/// The server's address as a peer saw it: a wildcard bind is shown as the loopback address
-/// when the peer is on loopback (the one address it can have reached), else as bound.
-fn local_for(local: SocketAddr, remote: SocketAddr) -> SocketAddr {
-    if !local.ip().is_unspecified() || !remote.ip().is_loopback() {
-        return local;
-    }
-    let ip = match remote.ip() {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
-    };
-    SocketAddr::new(ip, local.port())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_wildcard_bind_is_shown_as_the_address_the_peer_reached() {
-        let any: SocketAddr = "0.0.0.0:20042".parse().unwrap();
-        let lo: SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        let far: SocketAddr = "10.1.2.3:5000".parse().unwrap();
-        assert_eq!(local_for(any, lo), "127.0.0.1:20042".parse().unwrap());
-        assert_eq!(local_for(any, far), any);
-        let bound: SocketAddr = "10.0.0.1:20042".parse().unwrap();
-        assert_eq!(local_for(bound, lo), bound);
     }
 }

@@ -16,39 +16,15 @@ mod lossy_pair;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, UNIX_EPOCH};
 
 use base64::Engine;
 use bytes::Bytes;
-use common::{KEY, soe_bin, spawn, wait_for};
+use common::{KEY, PLUGIN, load_with_echoes_flowing, soe_bin, tshark_present, wait_for};
 use serde_json::Value;
 use soe_dissect::recording::{RecordingOptions, write_recording};
 use soe_session::{DisconnectReason, Event, SessionConfig};
-
-/// The plugin.
-const PLUGIN: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../soe-dissect/wireshark/soe.lua"
-);
-
-/// Whether tshark runs here; `false` (with a word) skips the test, except under `CI=true`.
-fn tshark_present() -> bool {
-    let found = Command::new("tshark")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "tshark is not installed, and CI=true requires it"
-        );
-        eprintln!("SKIPPED: tshark is not installed: recordings are NOT checked in Wireshark");
-    }
-    found
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("soe-recorder-{name}-{}", std::process::id()));
@@ -250,32 +226,9 @@ fn serve_record_writes_a_capture_for_a_client_killed_mid_load() {
         return;
     }
     let dir = temp_dir("serve");
-    let mut server = common::serve(&[
-        "--record",
-        dir.to_str().unwrap(),
-        "--idle-timeout",
-        "2",
-        "--stats-interval",
-        "0.2",
-    ]);
-    let addr = server.addr.to_string();
-    let (mut load, _out) = spawn(&[
-        "load",
-        &addr,
-        "--sessions",
-        "2",
-        "--duration",
-        "120",
-        "--rate",
-        "100",
-    ]);
     // Mid-load: both sessions open and echoes flowing.
-    loop {
-        let stats = wait_for(&server.stdout, "stats:", &mut server.seen);
-        if stats.contains("2 session(s)") && !stats.contains(" 0 message(s)/s") {
-            break;
-        }
-    }
+    let (mut server, mut load, _out) =
+        load_with_echoes_flowing(&["--record", dir.to_str().unwrap(), "--idle-timeout", "2"]);
     load.child.kill().unwrap();
     load.child.wait().unwrap();
     // Each session times out at the server and is written.

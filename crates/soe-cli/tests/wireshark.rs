@@ -25,19 +25,16 @@ use pcap_file::pcap::{PcapPacket, PcapWriter};
 use serde_json::Value;
 use soe_session::SessionConfig;
 
+mod common;
 #[path = "../../soe-dissect/tests/support/session_pair.rs"]
 mod session_pair;
+
+use common::{PLUGIN, soe_bin, tshark_present};
 
 /// The key of the encrypted sessions.
 const KEY: &str = "F70IaxuU8C/w7FPXY1ibXw==";
 /// The capture time of the first session's start.
 const EPOCH: Duration = Duration::from_secs(1_700_000_000);
-/// The plugin.
-const PLUGIN: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../soe-dissect/wireshark/soe.lua"
-);
-
 /// The large message of the first session: as long as the one of a real Free Realms login.
 const BIG: usize = 264_040;
 
@@ -72,29 +69,6 @@ type Shown = (
     [bool; 4],
     [u64; 2],
 );
-
-/// Whether tshark runs here; `false` (with a word) skips the test, except under `CI=true`.
-fn tshark_present() -> bool {
-    let found = Command::new("tshark")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "tshark is not installed, and CI=true requires it (.ci/run installs it from the OS \
-             packages)"
-        );
-        eprintln!("SKIPPED: tshark is not installed: the Wireshark export is NOT checked");
-    }
-    found
-}
-
-fn soe_bin() -> String {
-    std::env::var("SOE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_soe").to_owned())
-}
 
 /// Game-like bytes, `len` of them.
 fn text(i: usize, len: usize) -> Vec<u8> {

@@ -241,10 +241,12 @@ pub struct RecordingOptions {
 
 impl RecordingOptions {
     /// A recording made on `local` (this endpoint's socket) with the peer at `remote`, whose
-    /// start was at the UNIX epoch until [`with_start`](Self::with_start) says when.
+    /// start was at the UNIX epoch until [`with_start`](Self::with_start) says when. A socket
+    /// bound to a wildcard address (`0.0.0.0`, `::`) is written as the loopback address when
+    /// the peer is on loopback, the only address it can have reached; otherwise as bound.
     pub fn new(local: SocketAddr, remote: SocketAddr) -> Self {
         Self {
-            local,
+            local: reached(local, remote),
             remote,
             start: UNIX_EPOCH,
             key: None,
@@ -274,6 +276,19 @@ impl RecordingOptions {
         self.key = Some(key.to_vec());
         self
     }
+}
+
+/// The address a peer at `remote` reached on a socket bound to `local` (see
+/// [`RecordingOptions::new`]).
+fn reached(local: SocketAddr, remote: SocketAddr) -> SocketAddr {
+    if !local.ip().is_unspecified() || !remote.ip().is_loopback() {
+        return local;
+    }
+    let ip = match remote.ip() {
+        IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+    };
+    SocketAddr::new(ip, local.port())
 }
 
 /// What [`write_recording`] wrote.
@@ -588,8 +603,9 @@ fn put_udp(
     len: usize,
 ) -> usize {
     let udp_len = u16::try_from(8 + len).unwrap_or(u16::MAX);
-    let whole = payload.len() == len;
-    match (src.ip(), dst.ip()) {
+    // The UDP checksum's pseudo-header (the addresses, the protocol and the UDP length).
+    let mut pseudo = Vec::with_capacity(40);
+    let header = match (src.ip(), dst.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             let total = u16::try_from(28 + len).unwrap_or(u16::MAX);
             let mut ip = [0u8; 20];
@@ -603,26 +619,11 @@ fn put_udp(
             let sum = checksum(0, &ip);
             ip[10..12].copy_from_slice(&sum.to_be_bytes());
             out.extend_from_slice(&ip);
-            // IPv4 lets a UDP checksum be 0 (none), which a cut datagram needs.
-            let pseudo = if whole {
-                let mut p = Vec::with_capacity(12);
-                p.extend_from_slice(&s.octets());
-                p.extend_from_slice(&d.octets());
-                p.extend_from_slice(&[0, 17]);
-                p.extend_from_slice(&udp_len.to_be_bytes());
-                Some(p)
-            } else {
-                None
-            };
-            put_udp_header(
-                out,
-                src.port(),
-                dst.port(),
-                udp_len,
-                payload,
-                pseudo.as_deref(),
-            );
-            28 + len
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&[0, 17]);
+            pseudo.extend_from_slice(&udp_len.to_be_bytes());
+            20
         }
         (s, d) => {
             let (s, d) = (v6_of(s), v6_of(d));
@@ -634,22 +635,25 @@ fn put_udp(
             ip[8..24].copy_from_slice(&s.octets());
             ip[24..40].copy_from_slice(&d.octets());
             out.extend_from_slice(&ip);
-            let mut p = Vec::with_capacity(40);
-            p.extend_from_slice(&s.octets());
-            p.extend_from_slice(&d.octets());
-            p.extend_from_slice(&u32::from(udp_len).to_be_bytes());
-            p.extend_from_slice(&[0, 0, 0, 17]);
-            put_udp_header(
-                out,
-                src.port(),
-                dst.port(),
-                udp_len,
-                payload,
-                whole.then_some(&p[..]),
-            );
-            48 + len
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&u32::from(udp_len).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 17]);
+            40
         }
-    }
+    };
+    // A datagram cut short has no checksum (0: allowed over IPv4; Wireshark does not check
+    // it by default over IPv6 either).
+    let whole = payload.len() == len;
+    put_udp_header(
+        out,
+        src.port(),
+        dst.port(),
+        udp_len,
+        payload,
+        whole.then_some(&pseudo[..]),
+    );
+    header + 8 + len
 }
 
 /// Appends a UDP header and its payload; the checksum over `pseudo` (the IP pseudo-header)
@@ -703,5 +707,53 @@ fn v6_of(ip: IpAddr) -> std::net::Ipv6Addr {
     match ip {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
         IpAddr::V6(v6) => v6,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_bind_is_written_as_the_address_the_peer_reached() {
+        let any: SocketAddr = "0.0.0.0:20042".parse().unwrap();
+        let lo: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let far: SocketAddr = "10.1.2.3:5000".parse().unwrap();
+        assert_eq!(reached(any, lo), "127.0.0.1:20042".parse().unwrap());
+        assert_eq!(reached(any, far), any);
+        let bound: SocketAddr = "10.0.0.1:20042".parse().unwrap();
+        assert_eq!(reached(bound, lo), bound);
+        let any6: SocketAddr = "[::]:20042".parse().unwrap();
+        let lo6: SocketAddr = "[::1]:5000".parse().unwrap();
+        assert_eq!(reached(any6, lo6), "[::1]:20042".parse().unwrap());
+    }
+
+    #[test]
+    fn udp_checksums_hold() {
+        let (s, d): (SocketAddr, SocketAddr) = (
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:20260".parse().unwrap(),
+        );
+        let mut p = Vec::new();
+        assert_eq!(put_udp(&mut p, s, d, b"hello", 5), 33);
+        assert_eq!(p.len(), 33);
+        assert_eq!(checksum(0, &p[..20]), 0, "the IPv4 header sums to zero");
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&p[12..20]);
+        pseudo.extend_from_slice(&[0, 17, 0, 13]);
+        assert_eq!(
+            checksum(checksum_add(0, &pseudo), &p[20..]),
+            0,
+            "the UDP checksum"
+        );
+        let (s6, d6): (SocketAddr, SocketAddr) = (
+            "[2001:db8::1]:1".parse().unwrap(),
+            "[2001:db8::2]:2".parse().unwrap(),
+        );
+        let mut p = Vec::new();
+        assert_eq!(put_udp(&mut p, s6, d6, b"abc", 3), 51);
+        let mut pseudo = p[8..40].to_vec();
+        pseudo.extend_from_slice(&[0, 0, 0, 11, 0, 0, 0, 17]);
+        assert_eq!(checksum(checksum_add(0, &pseudo), &p[40..]), 0);
     }
 }

@@ -110,16 +110,8 @@ pub extern "C" fn soe_session_recording(
         if len.is_null() {
             return Err(Error::null("len"));
         }
-        let kept = e
-            .recordings
-            .written
-            .take_if(|(number, _)| *number == session);
-        let written = match kept {
-            Some((_, bytes)) => bytes,
-            None => match capture(e, session, now_us, local, flags)? {
-                Some(bytes) => bytes,
-                None => return Ok(soe_status::SOE_DONE),
-            },
+        let Some(written) = kept_or_capture(e, session, now_us, local, flags)? else {
+            return Ok(soe_status::SOE_DONE);
         };
         ptr::write(len, written.len(), "len")?;
         if written.len() > cap || buf.is_null() {
@@ -164,21 +156,32 @@ pub extern "C" fn soe_session_recording_file(
                 )));
             }
         };
-        let kept = e
-            .recordings
-            .written
-            .take_if(|(number, _)| *number == session);
-        let written = match kept {
-            Some((_, bytes)) => bytes,
-            None => match capture(e, session, now_us, local, flags)? {
-                Some(bytes) => bytes,
-                None => return Ok(soe_status::SOE_DONE),
-            },
+        let Some(written) = kept_or_capture(e, session, now_us, local, flags)? else {
+            return Ok(soe_status::SOE_DONE);
         };
         std::fs::write(&path, written)
             .map_err(|err| Error::invalid(format!("cannot write {path}: {err}")))?;
         Ok(soe_status::SOE_OK)
     })
+}
+
+/// The capture kept for `session` by a call whose buffer was too small, or else its recording
+/// taken and written now; `None` when there is none.
+fn kept_or_capture(
+    e: &mut soe_endpoint,
+    session: soe_session,
+    now_us: u64,
+    local: *const soe_addr,
+    flags: u32,
+) -> Result<Option<Vec<u8>>, Error> {
+    match e
+        .recordings
+        .written
+        .take_if(|(number, _)| *number == session)
+    {
+        Some((_, bytes)) => Ok(Some(bytes)),
+        None => capture(e, session, now_us, local, flags),
+    }
 }
 
 /// Takes session `session`'s recording and writes it as pcapng; `None` when there is none.

@@ -2,7 +2,7 @@
 //! as a pcapng capture ([`soe_dissect::recording`]) for the `'disconnect'` event of a session
 //! that ended abnormally, or for `takeRecording` while it runs.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use soe_dissect::recording::{RecordingOptions, write_recording};
 use soe_tokio::bytes::Bytes;
@@ -39,25 +39,11 @@ pub(crate) fn key(o: &NativeOptions) -> Option<Bytes> {
 pub(crate) fn capture(conn: &Connection, local: SocketAddr, key: Option<&Bytes>) -> Option<Bytes> {
     let recording = conn.take_recording()?;
     let remote = recording.remote();
-    let mut options = RecordingOptions::new(local_for(local, remote), remote)
-        .with_start_instant(recording.start());
+    let mut options = RecordingOptions::new(local, remote).with_start_instant(recording.start());
     if let Some(key) = key {
         options = options.with_key(key);
     }
     let mut out = Vec::with_capacity(recording.as_bytes().len() + 4096);
     write_recording(&mut out, recording.as_bytes(), &options).ok()?;
     Some(Bytes::from(out))
-}
-
-/// The socket address a peer reached: a wildcard bind is the loopback address for a peer on
-/// loopback (the only one it can have reached), else as bound.
-fn local_for(local: SocketAddr, remote: SocketAddr) -> SocketAddr {
-    if !local.ip().is_unspecified() || !remote.ip().is_loopback() {
-        return local;
-    }
-    let ip = match remote.ip() {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
-    };
-    SocketAddr::new(ip, local.port())
 }
