@@ -67,6 +67,10 @@ namespace Soe
         ErrPoisoned = -11,
         /// <summary>An option the loaded library does not know (SOE_ERR_UNKNOWN_OPTION).</summary>
         ErrUnknownOption = -12,
+        /// <summary>The operating system's random generator failed, so no endpoint was made: its
+        /// secret and session ids come from it and from nothing weaker (SOE_ERR_RANDOM). The
+        /// Endpoint constructor throws SoeException with it.</summary>
+        ErrRandom = -13,
     }
 
     /// <summary>What an event is (soe_event_kind).</summary>

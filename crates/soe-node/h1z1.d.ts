@@ -76,7 +76,9 @@ export declare class SOEServer extends EventEmitter {
   bundleMessages: boolean;
   /**
    * Share the port with other servers that set it too (SO_REUSEPORT, as h1z1-server's sockets
-   * do; read by start(); not in h1z1-server). Default false: a port in use fails with ERR_SOE_BIND.
+   * do; read by start(); not in h1z1-server). The servers of one process share one secret and
+   * one set of per-source limits; a client whose NAT gives it a new port usually lands on
+   * another server and loses its session. Default false: a port in use fails with ERR_SOE_BIND.
    */
   reusePort: boolean;
   /**

@@ -113,8 +113,11 @@ export interface ServerOptions extends SoeOptions {
   port?: number;
   /**
    * Share the port with other servers that set it too (`SO_REUSEPORT`; Unix only, an error
-   * elsewhere): the kernel spreads clients over them by address. Default false: binding a port
-   * in use fails with ERR_SOE_BIND.
+   * elsewhere): the kernel spreads clients over them by address and port. The servers of one
+   * process on one address share one secret and one set of per-source limits; servers in other
+   * processes have their own. A client whose NAT gives it a new port usually lands on another
+   * server, which does not have its session: the session is lost. Default false: binding a
+   * port in use fails with ERR_SOE_BIND.
    */
   reusePort?: boolean;
   /**

@@ -1,7 +1,6 @@
 //! The `soe` binary end to end on loopback: serve and ping, load with `--json`, the proxy with
 //! loss (every message verified, the decoded log showing resends), a capture recorded by the
 //! proxy with RC4 and compression decoded back to the messages sent, and bad input.
-#![cfg(unix)]
 
 mod common;
 
@@ -14,6 +13,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use common::*;
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn serve_and_ping_with_stats_and_metrics() {
     let metrics_port = {
@@ -124,6 +127,10 @@ fn load_json_summary_with_a_few_sessions() {
     assert!(summary["messages_per_s"].as_f64().expect("rate") > 0.0);
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn serve_with_the_blocking_driver_echoes_a_load_and_stops_on_interrupt() {
     let mut server = serve(&["--driver", "blocking", "--stats-interval", "0.2"]);
@@ -189,6 +196,10 @@ fn has_resend(v: &Value) -> bool {
     v["resends"].as_u64().is_some_and(|n| n > 0)
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn proxy_with_loss_verifies_every_message_and_shows_resends() {
     let server = serve(&[]);
@@ -280,6 +291,10 @@ fn exported_reliable(path: &std::path::Path) -> Vec<Vec<u8>> {
     out
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
     let server = serve(&["--compress", "--rc4-key", KEY]);

@@ -4,7 +4,6 @@
 //! load's summary on Ctrl-C, sizes and lengths refused before anything is sent, exact ping
 //! figures, a closed or vanished server told from a silent one and from an overloaded one,
 //! host names, and the metrics endpoint.
-#![cfg(unix)]
 
 mod common;
 
@@ -404,6 +403,10 @@ fn a_closed_port_and_a_vanished_server_are_said_so() {
     assert_eq!(summary.matches(&stopped).count(), 2, "{summary}");
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn load_prints_its_summary_when_interrupted() {
     let (_server, mut load, stdout) = load_with_echoes_flowing(&[]);
@@ -697,6 +700,10 @@ fn a_proxy_that_would_relay_to_itself_is_refused() {
     }
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn messages_in_flight_at_ctrl_c_are_not_lost() {
     // A sink never echoes: each session's whole depth is in flight when Ctrl-C comes.

@@ -145,6 +145,10 @@ fn decoded(capture: &Path) -> (Vec<Ours>, Vec<Value>) {
     (exported, datagrams)
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "tshark is a Linux program here: a Windows test cannot run it (under wine)"
+)]
 #[test]
 fn a_session_lost_after_20_s_leaves_a_recording_that_tshark_and_decode_read() {
     if !tshark_present() {
@@ -220,6 +224,10 @@ fn a_session_lost_after_20_s_leaves_a_recording_that_tshark_and_decode_read() {
     }
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "tshark is a Linux program here: a Windows test cannot run it (under wine)"
+)]
 #[test]
 fn serve_record_writes_a_capture_for_a_client_killed_mid_load() {
     if !tshark_present() {

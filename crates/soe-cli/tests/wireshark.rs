@@ -417,6 +417,10 @@ fn the_plugin_checks_the_length(dir: &Path, export: &Path) {
     assert_eq!(frames_matching(&tampered, "soe.bad_length"), 1);
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "tshark is a Linux program here: a Windows test cannot run it (under wine)"
+)]
 #[test]
 fn tshark_shows_every_message_of_an_export_with_our_plugin() {
     if !tshark_present() {

@@ -204,6 +204,10 @@ enum soe_status
   // `soe_config_set` or `soe_config_get` named an option this library does not know: one
   // from a newer header than the library loaded. The config is unchanged.
   SOE_ERR_UNKNOWN_OPTION = -12,
+  // The operating system's random generator failed, so no endpoint was made: its secret and
+  // session ids must be what no peer can predict, and nothing weaker is used instead. The
+  // message gives the system's error.
+  SOE_ERR_RANDOM = -13,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -427,11 +431,13 @@ extern "C" {
 // config, which may be changed or freed after. Free the endpoint with `soe_endpoint_free`.
 //
 // Thread-safe (no other thread may change `config` during the call). Returns `SOE_ERR_NULL`,
-// or `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
-// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`);
-// `*out` is then set to NULL.
+// `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
+// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`), or
+// `SOE_ERR_RANDOM` when the operating system's random generator fails (the endpoint's secret
+// and session ids come from it and from nothing weaker); `*out` is then set to NULL.
 //
-// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_RANDOM`,
+// `SOE_ERR_PANIC`.
 soe_status soe_endpoint_new(const struct soe_config *config,
                             uint64_t now_us,
                             struct soe_endpoint **out);

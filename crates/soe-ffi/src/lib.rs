@@ -401,11 +401,13 @@ pub const SOE_MAX_RC4_KEY_LENGTH: usize = 256;
 /// config, which may be changed or freed after. Free the endpoint with `soe_endpoint_free`.
 ///
 /// Thread-safe (no other thread may change `config` during the call). Returns `SOE_ERR_NULL`,
-/// or `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
-/// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`);
-/// `*out` is then set to NULL.
+/// `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
+/// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`), or
+/// `SOE_ERR_RANDOM` when the operating system's random generator fails (the endpoint's secret
+/// and session ids come from it and from nothing weaker); `*out` is then set to NULL.
 ///
-/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_RANDOM`,
+/// `SOE_ERR_PANIC`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_new(
@@ -422,8 +424,10 @@ pub extern "C" fn soe_endpoint_new(
             let c = ptr::reference(config, "config")?;
             let max_message_size = c.max_message_size();
             let config = c.endpoint_config()?;
+            let endpoint = Endpoint::try_new(Arc::new(config))
+                .map_err(|e| Error::new(soe_status::SOE_ERR_RANDOM, e.to_string()))?;
             let endpoint = Box::new(soe_endpoint {
-                endpoint: Endpoint::new(Arc::new(config)),
+                endpoint,
                 clock: Clock::new(now_us),
                 handles: Handles::default(),
                 max_message_size,
@@ -1116,6 +1120,7 @@ pub extern "C" fn soe_status_name(status: i32) -> *const c_char {
         SOE_ERR_PANIC,
         SOE_ERR_POISONED,
         SOE_ERR_UNKNOWN_OPTION,
+        SOE_ERR_RANDOM,
     ];
     let name = known
         .into_iter()

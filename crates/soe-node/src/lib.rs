@@ -73,6 +73,18 @@ fn code_error(code: &str, message: impl std::fmt::Display) -> Error {
     Error::new(Status::GenericFailure, format!("{code}: {message}"))
 }
 
+/// Why an endpoint did not start: `ERR_SOE_RANDOM` when the OS random generator failed (no
+/// endpoint is made without it), else `ERR_SOE_BIND`.
+fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Error {
+    let random = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<soe_tokio::soe_session::EndpointError>());
+    match random {
+        Some(random) => code_error("ERR_SOE_RANDOM", random),
+        None => code_error("ERR_SOE_BIND", format!("cannot bind {addr}: {e}")),
+    }
+}
+
 /// Endpoint settings (see `index.d.ts` for the JS names and defaults).
 #[napi(object)]
 pub struct NativeOptions {
@@ -807,8 +819,7 @@ impl NativeEndpoint {
         )?;
         let endpoint = {
             let _guard = runtime().enter();
-            Endpoint::bind(addr, config)
-                .map_err(|e| code_error("ERR_SOE_BIND", format!("cannot bind {addr}: {e}")))?
+            Endpoint::bind(addr, config).map_err(|e| bind_error(addr, &e))?
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {

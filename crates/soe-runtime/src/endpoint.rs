@@ -81,7 +81,7 @@ impl<R: Runtime> Endpoint<R> {
         socket.set_nonblocking(true)?;
         let socket = runtime.wrap_udp_socket(socket)?;
         let local_addr = socket.local_addr()?;
-        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));
         let runtime: Arc<dyn Runtime> = Arc::new(runtime);
         {

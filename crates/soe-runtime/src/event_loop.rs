@@ -9,13 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use quinn_udp::{RecvMeta, UdpSocketState};
+use quinn_udp::RecvMeta;
 use soe_wire::DisconnectReason;
 
 use crate::config::{Config, EventMode};
 use crate::driver::Driver;
 use crate::endpoint::{Core, EndpointEvent, SendBatch};
 use crate::error::RecvTimeoutError;
+use crate::platform::{Notify, UdpIo, Waiter};
 use crate::runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
 use crate::shared::Shared;
 
@@ -26,15 +27,18 @@ use crate::shared::Shared;
 /// one wake-up out one by one before it drives again. Messages the application queues while it
 /// handles them (an echo, a reply) go out together on the next call, in one transmit pass for
 /// every session (one `sendmmsg` on Linux), before the thread blocks again. A wake-up is: wait
-/// for the socket or the endpoint's next deadline (`poll(2)` with the deadline as its timeout),
-/// read what arrived in batches (`recvmmsg` through `quinn-udp`, at most 64 datagrams), run the
-/// due timers, hand the events out, then transmit. It is the same driver as the async
+/// for the socket or the endpoint's next deadline (`poll(2)` with the deadline as its timeout;
+/// on Windows a peeking receive with a read timeout), read what arrived in batches (`recvmmsg`
+/// through `quinn-udp` where the platform has it, at most 64 datagrams), run the due timers,
+/// hand the events out, then transmit. It is the same driver as the async
 /// [`Endpoint`](crate::Endpoint)'s, polled by this loop instead of a runtime's executor, so its
 /// bounds and its order of work are the same.
 ///
 /// Other threads may hold [`Connection`](crate::Connection)s and an [`EventLoopHandle`]: what they
-/// queue wakes the loop with an empty datagram to its own socket (sent only while the loop is
-/// blocked; while it runs, a flag is enough).
+/// queue wakes the loop (only while it is blocked; while it runs, a flag is enough). On Unix the
+/// wake-up goes through a socket pair the loop polls beside its socket, so it reaches this loop
+/// even when shards share the port (`SO_REUSEPORT`); on Windows, which has no `SO_REUSEPORT`,
+/// it is an empty datagram to the socket's own address (see [`platform`](crate::platform)).
 ///
 /// ```no_run
 /// use soe_runtime::blocking::EventLoop;
@@ -91,26 +95,34 @@ impl EventLoop {
         Self::with_socket(socket, config)
     }
 
-    /// Runs the loop on an already bound socket, which must not be connected (other threads
-    /// wake the loop with a datagram to the socket's own address).
+    /// Runs the loop on an already bound socket. On Windows it must not be connected (other
+    /// threads wake the loop there with a datagram to the socket's own address).
     pub fn with_socket(socket: UdpSocket, config: Config) -> io::Result<Self> {
+        let io = UdpIo::new((&socket).into());
+        Self::with_io(socket, io, config)
+    }
+
+    /// [`with_socket`](Self::with_socket) with the socket's datagram I/O chosen: the plain
+    /// path's tests run it where the batched layer would start.
+    #[doc(hidden)]
+    pub fn with_io(socket: UdpSocket, io: UdpIo, config: Config) -> io::Result<Self> {
         let config = config.with_event_mode(EventMode::Stream);
         socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
+        let (waiter, notify) = crate::platform::waker_pair(&socket)?;
         let wake = Arc::new(LoopWake {
-            socket: socket.try_clone()?,
-            target: crate::blocking::wake_target(local_addr),
+            notify,
             blocked: AtomicBool::new(false),
             wanted: AtomicBool::new(false),
         });
-        let state = UdpSocketState::new((&socket).into())?;
         let io = Arc::new(LoopSocket {
             socket,
-            state,
+            io,
+            waiter,
             readable: AtomicBool::new(true),
             writable: AtomicBool::new(true),
         });
-        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));
         let waker = Waker::from(wake.clone());
         shared.lock().driver_waker = Some(waker.clone());
@@ -145,11 +157,14 @@ impl EventLoop {
     /// Like [`next_event`](Self::next_event), giving up after `timeout`
     /// ([`RecvTimeoutError::Timeout`]); [`RecvTimeoutError::Closed`] once the endpoint is closed
     /// and every session gone. For a loop that has its own work on a schedule (a game tick).
+    /// A timeout too far away for an [`Instant`] to hold (such as [`Duration::MAX`]) is no
+    /// timeout.
     pub fn next_event_timeout(
         &mut self,
         timeout: Duration,
     ) -> Result<EndpointEvent, RecvTimeoutError> {
-        self.next_event_until(Some((Instant::now() + timeout, timeout)))
+        let until = Instant::now().checked_add(timeout).map(|at| (at, timeout));
+        self.next_event_until(until)
     }
 
     /// Closes every session with `reason` and stops accepting new ones; the loop ends once
@@ -275,12 +290,11 @@ impl EventLoopHandle {
     }
 }
 
-/// Wakes the loop from another thread: a flag while it runs, an empty datagram to its own
-/// socket while it is blocked.
+/// Wakes the loop from another thread: a flag while it runs, a [`Notify`] while it is
+/// blocked.
 #[derive(Debug)]
 struct LoopWake {
-    socket: UdpSocket,
-    target: SocketAddr,
+    notify: Notify,
     /// The loop is (about to be) blocked in the kernel.
     blocked: AtomicBool,
     /// Something asked for a wake-up since the loop's last turn.
@@ -295,9 +309,7 @@ impl Wake for LoopWake {
     fn wake_by_ref(self: &Arc<Self>) {
         self.wanted.store(true, Ordering::SeqCst);
         if self.blocked.swap(false, Ordering::SeqCst) {
-            if let Err(e) = self.socket.send_to(&[], self.target) {
-                tracing::debug!(error = %e, "wake-up datagram failed");
-            }
+            self.notify.notify();
         }
     }
 }
@@ -307,41 +319,34 @@ impl Wake for LoopWake {
 #[derive(Debug)]
 struct LoopSocket {
     socket: UdpSocket,
-    state: UdpSocketState,
-    /// Datagrams may be waiting: set by `poll(2)`, cleared by a receive that found fewer than
+    io: UdpIo,
+    waiter: Waiter,
+    /// Datagrams may be waiting: set by the wait, cleared by a receive that found fewer than
     /// it asked for.
     readable: AtomicBool,
-    /// The socket takes datagrams: cleared by a refused send, set by `poll(2)`.
+    /// The socket takes datagrams: cleared by a refused send, set by the wait.
     writable: AtomicBool,
 }
 
 impl LoopSocket {
-    /// Blocks in `poll(2)` until the socket is readable (or writable, if a send was refused) or
-    /// `timeout` passed.
+    /// Blocks until the socket is readable (or writable, if a send was refused), a wake-up
+    /// from another thread, or `timeout` passed.
     fn wait(&self, timeout: Option<Duration>) {
-        use rustix::event::{PollFd, PollFlags, Timespec, poll};
-        let mut flags = PollFlags::IN;
-        if !self.writable.load(Ordering::Relaxed) {
-            flags |= PollFlags::OUT;
-        }
-        let mut fds = [PollFd::new(&self.socket, flags)];
-        let timeout = timeout.map(|t| Timespec {
-            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(t.subsec_nanos()),
-        });
-        if let Err(e) = poll(&mut fds, timeout.as_ref()) {
-            if e != rustix::io::Errno::INTR {
-                tracing::debug!(error = %e, "poll failed");
-            }
-            return;
-        }
-        let revents = fds[0].revents();
-        if revents.intersects(PollFlags::IN | PollFlags::ERR | PollFlags::HUP) {
+        let write = !self.writable.load(Ordering::Relaxed);
+        let ready = self.waiter.wait(&self.socket, write, timeout);
+        if ready.readable {
             self.readable.store(true, Ordering::Relaxed);
         }
-        if revents.intersects(PollFlags::OUT | PollFlags::ERR) {
+        if ready.writable {
             self.writable.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Sends one transmit through the batched layer or the plain path.
+    fn send(&self, transmit: &quinn_udp::Transmit<'_>) -> io::Result<()> {
+        self.io.try_send((&self.socket).into(), transmit, |d, to| {
+            self.socket.send_to(d, to)
+        })
     }
 
     /// Notes a refused send.
@@ -366,10 +371,13 @@ impl AsyncUdpSocket for LoopSocket {
         if !self.readable.load(Ordering::Relaxed) {
             return Poll::Pending;
         }
-        match self.state.recv((&self.socket).into(), bufs, meta) {
+        let asked = bufs.len().min(self.io.batch_size());
+        match self.io.recv((&self.socket).into(), bufs, meta, |buf| {
+            self.socket.recv_from(buf)
+        }) {
             Ok(n) => {
-                // Fewer than asked for: the socket is empty (poll(2) tells of the next).
-                if n < bufs.len() {
+                // Fewer than asked for: the socket is empty (the wait tells of the next).
+                if n < asked {
                     self.readable.store(false, Ordering::Relaxed);
                 }
                 Poll::Ready(Ok(n))
@@ -384,7 +392,7 @@ impl AsyncUdpSocket for LoopSocket {
 
     fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
         let transmit = crate::socket::datagram_transmit(destination, datagram);
-        self.refused(self.state.try_send((&self.socket).into(), &transmit))
+        self.refused(self.send(&transmit))
     }
 
     fn try_send_segments(
@@ -395,7 +403,7 @@ impl AsyncUdpSocket for LoopSocket {
     ) -> io::Result<()> {
         let mut transmit = crate::socket::datagram_transmit(destination, contents);
         transmit.segment_size = Some(segment_size);
-        self.refused(self.state.try_send((&self.socket).into(), &transmit))
+        self.refused(self.send(&transmit))
     }
 
     #[cfg(target_os = "linux")]
@@ -409,7 +417,7 @@ impl AsyncUdpSocket for LoopSocket {
     }
 
     fn max_send_segments(&self) -> usize {
-        self.state.max_gso_segments()
+        self.io.max_gso_segments()
     }
 
     fn poll_writable(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -425,7 +433,7 @@ impl AsyncUdpSocket for LoopSocket {
     }
 
     fn max_receive_segments(&self) -> usize {
-        self.state.gro_segments()
+        self.io.gro_segments()
     }
 }
 

@@ -1,16 +1,17 @@
 //! The blocking event loop (`blocking::EventLoop`) over real loopback UDP: a server whose
-//! endpoint runs on the test's own thread, against clients on the blocking driver.
-#![cfg(unix)]
+//! endpoint runs on the test's own thread, against clients on the blocking driver; and the
+//! loop's wake-ups from other threads, with shards on one port too (issue 43 §2).
 #![allow(missing_docs)]
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::{Arc, mpsc};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use soe_runtime::blocking::{Endpoint, EventLoop};
+use soe_runtime::platform::UdpIo;
 use soe_runtime::{
     Config, Connection, ConnectionId, Delivery, DisconnectReason, EndpointConfig, EndpointEvent,
     RecvTimeoutError, SessionConfig,
@@ -20,9 +21,12 @@ fn session() -> SessionConfig {
     SessionConfig::new("SoeEventLoopTest").with_connect_timeout(Duration::from_secs(2))
 }
 
+fn server_config(session: SessionConfig) -> Config {
+    Config::new(Arc::new(EndpointConfig::server(Arc::new(session))))
+}
+
 fn server(session: SessionConfig) -> EventLoop {
-    let config = Config::new(Arc::new(EndpointConfig::server(Arc::new(session))));
-    EventLoop::bind("127.0.0.1:0".parse().unwrap(), config).unwrap()
+    EventLoop::bind("127.0.0.1:0".parse().unwrap(), server_config(session)).unwrap()
 }
 
 fn client() -> Endpoint {
@@ -76,7 +80,19 @@ fn echo(mut events: EventLoop) -> Seen {
 
 #[test]
 fn many_clients_get_every_message_back_in_order_then_the_loop_closes() {
-    let events = server(session());
+    many_clients_echo(server(session()));
+}
+
+#[test]
+fn the_plain_send_to_and_recv_from_path_serves_as_well() {
+    // Where quinn-udp cannot set its socket up (IPv4 sockets under wine), the loop runs on
+    // plain send_to/recv_from: the same scenario on that path, on every platform.
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let events = EventLoop::with_io(socket, UdpIo::plain(), server_config(session())).unwrap();
+    many_clients_echo(events);
+}
+
+fn many_clients_echo(events: EventLoop) {
     let addr: SocketAddr = events.local_addr();
     let handle = events.handle();
     let looping = thread::spawn(move || echo(events));
@@ -250,4 +266,223 @@ fn a_batch_from_another_thread_reaches_every_session_while_the_loop_blocks() {
             "{got:?}"
         );
     }
+}
+
+/// Runs each loop on a thread of its own until it ends; returns the channel each reports its
+/// index on when it did, with what it saw.
+fn run_loops(loops: Vec<EventLoop>) -> mpsc::Receiver<(usize, Seen)> {
+    let (done, ended) = mpsc::channel();
+    for (i, events) in loops.into_iter().enumerate() {
+        let done = done.clone();
+        thread::spawn(move || {
+            let seen = echo(events);
+            let _ = done.send((i, seen));
+        });
+    }
+    ended
+}
+
+/// Which of `count` loops report within `within`.
+fn ended_within(
+    ended: &mpsc::Receiver<(usize, Seen)>,
+    count: usize,
+    within: Duration,
+) -> Vec<usize> {
+    let deadline = Instant::now() + within;
+    let mut which = Vec::new();
+    while which.len() < count {
+        match ended.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((i, _)) => which.push(i),
+            Err(_) => break,
+        }
+    }
+    which.sort_unstable();
+    which
+}
+
+/// `count` loops sharing one port through `SO_REUSEPORT`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn shards(count: usize, session: SessionConfig) -> Vec<EventLoop> {
+    let config = || {
+        server_config(session.clone())
+            .with_socket(soe_runtime::SocketConfig::default().with_reuse_port(true))
+    };
+    let first = EventLoop::bind("127.0.0.1:0".parse().unwrap(), config()).unwrap();
+    let addr = first.local_addr();
+    let mut loops = vec![first];
+    for _ in 1..count {
+        loops.push(EventLoop::bind(addr, config()).unwrap());
+    }
+    loops
+}
+
+/// Issue 43 §2: the wake-up datagram went to the shared port, where the kernel gave every
+/// shard's to one socket, so `close` ended 1 (or 0) of 4 loops. A loop with no session has no
+/// deadline: only a wake-up that reaches it can end it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn close_wakes_every_shard_on_a_shared_port() {
+    let loops = shards(4, session());
+    let handles: Vec<_> = loops.iter().map(EventLoop::handle).collect();
+    assert!(handles.iter().all(|h| h.session_count() == 0));
+    let ended = run_loops(loops);
+    // The loops block (none has a deadline); close holds whether or not they did yet.
+    thread::sleep(Duration::from_millis(200));
+    for handle in &handles {
+        handle.close(DisconnectReason::ManagerDeleted);
+    }
+    assert_eq!(
+        ended_within(&ended, 4, Duration::from_secs(20)),
+        [0, 1, 2, 3],
+        "loops that ended after close"
+    );
+}
+
+/// Issue 43 §2, for sends: a message queued from another thread on each shard's session goes
+/// out at once. The sessions keep no timers (no heartbeat, no idle timeout), so a loop whose
+/// wake-up is lost would never send it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn sends_from_other_threads_wake_every_shard() {
+    let quiet = || {
+        session()
+            .with_heartbeat_interval(None)
+            .with_idle_timeout(None)
+    };
+    let loops = shards(4, quiet());
+    let addr = loops[0].local_addr();
+    let handles: Vec<_> = loops.iter().map(EventLoop::handle).collect();
+    // Each shard reports the sessions it accepts, then idles in its loop.
+    let (accepted_tx, accepted) = mpsc::channel();
+    for (i, mut events) in loops.into_iter().enumerate() {
+        let accepted_tx = accepted_tx.clone();
+        thread::spawn(move || {
+            while let Some(event) = events.next_event() {
+                if let EndpointEvent::Accepted(conn) = event {
+                    let _ = accepted_tx.send((i, conn));
+                }
+            }
+        });
+    }
+    // Clients from new ports until every shard holds a session (the kernel spreads them by
+    // address hash; 200 leave a shard without one with odds of 1 in 10^24).
+    let client_config = Arc::new(EndpointConfig::client(Arc::new(quiet())));
+    let mut per_shard: Vec<Option<(Connection, Endpoint, soe_runtime::blocking::Connection)>> =
+        (0..4).map(|_| None).collect();
+    for _ in 0..200 {
+        if per_shard.iter().all(Option::is_some) {
+            break;
+        }
+        let endpoint =
+            Endpoint::bind("127.0.0.1:0".parse().unwrap(), client_config.clone()).unwrap();
+        let conn = endpoint.connect(addr).unwrap();
+        let (shard, server_conn) = accepted.recv_timeout(Duration::from_secs(5)).unwrap();
+        if per_shard[shard].is_none() {
+            per_shard[shard] = Some((server_conn, endpoint, conn));
+        }
+    }
+    let per_shard: Vec<_> = per_shard
+        .into_iter()
+        .map(|s| s.expect("a session on every shard"))
+        .collect();
+    // Sends from this thread (a plain send on shards 0 and 1, a batch on 2 and 3).
+    thread::sleep(Duration::from_millis(200));
+    for (i, (server_conn, _, _)) in per_shard.iter().enumerate() {
+        let message = Bytes::from(vec![i as u8; 8]);
+        if i < 2 {
+            server_conn.try_send(message).unwrap();
+        } else {
+            handles[i].send_batch(|batch| {
+                batch
+                    .try_send_on(server_conn, soe_runtime::Channel::ZERO, message)
+                    .unwrap();
+            });
+        }
+    }
+    for (i, (_, _, conn)) in per_shard.iter().enumerate() {
+        assert_eq!(
+            conn.recv_timeout(Duration::from_secs(20)),
+            Ok(Bytes::from(vec![i as u8; 8])),
+            "shard {i}"
+        );
+    }
+    for handle in &handles {
+        handle.close(DisconnectReason::ManagerDeleted);
+    }
+}
+
+/// Issue 43 §2: `next_event_timeout(Duration::MAX)` overflowed `Instant + Duration` and
+/// panicked. A timeout past what an `Instant` holds is no timeout.
+#[test]
+fn a_timeout_past_what_an_instant_holds_is_no_timeout() {
+    let mut events = server(session());
+    let handle = events.handle();
+    let closer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        handle.close(DisconnectReason::ManagerDeleted);
+    });
+    assert_eq!(
+        events.next_event_timeout(Duration::MAX).unwrap_err(),
+        RecvTimeoutError::Closed
+    );
+    closer.join().unwrap();
+}
+
+/// Lets `events` read what strangers sent it (one turn, while no client is there yet), checks
+/// that it answered at least one of them, then runs it on a thread of its own: a client gets
+/// `echoes` messages back, and `close` ends the loop.
+fn answers_strangers_then_serves(mut events: EventLoop, echoes: u8) {
+    let addr = events.local_addr();
+    let handle = events.handle();
+    assert!(matches!(
+        events.next_event_timeout(Duration::from_millis(200)),
+        Err(RecvTimeoutError::Timeout(_))
+    ));
+    assert!(
+        handle.stats().unknown_sender_sent >= 1,
+        "{:?}",
+        handle.stats()
+    );
+    let ended = run_loops(vec![events]);
+    let client = client();
+    let conn = client.connect(addr).unwrap();
+    for i in 0..echoes {
+        let message = Bytes::from(vec![i; 100]);
+        conn.send(message.clone()).unwrap();
+        assert_eq!(conn.recv_timeout(Duration::from_secs(5)).unwrap(), message);
+    }
+    handle.close(DisconnectReason::ManagerDeleted);
+    assert_eq!(ended_within(&ended, 1, Duration::from_secs(20)), [0]);
+}
+
+/// A server that sends to a port nobody serves keeps serving: Windows reports the ICMP answer
+/// to such a datagram as `WSAECONNRESET` on a later receive, which must concern that datagram
+/// only. (Linux, and wine on it, report nothing to an unconnected socket: there the test shows
+/// that the sends do no harm.)
+#[test]
+fn a_loop_that_sends_to_a_closed_port_keeps_serving() {
+    let events = server(session());
+    // Datagrams from strangers that the endpoint answers (UnknownSender), whose ports close
+    // before the loop runs: each answer goes to a closed port.
+    for _ in 0..3 {
+        let gone = UdpSocket::bind("127.0.0.1:0").unwrap();
+        gone.send_to(&[0, 9, 0, 0], events.local_addr()).unwrap();
+    }
+    answers_strangers_then_serves(events, 20);
+}
+
+/// A datagram longer than the receive buffer (9,000 bytes by default) is truncated on Linux and
+/// fails the receive with `WSAEMSGSIZE` on Windows: either way it is dropped alone, and the loop
+/// serves on (it answers the stranger's next datagram).
+#[test]
+fn a_datagram_longer_than_the_buffer_is_dropped_alone() {
+    let events = server(session());
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    stranger
+        .send_to(&vec![0x5A; 20_000], events.local_addr())
+        .unwrap();
+    stranger
+        .send_to(&[0, 9, 0, 0], events.local_addr())
+        .unwrap();
+    answers_strangers_then_serves(events, 5);
 }

@@ -14,6 +14,7 @@ use soe_wire::{
 };
 
 use crate::config::MIN_UDP_LENGTH;
+use crate::keepalive::{ANSWER_WINDOW, OwnHeartbeats};
 use crate::timer::{Timer, TimerTable};
 use crate::{Delivery, Event, RandomSource, SendError, SessionConfig, SessionStats};
 
@@ -151,13 +152,13 @@ pub struct Session {
     heartbeat_outstanding: bool,
     /// The pending Heartbeat ([`P_HEARTBEAT`]) answers one of the peer's.
     heartbeat_answer_owed: bool,
-    /// Our own Heartbeats (keep-alives and probes, not answers) sent since the current round of
-    /// keep-alives began and not yet answered. Each Heartbeat that arrives while some are is
-    /// one's answer, however late, and is not answered: with a round trip longer than the
-    /// retry interval, a resent Heartbeat's answer comes after the first one's, and answering
-    /// it as a new Heartbeat would have both sides answer each other's answers for as long as
-    /// the session lives.
-    heartbeats_unanswered: u8,
+    /// Our own Heartbeats (keep-alives and probes, not answers) that may still be answered.
+    /// Each Heartbeat that arrives while some are is one's answer, however late, and is not
+    /// answered: with a round trip longer than the retry interval, a resent Heartbeat's answer
+    /// comes after the first one's, and answering it as a new Heartbeat would have both sides
+    /// answer each other's answers for as long as the session lives. Bounded by those sent
+    /// within the time an answer can take (see [`crate::keepalive`]).
+    own_heartbeats: OwnHeartbeats,
     /// Client: whether the server has been heard since the handshake (it knows our session).
     server_confirmed: bool,
     probes_sent: u8,
@@ -327,7 +328,7 @@ impl Session {
             closed_by_peer: false,
             heartbeat_outstanding: false,
             heartbeat_answer_owed: false,
-            heartbeats_unanswered: 0,
+            own_heartbeats: OwnHeartbeats::default(),
             server_confirmed: false,
             probes_sent: 0,
             remap_attempts: 0,
@@ -819,11 +820,13 @@ impl Session {
             }
             Timer::Heartbeat => {
                 if self.state == State::Connected {
+                    let ms = self.millis(now);
                     if !self.heartbeat_outstanding {
-                        // A new round, at least a heartbeat interval after the peer was last
-                        // heard: the previous round's answers have come or were lost.
-                        self.heartbeats_unanswered = 0;
-                    } else if self.side == Side::Client {
+                        // A new round, a heartbeat interval after the peer was last heard.
+                        self.own_heartbeats.start_round(ms);
+                    } else if self.side == Side::Client
+                        && self.own_heartbeats.round_age(ms) >= self.remap_patience()
+                    {
                         self.remap_unprompted(now);
                     }
                     self.pending |= P_HEARTBEAT;
@@ -1025,8 +1028,8 @@ impl Session {
             .set(Timer::NetStatus, now + self.config.retry_interval());
     }
 
-    /// A client whose Heartbeat went unanswered for a retry interval sends RemapConnection as
-    /// if told UnknownSender: its NAT may have given it a new address, and the server's
+    /// A client whose Heartbeat went unanswered for its [`Session::remap_patience`] sends
+    /// RemapConnection as if told UnknownSender: its NAT may have given it a new address, and the server's
     /// UnknownSender been lost, or withheld by its reply budget during a flood. (A server of
     /// this crate ignores a RemapConnection from the address it knows for the session.) Not
     /// counted against the remaps before `UnreachableConnection`, and within their pace.
@@ -1034,6 +1037,27 @@ impl Session {
         if self.remap_next.is_none_or(|t| now >= t) {
             self.pending |= P_REMAP;
         }
+    }
+
+    /// How long a client's keep-alives go unanswered before it remaps unprompted: twice the
+    /// round trip it knows of (NetStatus, the reliable channels, the last round of
+    /// keep-alives), at least a retry interval and at most [`ANSWER_WINDOW`]. Sooner, on a path
+    /// whose round trip is longer than the retry interval, every round of keep-alives would
+    /// send one.
+    fn remap_patience(&self) -> Duration {
+        let channels = self
+            .data
+            .iter()
+            .flat_map(|d| d.channels.iter().flatten())
+            .filter_map(|c| c.rtt().map(|e| e.smoothed));
+        let rtt = channels
+            .chain(self.net_rtt_us.map(|us| micros(us.get())))
+            .chain([self.own_heartbeats.last_round()])
+            .max()
+            .unwrap_or_default();
+        rtt.saturating_mul(2)
+            .min(ANSWER_WINDOW)
+            .max(self.config.retry_interval())
     }
 
     fn on_unknown_sender(&mut self, now: Instant) {
@@ -1192,6 +1216,9 @@ impl Session {
         if self.probe != 0 {
             self.probe |= PROBE_HEARD;
         }
+        if self.heartbeat_outstanding && self.side == Side::Client {
+            self.own_heartbeats.round_heard(self.millis(now));
+        }
         self.heartbeat_outstanding = false;
         if !matches!(self.state, State::Connected | State::Closing) {
             return;
@@ -1265,9 +1292,7 @@ impl Session {
                 // An answer to one of ours needs no answer; anything else gets one (so two sides
                 // never ping-pong). Ours are counted as they go out: a probe not sent yet has no
                 // answer.
-                if self.heartbeats_unanswered > 0 {
-                    self.heartbeats_unanswered -= 1;
-                } else {
+                if !self.own_heartbeats.answer(self.millis(now)) {
                     self.pending |= P_HEARTBEAT;
                     self.heartbeat_answer_owed = true;
                 }
@@ -1539,7 +1564,7 @@ impl Session {
             // One Heartbeat that is both an answer and our own keep-alive is an answer: the
             // peer will not answer it.
             if !std::mem::take(&mut self.heartbeat_answer_owed) {
-                self.heartbeats_unanswered = self.heartbeats_unanswered.saturating_add(1);
+                self.own_heartbeats.sent(self.millis(now));
             }
         }
         // A probe after the answer it must not merge with (same MultiPacket or the next).
@@ -1548,7 +1573,7 @@ impl Session {
         {
             self.pending &= !P_PROBE;
             self.counters.heartbeats_sent += 1;
-            self.heartbeats_unanswered = self.heartbeats_unanswered.saturating_add(1);
+            self.own_heartbeats.sent(self.millis(now));
         }
         if self.pending & P_NET_RESPONSE != 0 && multi.push_packet(&self.net_response(now)) {
             self.pending &= !P_NET_RESPONSE;

@@ -48,12 +48,9 @@ pub(crate) fn run(config: SessionConfig, seconds: u64) -> Lossy {
     let client_addr = CLIENT.parse().unwrap();
     let mut server: Endpoint = Endpoint::new(Arc::new(
         EndpointConfig::server(config.clone())
-            .with_rng_seed(1)
-            .with_secret(2)
             .with_recording(RecordingConfig::new().with_every_session(true)),
     ));
-    let mut client: Endpoint =
-        Endpoint::new(Arc::new(EndpointConfig::client(config).with_rng_seed(3)));
+    let mut client: Endpoint = Endpoint::new(Arc::new(EndpointConfig::client(config)));
     let start = Instant::now();
     let mut now = start;
     let ch = client.connect(now, server_addr).unwrap();
