@@ -176,6 +176,12 @@ namespace Soe
         MaxOutstandingBytes = 17,
         /// <summary>SOE_OPT_PRESET.</summary>
         Preset = 18,
+        /// <summary>SOE_OPT_RECORD_SESSIONS.</summary>
+        RecordSessions = 19,
+        /// <summary>SOE_OPT_RECORD_SESSION_BYTES.</summary>
+        RecordSessionBytes = 20,
+        /// <summary>SOE_OPT_RECORD_ENDPOINT_BYTES.</summary>
+        RecordEndpointBytes = 21,
     }
 
     /// <summary>A known peer's settings (SOE_PRESET_*; docs/interop.md gives their sources).</summary>
@@ -319,6 +325,15 @@ namespace Soe
         /// <summary>A known peer's settings (Preset.FreeRealms...), applied before every other
         /// property here, so that those override it. Default: none.</summary>
         public Preset? Preset { get; set; }
+        /// <summary>Whether the flight recorder records every session (a server's from its
+        /// first valid packet); Endpoint.SetRecording names one. Default false.</summary>
+        public bool? RecordSessions { get; set; }
+        /// <summary>The most bytes one session's recording holds, half each way, 8192 to
+        /// 4294967295. Default 65536.</summary>
+        public long? RecordSessionBytes { get; set; }
+        /// <summary>The most bytes the endpoint's recordings hold together, 8192 to
+        /// 4294967295. Default 67108864.</summary>
+        public long? RecordEndpointBytes { get; set; }
     }
 
     /// <summary>The host's monotonic clock in microseconds, the time every call takes.</summary>
@@ -431,6 +446,9 @@ namespace Soe
             Set(c, Option.DisconnectInterval, Ms(o.DisconnectInterval));
             Set(c, Option.BundleMessages, Flag(o.BundleMessages));
             Set(c, Option.MaxOutstandingBytes, o.MaxOutstandingBytes);
+            Set(c, Option.RecordSessions, Flag(o.RecordSessions));
+            Set(c, Option.RecordSessionBytes, o.RecordSessionBytes);
+            Set(c, Option.RecordEndpointBytes, o.RecordEndpointBytes);
         }
 
         private static void Set(ConfigHandle c, Option option, long? value)
@@ -639,6 +657,50 @@ namespace Soe
             Check(Native.soe_set_encryption(Live(), session, (byte)(on ? 1 : 0)));
         }
 
+        /// <summary>Starts or stops recording one session with the flight recorder (stopping
+        /// forgets what was recorded).</summary>
+        public void SetRecording(ulong session, bool on)
+        {
+            Check(Native.soe_session_set_recording(Live(), session, on ? 1 : 0));
+        }
+
+        /// <summary>A session's recording as a pcapng capture (Wireshark with the soe.lua
+        /// plugin opens it; `soe decode` reads it): a live session's so far, or, right after its
+        /// Closed event, the whole recording of a session that ended abnormally, once. `local`
+        /// is the endpoint's socket address. Null when there is none (not recorded, taken, or
+        /// the session ended cleanly). The RC4 key is written only with `withKey`. One
+        /// allocation, the capture: call it when a session ends, not per datagram.</summary>
+        public byte[] TakeRecording(ulong session, ulong nowUs, IPEndPoint local, bool withKey = false)
+        {
+            Native.Addr at = Native.Addr.From(local);
+            uint flags = withKey ? Native.RecordingWithKey : 0u;
+            UIntPtr len;
+            Status s = Native.soe_session_recording(Live(), session, nowUs, ref at, flags, null, UIntPtr.Zero, out len);
+            if (s == Status.Done || s == Status.ErrStaleSession) return null;
+            if (s != Status.ErrBufferTooSmall) Check(s);
+            byte[] capture = new byte[checked((int)len.ToUInt64())];
+            fixed (byte* p = capture)
+            {
+                Check(Native.soe_session_recording(Live(), session, nowUs, ref at, flags, p, (UIntPtr)capture.Length, out len));
+            }
+            return capture;
+        }
+
+        /// <summary>TakeRecording to a file: false when there is no recording.</summary>
+        public bool WriteRecording(ulong session, ulong nowUs, IPEndPoint local, string path, bool withKey = false)
+        {
+            Native.Addr at = Native.Addr.From(local);
+            uint flags = withKey ? Native.RecordingWithKey : 0u;
+            byte[] name = Encoding.UTF8.GetBytes(path + "\0");
+            fixed (byte* p = name)
+            {
+                Status s = Native.soe_session_recording_file(Live(), session, nowUs, ref at, flags, p);
+                if (s == Status.Done || s == Status.ErrStaleSession) return false;
+                Check(s);
+                return true;
+            }
+        }
+
         /// <summary>A session's counters.</summary>
         public Stats Stats(ulong session)
         {
@@ -705,6 +767,9 @@ namespace Soe
 
         /// <summary>The ABI this binding was written against (SOE_ABI_VERSION).</summary>
         public const uint AbiVersion = 1;
+
+        /// <summary>SOE_RECORDING_WITH_KEY: a recording's capture holds the RC4 key.</summary>
+        public const uint RecordingWithKey = 1;
 
         /// <summary>An IPv4 or IPv6 address and port (soe_addr).</summary>
         [StructLayout(LayoutKind.Sequential)]
@@ -813,6 +878,9 @@ namespace Soe
         [DllImport(Library)] internal static extern Status soe_set_encryption(EndpointHandle ep, ulong session, byte on);
         [DllImport(Library)] internal static extern Status soe_session_stats(EndpointHandle ep, ulong session, out Stats stats);
         [DllImport(Library)] internal static extern Status soe_endpoint_session_count(EndpointHandle ep, out UIntPtr count);
+        [DllImport(Library)] internal static extern Status soe_session_set_recording(EndpointHandle ep, ulong session, int on);
+        [DllImport(Library)] internal static extern Status soe_session_recording(EndpointHandle ep, ulong session, ulong nowUs, ref Addr local, uint flags, byte* buf, UIntPtr cap, out UIntPtr len);
+        [DllImport(Library)] internal static extern Status soe_session_recording_file(EndpointHandle ep, ulong session, ulong nowUs, ref Addr local, uint flags, byte* path);
         [DllImport(Library)] internal static extern IntPtr soe_last_error();
         [DllImport(Library)] internal static extern IntPtr soe_status_name(int status);
         [DllImport(Library)] internal static extern IntPtr soe_version();

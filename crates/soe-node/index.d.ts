@@ -59,6 +59,20 @@ export interface SoeOptions {
   preset?: 'free-realms' | 'osfr-libsoe' | 'h1z1' | 'planetside2';
   /** The most bytes in flight per reliable channel. Default 204800 (200 KiB). */
   maxOutstandingBytes?: number;
+  /**
+   * The flight recorder records every session: its last datagrams each way and its messages.
+   * A session that ends abnormally hands its recording (a pcapng capture) to 'disconnect'
+   * (`info.recording`). Default false (`session.record()` records one).
+   */
+  recordSessions?: boolean;
+  /** The most bytes one session's recording holds, 8192 to 4294967295. Default 65536. */
+  recordSessionBytes?: number;
+  /** The most bytes the endpoint's recordings hold together. Default 67108864. */
+  recordEndpointBytes?: number;
+  /** Recordings hold the RC4 key (so their reader can decrypt). Default false: never. */
+  recordKeys?: boolean;
+  /** Each recording of a session that ended abnormally is also written here ('recording' follows). */
+  recordDir?: string;
   /** The largest datagram announced and sent, 64 to 65507. Default 512. */
   udpLength?: number;
   /** The CRC trailer a server announces: 0, 2 or 4. Default 2. */
@@ -137,6 +151,11 @@ export interface DisconnectInfo {
   readonly code: number;
   /** Whether the peer ended the session. */
   readonly byPeer: boolean;
+  /**
+   * The flight recorder's capture (pcapng: Wireshark with the soe.lua plugin, or `soe decode
+   * --pcap`, reads it) of a recorded session that ended abnormally.
+   */
+  readonly recording?: Buffer;
 }
 
 export interface SessionStats {
@@ -216,6 +235,10 @@ export declare class SoeSession extends EventEmitter {
   /** Turns RC4 on or off for this session from now on: switch before sending the reply that must be encrypted. */
   setEncryption(on: boolean): void;
   stats(): SessionStats;
+  /** Starts (default) or stops recording this session; false once it ended. */
+  record(on?: boolean): boolean;
+  /** This session's recording so far as a pcapng capture, or null when it is not recorded. */
+  takeRecording(): Buffer | null;
   /** Closes the session; resolves with the reason's name once it ended. */
   close(reason?: Reason): Promise<ReasonName>;
   on(event: 'message', listener: (data: Buffer, info: MessageInfo) => void): this;
@@ -247,6 +270,8 @@ export declare class SoeServer extends Endpoint {
   /** Creates and binds a server, resolving a host name first. */
   static listen(options?: ServerOptions): Promise<SoeServer>;
   on(event: 'session', listener: (session: SoeSession) => void): this;
+  /** With `recordDir`: a recording was written to `file`. */
+  on(event: 'recording', listener: (file: string, session: SoeSession) => void): this;
   on(event: 'close', listener: () => void): this;
   on(event: 'error', listener: (error: Error & { code?: string }) => void): this;
   on(event: string | symbol, listener: (...args: any[]) => void): this;

@@ -10,7 +10,9 @@
 
 const { EventEmitter } = require('node:events');
 const dns = require('node:dns');
+const fs = require('node:fs');
 const net = require('node:net');
+const path = require('node:path');
 const { inspect } = require('node:util');
 
 const addon = require('./binding.js').load();
@@ -164,6 +166,8 @@ const NUMBERS = [
   ['receiveQueueBytes', 'receiveQueueBytes', 1, U32],
   ['eventBatchMs', 'eventBatchMs', 0, 1000],
   ['maxOutstandingBytes', 'maxOutstandingBytes', 1, U32],
+  ['recordSessionBytes', 'recordSessionBytes', 8192, U32],
+  ['recordEndpointBytes', 'recordEndpointBytes', 8192, U32],
 ];
 const PRESETS = ['free-realms', 'osfr-libsoe', 'h1z1', 'planetside2'];
 
@@ -191,7 +195,7 @@ function nativeOptions(server, options, bind) {
   }
   if (o.compression !== undefined) out.compression = checkBoolean('options.compression', o.compression);
   if (o.rc4AtStart !== undefined) out.rc4AtStart = checkBoolean('options.rc4AtStart', o.rc4AtStart);
-  for (const name of ['acceptAnyProtocol', 'acceptAnyProtocolVersion', 'bundleMessages', 'reusePort', 'limitLoopback']) {
+  for (const name of ['acceptAnyProtocol', 'acceptAnyProtocolVersion', 'bundleMessages', 'reusePort', 'limitLoopback', 'recordSessions', 'recordKeys']) {
     if (o[name] !== undefined) out[name] = checkBoolean(`options.${name}`, o[name]);
   }
   if (o.rc4Key !== undefined) {
@@ -393,6 +397,24 @@ class SoeSession extends EventEmitter {
   }
 
   /**
+   * Starts (`on`, default true) or stops recording this session with the flight recorder
+   * (stopping forgets what was recorded). Returns false once the session has ended.
+   */
+  record(on = true) {
+    checkBoolean('on', on);
+    return call(() => this._native().setRecording(this.id, on));
+  }
+
+  /**
+   * This session's recording so far as a pcapng capture (Wireshark with the soe.lua plugin,
+   * or `soe decode --pcap`, reads it), or null when it is not recorded. It goes on recording,
+   * from empty. A session that ends abnormally hands its whole recording to 'disconnect'.
+   */
+  takeRecording() {
+    return call(() => this._native().takeRecording(this.id));
+  }
+
+  /**
    * Counters: rtt (ms), resends, loss (packets lost per reliable packet sent: resends the
    * peer's acks did not show unnecessary), pending writes.
    */
@@ -461,11 +483,16 @@ class SoeSession extends EventEmitter {
         this.writableNeedDrain = false;
         this.emit('drain');
         break;
-      case KIND_DISCONNECT:
+      case KIND_DISCONNECT: {
         this.closed = true;
         this._reason = reasonName(ev.reason);
-        this.emit('disconnect', this._reason, { code: ev.reason, byPeer: ev.byPeer });
+        const info = { code: ev.reason, byPeer: ev.byPeer };
+        // The flight recorder's capture of a recorded session that ended abnormally.
+        if (ev.data !== undefined) info.recording = ev.data;
+        this.emit('disconnect', this._reason, info);
+        if (ev.data !== undefined) this._endpoint._recorded(this, ev.data);
         break;
+      }
       default:
         break;
     }
@@ -513,8 +540,28 @@ class Endpoint extends EventEmitter {
     this._ended = new Promise((resolve) => {
       this._resolveEnded = resolve;
     });
+    if (options.recordDir !== undefined) checkString('options.recordDir', options.recordDir);
+    this._recordDir = options.recordDir;
     const settings = nativeOptions(server, options, bind);
     this._native = call(() => new native.NativeEndpoint(settings, (bytes, count, texts) => this._onBatch(unpack(bytes, count, texts))));
+  }
+
+  // A recorded session ended abnormally: with `recordDir`, its capture is written there
+  // (asynchronously), then 'recording' (path, session) is emitted; a failed write is an 'error'.
+  _recorded(session, capture) {
+    if (this._recordDir === undefined) return;
+    const host = String(session.remoteAddress).replace(/[^0-9A-Za-z]+/g, '-');
+    const file = path.join(this._recordDir, `${Date.now()}-session-${session.id}-${host}.pcapng`);
+    fs.promises
+      .mkdir(this._recordDir, { recursive: true })
+      .then(() => fs.promises.writeFile(file, capture))
+      .then(
+        () => this.emit('recording', file, session),
+        (e) => {
+          e.code = e.code || 'ERR_SOE_RECORDING';
+          this.emit('error', e);
+        },
+      );
   }
 
   // A batch: `meta` has 8 numbers per event (kind, id, channel, delivery, offset, length,
@@ -594,7 +641,11 @@ class Endpoint extends EventEmitter {
       id,
       channel: meta[i + 2],
       delivery: meta[i + 3],
-      data: kind === KIND_MESSAGE ? data.subarray(meta[i + 4], meta[i + 4] + meta[i + 5]) : undefined,
+      data: kind === KIND_MESSAGE ? data.subarray(meta[i + 4], meta[i + 4] + meta[i + 5])
+        // A disconnect's flight recording (a pcapng capture), copied out of the batch.
+        : kind === KIND_DISCONNECT && meta[i + 5] > 0
+          ? Buffer.from(data.subarray(meta[i + 4], meta[i + 4] + meta[i + 5]))
+          : undefined,
       reason: meta[i + 6],
       byPeer: meta[i + 7] === 1,
     };

@@ -22,6 +22,7 @@ mod bench;
 mod c_abi;
 mod c_abi_game;
 mod c_abi_install;
+mod c_abi_recording;
 mod ci;
 mod cmd;
 mod cross;

@@ -261,6 +261,61 @@ namespace Soe.Tests
             using (var e = new Endpoint(new Options { IdleTimeout = Options.Never }, 0)) { }
         }
 
+        /// <summary>The flight recorder: a session that dies of 100 % loss leaves a pcapng capture,
+        /// taken once at its Closed event; a live session's is taken on request.</summary>
+        private static void FlightRecorder()
+        {
+            var options = new Options { Server = true, RecordSessions = true, IdleTimeout = TimeSpan.FromSeconds(2) };
+            using (var server = new Endpoint(options, 1000000))
+            using (var client = new Endpoint(new Options { HeartbeatInterval = Options.Never }, 1000000))
+            {
+                var serverAddr = new IPEndPoint(IPAddress.Loopback, 20042);
+                var clientAddr = new IPEndPoint(IPAddress.Loopback, 40000);
+                ulong session = client.Connect(1000000, serverAddr);
+                client.SetRecording(session, true);
+                var buf = new byte[2048];
+                ulong now = 1000000;
+                byte[] closedCapture = null, again = new byte[0];
+                bool closed = false;
+                for (int round = 0; round < 1000 && !closed; round++)
+                {
+                    now += 10000;
+                    bool lossy = round >= 100;
+                    if (!lossy && round % 10 == 5) client.Send(session, 0, new byte[] { 1, 2, 3, (byte)round });
+                    client.HandleTimeout(now);
+                    server.HandleTimeout(now);
+                    int len;
+                    IPEndPoint to;
+                    while (client.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                        if (!lossy) server.HandleDatagram(now, clientAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                    while (server.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                        if (!lossy) client.HandleDatagram(now, serverAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                    Event ev;
+                    while (client.PollEvent(buf, out ev) == Status.Ok) { }
+                    while (server.PollEvent(buf, out ev) == Status.Ok)
+                    {
+                        if (ev.Kind != EventKind.Closed) continue;
+                        Expect(ev.Reason == Reason.Timeout, "the server's session timed out (" + ev.Reason + ")");
+                        closedCapture = server.TakeRecording(ev.Session, now, serverAddr);
+                        again = server.TakeRecording(ev.Session, now, serverAddr);
+                        closed = true;
+                    }
+                }
+                Expect(closed, "the server's session ended");
+                Expect(closedCapture != null && closedCapture.Length > 1000 && closedCapture[0] == 0x0A
+                    && closedCapture[1] == 0x0D, "the recording of the session lost is a pcapng capture");
+                Expect(again == null, "a recording is taken once");
+                byte[] live = client.TakeRecording(session, now, clientAddr);
+                Expect(live != null && live.Length > 100, "a live session's recording");
+                string path = System.IO.Path.GetTempFileName();
+                Expect(client.WriteRecording(session, now, clientAddr, path), "a recording written to a file");
+                Expect(System.IO.File.ReadAllBytes(path)[0] == 0x0A, "the file is a pcapng capture");
+                System.IO.File.Delete(path);
+                client.SetRecording(session, false);
+                Expect(client.TakeRecording(session, now, clientAddr) == null, "stopped: nothing recorded");
+            }
+        }
+
         private static int Main()
         {
             Type addr = typeof(Native.Addr);
@@ -371,6 +426,7 @@ namespace Soe.Tests
                     "the kept datagram");
             }
             NegativeDurations();
+            FlightRecorder();
             using (var preset = new Endpoint(new Options { Server = true, Preset = Preset.FreeRealms, UdpLength = 600 }, 0)) { }
             var disposed = new Endpoint(new Options(), 0);
             disposed.Dispose();

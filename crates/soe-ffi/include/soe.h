@@ -128,6 +128,13 @@
 // product as it is, and C evaluates it in `int`, which overflows.
 #define SOE_MAX_DURATION_MS 31536000000ll
 
+// `soe_session_recording`'s flag: write the session's RC4 key into the recording (its framing
+// record), so its reader can decrypt what the key protects. Without it keys are never written.
+#define SOE_RECORDING_WITH_KEY 1
+
+// The longest path `soe_session_recording_file` reads, in bytes without the NUL.
+#define SOE_MAX_PATH_LENGTH 4096
+
 // The library's major version (`SOE_VERSION_MAJOR`).
 #define SOE_VERSION_MAJOR 0
 
@@ -402,6 +409,18 @@ typedef uint32_t soe_option;
 // application protocol of `SOE_PRESET_H1Z1`), so set it first: later options override it.
 // Default 0 (`SOE_PRESET_NONE`).
 #define SOE_OPT_PRESET 18
+
+// Whether the flight recorder records every session (1) from its start (a server's from its
+// first valid packet), or only those `soe_session_set_recording` names (0). Default 0.
+#define SOE_OPT_RECORD_SESSIONS 19
+
+// The most bytes one session's recording holds, half each way, in 4 KiB chunks. Default
+// 65536; 8192 to 4294967295.
+#define SOE_OPT_RECORD_SESSION_BYTES 20
+
+// The most bytes the recordings of the endpoint hold together (its pool, allocated as it
+// fills, never beyond). Default 67108864; 8192 to 4294967295.
+#define SOE_OPT_RECORD_ENDPOINT_BYTES 21
 
 #ifdef __cplusplus
 extern "C" {
@@ -717,6 +736,56 @@ soe_status soe_config_set_application_protocol(struct soe_config *cfg, const cha
 // Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_INVALID_CONFIG`,
 // `SOE_ERR_PANIC`.
 soe_status soe_config_set_rc4_key(struct soe_config *cfg, const uint8_t *key, size_t len);
+
+// Starts (`on` non-zero) or stops recording one session: the flight recorder keeps its last
+// datagrams each way and its messages, within `SOE_OPT_RECORD_SESSION_BYTES` and
+// `SOE_OPT_RECORD_ENDPOINT_BYTES`. Stopping forgets what was recorded.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
+soe_status soe_session_set_recording(struct soe_endpoint *ep, soe_session session, int32_t on);
+
+// Writes a session's recording as a pcapng capture into `buf` (`cap` bytes) and its length to
+// `*len`: a live session's so far (it goes on recording, from empty), or, after its
+// `SOE_EVENT_CLOSED`, the whole recording of a session that ended abnormally (any reason but
+// 0 None, 3 OtherSideTerminated, 4 ManagerDeleted, 6 Application, 14 ApplicationReleased),
+// once. The capture holds the raw datagrams as UDP between `*local` (this endpoint's socket
+// address) and the peer, and the messages as the session saw them for the Wireshark plugin
+// (docs/c-api.md). `now_us` is the host's clock now (it dates the capture).
+//
+// Size query: with a buffer too small (or NULL and 0), returns `SOE_ERR_BUFFER_TOO_SMALL` with
+// the size needed in `*len`, and keeps the capture for the next call. Returns `SOE_DONE` when
+// there is no recording: the session is not recorded, it ended cleanly, its recording was
+// taken, or the pool needed its room. `flags`: 0, or `SOE_RECORDING_WITH_KEY`.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`,
+// `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
+soe_status soe_session_recording(struct soe_endpoint *ep,
+                                 soe_session session,
+                                 uint64_t now_us,
+                                 const struct soe_addr *local,
+                                 uint32_t flags,
+                                 uint8_t *buf,
+                                 size_t cap,
+                                 size_t *len);
+
+// [`soe_session_recording`] to a file: writes the capture to `path` (created or truncated).
+// `SOE_ERR_INVALID_ARGUMENT` when the file cannot be written (the message says why).
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`,
+// `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
+soe_status soe_session_recording_file(struct soe_endpoint *ep,
+                                      soe_session session,
+                                      uint64_t now_us,
+                                      const struct soe_addr *local,
+                                      uint32_t flags,
+                                      const char *path);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::soe_session::{
-    CrcLength, EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, Preset, ReliableConfig,
-    SessionConfig,
+    CrcLength, EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, Preset, RecordingConfig,
+    ReliableConfig, SessionConfig,
 };
 use bytes::Bytes;
 
@@ -97,6 +97,16 @@ pub const SOE_PRESET_H1Z1: i64 = 3;
 /// `SOE_OPT_PRESET`: a server for the PlanetSide 2 client (acks only now and then).
 pub const SOE_PRESET_PLANETSIDE2: i64 = 4;
 
+/// Whether the flight recorder records every session (1) from its start (a server's from its
+/// first valid packet), or only those `soe_session_set_recording` names (0). Default 0.
+pub const SOE_OPT_RECORD_SESSIONS: soe_option = 19;
+/// The most bytes one session's recording holds, half each way, in 4 KiB chunks. Default
+/// 65536; 8192 to 4294967295.
+pub const SOE_OPT_RECORD_SESSION_BYTES: soe_option = 20;
+/// The most bytes the recordings of the endpoint hold together (its pool, allocated as it
+/// fills, never beyond). Default 67108864; 8192 to 4294967295.
+pub const SOE_OPT_RECORD_ENDPOINT_BYTES: soe_option = 21;
+
 /// The value of an optional timer that never runs (`SOE_OPT_IDLE_TIMEOUT_MS`,
 /// `SOE_OPT_HEARTBEAT_INTERVAL_MS`). The header defines it in `cbindgen.toml` as `(-1)`:
 /// cbindgen drops the parentheses, and a bare `-1` reads as a decrement in `x-SOE_NEVER`.
@@ -108,7 +118,7 @@ pub const SOE_NEVER: i64 = -1;
 /// product as it is, and C evaluates it in `int`, which overflows.
 pub const SOE_MAX_DURATION_MS: i64 = 31_536_000_000_i64;
 
-const OPTION_COUNT: usize = 18;
+const OPTION_COUNT: usize = 21;
 
 /// What one option takes.
 struct Spec {
@@ -164,6 +174,9 @@ const SPECS: [Spec; OPTION_COUNT] = [
     spec("SOE_OPT_BUNDLE_MESSAGES", 0, 1),
     spec("SOE_OPT_MAX_OUTSTANDING_BYTES", 1, U32),
     spec("SOE_OPT_PRESET", SOE_PRESET_NONE, SOE_PRESET_PLANETSIDE2),
+    spec("SOE_OPT_RECORD_SESSIONS", 0, 1),
+    spec("SOE_OPT_RECORD_SESSION_BYTES", 8192, U32),
+    spec("SOE_OPT_RECORD_ENDPOINT_BYTES", 8192, U32),
 ];
 
 /// The Rust preset of a `SOE_PRESET_*` value.
@@ -198,6 +211,7 @@ fn defaults() -> [i64; OPTION_COUNT] {
     let s = SessionConfig::default();
     let e = EndpointConfig::default();
     let r = ReliableConfig::default();
+    let rec = e.recording();
     [
         i64::from(s.udp_length()),
         s.crc_length().get() as i64,
@@ -217,6 +231,9 @@ fn defaults() -> [i64; OPTION_COUNT] {
         i64::from(r.bundle_messages),
         size(r.max_outstanding_bytes),
         SOE_PRESET_NONE,
+        i64::from(rec.every_session()),
+        size(rec.session_budget()),
+        size(rec.endpoint_budget()),
     ]
 }
 
@@ -415,9 +432,14 @@ impl soe_config {
         } else {
             EndpointConfig::client(session)
         };
+        let recording = RecordingConfig::new()
+            .with_every_session(flag(SOE_OPT_RECORD_SESSIONS))
+            .with_session_budget(u(SOE_OPT_RECORD_SESSION_BYTES))
+            .with_endpoint_budget(u(SOE_OPT_RECORD_ENDPOINT_BYTES));
         Ok(config
             .with_max_sessions(u(SOE_OPT_MAX_SESSIONS))
-            .with_max_half_open(u(SOE_OPT_MAX_HALF_OPEN)))
+            .with_max_half_open(u(SOE_OPT_MAX_HALF_OPEN))
+            .with_recording(recording))
     }
 }
 

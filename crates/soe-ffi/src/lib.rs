@@ -29,6 +29,7 @@ mod config;
 mod error;
 mod handles;
 mod ptr;
+mod recording;
 mod version;
 
 use std::ffi::{c_char, c_void};
@@ -45,6 +46,7 @@ pub use config::*;
 pub use error::soe_status;
 use error::{Error, boundary};
 use handles::Handles;
+pub use recording::*;
 pub use version::*;
 
 /// An endpoint: sessions behind one socket. Opaque; made by `soe_endpoint_new`, freed by
@@ -63,6 +65,8 @@ pub struct soe_endpoint {
     transmit: Vec<u8>,
     /// An event the caller's buffer was too small for, kept for the next call.
     pending_event: Option<(SessionHandle, Event)>,
+    /// The flight recorder's recordings of closed sessions (`soe_session_recording`).
+    recordings: Recordings,
     poisoned: bool,
 }
 
@@ -430,6 +434,7 @@ pub extern "C" fn soe_endpoint_new(
                 pending_transmit: None,
                 transmit: Vec::new(),
                 pending_event: None,
+                recordings: Recordings::default(),
                 poisoned: false,
             });
             ptr::write(out, ptr::into_handle(endpoint), "out")?;
@@ -582,7 +587,8 @@ pub extern "C" fn soe_endpoint_poll_event(
                     return Err(err);
                 }
             }
-            if matches!(ev, Event::Closed { .. }) {
+            if let Event::Closed { reason, .. } = ev {
+                e.recordings.closed(out.session, h, reason);
                 e.handles.forget(h);
             }
             ptr::write(event, out, "event")?;

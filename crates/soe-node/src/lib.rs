@@ -26,6 +26,7 @@
 
 mod pending;
 mod pump;
+mod recording;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -114,6 +115,14 @@ pub struct NativeOptions {
     pub preset: Option<String>,
     /// The most bytes in flight per reliable channel. Default 204800 (200 KiB).
     pub max_outstanding_bytes: Option<u32>,
+    /// The flight recorder records every session. Default false.
+    pub record_sessions: Option<bool>,
+    /// The most bytes one session's recording holds. Default 65536.
+    pub record_session_bytes: Option<u32>,
+    /// The most bytes the endpoint's recordings hold together. Default 67108864.
+    pub record_endpoint_bytes: Option<u32>,
+    /// Recordings hold the RC4 key. Default false: keys are never written.
+    pub record_keys: Option<bool>,
 }
 
 /// The default of [`NativeOptions::event_batch_ms`]: 1 ms. A call into JS costs tens of
@@ -209,6 +218,8 @@ pub(crate) struct Shared {
     sessions: Mutex<HashMap<u64, Session>>,
     /// Sessions with writes waiting for room, for the pump to flush.
     flushing: Mutex<Vec<u64>>,
+    /// The key written into recordings (`recordKeys`), if any.
+    record_key: Option<Bytes>,
 }
 
 /// An endpoint with its pump.
@@ -300,7 +311,7 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(on) = o.limit_loopback {
         e = e.with_limit_loopback(on);
     }
-    let mut config = Config::from(e).with_event_mode(EventMode::Stream);
+    let mut config = Config::from(recording::configure(e, o)).with_event_mode(EventMode::Stream);
     if o.reuse_port == Some(true) {
         config = config.with_socket(SocketConfig::default().with_reuse_port(true));
     }
@@ -405,6 +416,7 @@ impl NativeEndpoint {
             local_addr: events.local_addr(),
             sessions: Mutex::new(HashMap::new()),
             flushing: Mutex::new(Vec::new()),
+            record_key: recording::key(&options),
         });
         let moderation = Duration::from_millis(u64::from(
             options.event_batch_ms.unwrap_or(DEFAULT_EVENT_BATCH_MS),
@@ -605,6 +617,23 @@ impl NativeEndpoint {
                 pending_bytes: pending_bytes as f64,
                 unreliable_dropped: s.dropped as f64,
             })
+        })
+    }
+
+    /// Starts or stops recording one session with the flight recorder; `false` once it ended.
+    #[napi]
+    pub fn set_recording(&self, id: f64, on: bool) -> Result<bool> {
+        self.with_session(id, |s| Ok(s.conn.set_recording(on)))
+    }
+
+    /// A live session's recording so far as a pcapng capture (it goes on recording, from
+    /// empty), or `null` when it is not recorded.
+    #[napi]
+    pub fn take_recording(&self, id: f64) -> Result<Option<Buffer>> {
+        let local = self.shared.local_addr;
+        let key = self.shared.record_key.as_ref();
+        self.with_session(id, |s| {
+            Ok(recording::capture(&s.conn, local, key).map(|b| Buffer::from(b.to_vec())))
         })
     }
 

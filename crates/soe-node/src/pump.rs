@@ -368,8 +368,13 @@ fn convert(shared: &Shared, event: EndpointEvent) -> Option<Ev> {
         }
         EndpointEvent::Closed { connection, reason } => {
             let id = connection.value();
-            lock(&shared.sessions).remove(&id);
-            Some(reason_event(id, reason.reason, reason.by_peer))
+            let session = lock(&shared.sessions).remove(&id);
+            let mut out = reason_event(id, reason.reason, reason.by_peer);
+            // A session that ended abnormally, recorded: its capture rides with the event.
+            out.data = session.and_then(|s| {
+                crate::recording::capture(&s.conn, shared.local_addr, shared.record_key.as_ref())
+            });
+            Some(out)
         }
         _ => None,
     }

@@ -208,6 +208,18 @@ impl Connection {
     pub fn stats(&self) -> Option<SessionStats> {
         self.0.stats()
     }
+
+    /// Starts or stops recording this session (see
+    /// [`Connection::set_recording`](crate::Connection::set_recording)).
+    pub fn set_recording(&self, on: bool) -> bool {
+        self.0.set_recording(on)
+    }
+
+    /// Takes this session's recording (see
+    /// [`Connection::take_recording`](crate::Connection::take_recording)).
+    pub fn take_recording(&self) -> Option<soe_session::Recording> {
+        self.0.take_recording()
+    }
 }
 
 /// The driver thread's loop.

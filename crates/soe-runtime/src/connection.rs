@@ -290,6 +290,36 @@ impl Connection {
         }
     }
 
+    /// Starts (`on`) or stops recording this session with the flight recorder (see
+    /// [`soe_session::recorder`]; [`EndpointConfig::with_recording`](soe_session::EndpointConfig::with_recording)
+    /// records every session). `false` once the session has ended, or when the endpoint's
+    /// recording budget is under two chunks.
+    pub fn set_recording(&self, on: bool) -> bool {
+        let mut state = self.inner.shared.lock();
+        let Some(conn) = state.conns.get(&self.inner.id) else {
+            return false;
+        };
+        if matches!(conn.phase, Phase::Closed(_)) {
+            return false;
+        }
+        let handle = conn.handle;
+        state.proto.set_recording(handle, on)
+    }
+
+    /// Takes this session's recording: while it runs, what was recorded so far (recording goes
+    /// on from empty); after an abnormal end ([`soe_session::recorder::ends_abnormally`]), the
+    /// whole recording, once. `None` when the session is not recorded, or ended cleanly.
+    /// Write it with `soe_dissect::recording::write_recording`.
+    pub fn take_recording(&self) -> Option<soe_session::Recording> {
+        let mut state = self.inner.shared.lock();
+        let conn = state.conns.get_mut(&self.inner.id)?;
+        if matches!(conn.phase, Phase::Closed(_)) {
+            return conn.recording.take().map(|r| *r);
+        }
+        let handle = conn.handle;
+        state.proto.take_recording(handle)
+    }
+
     /// The session's counters; after the close, the last ones seen.
     pub fn stats(&self) -> Option<SessionStats> {
         let state = self.inner.shared.lock();

@@ -21,7 +21,9 @@
 //!   actor-style server that routes every session from one task.
 //! * [`Connection`]: a cloneable handle to one session: `send` (waits while the session's send
 //!   queue is full), `try_send`, `recv` (in order; `None` after the close), `close`, `closed`,
-//!   `stats`. Dropping the last clone closes the session with reason `Application`.
+//!   `stats`, and the flight recorder's `set_recording` and `take_recording` (a session that
+//!   ended abnormally keeps its recording for the application). Dropping the last clone closes
+//!   the session with reason `Application`.
 //!
 //! # The driver
 //!
@@ -105,7 +107,10 @@ pub use socket::SocketConfig;
 /// The batched UDP I/O layer (`quinn-udp`) the adapters use.
 pub use quinn_udp as udp;
 /// The protocol types an application uses most.
-pub use soe_session::{Delivery, EndpointConfig, EndpointStats, SessionConfig, SessionStats};
+pub use soe_session::{
+    Delivery, EndpointConfig, EndpointStats, Recording, RecordingConfig, SessionConfig,
+    SessionStats,
+};
 pub use soe_wire::{Channel, DisconnectReason};
 /// The protocol crates, re-exported so applications need only this one (or an adapter).
 pub use {bytes, soe_session, soe_wire};

@@ -178,6 +178,9 @@ pub(crate) struct ConnState {
     /// [`RawEvent::Connected`] or [`RawEvent::ConnectFailed`] (see
     /// [`EventLoopHandle::connect`](crate::blocking::EventLoopHandle::connect)).
     pub(crate) report_connect: bool,
+    /// The flight recorder's recording of a session that ended abnormally, until the
+    /// application takes it ([`Connection::take_recording`](crate::Connection::take_recording)).
+    pub(crate) recording: Option<Box<soe_session::Recording>>,
 }
 
 /// An event as queued in stream mode (a `Connection` is built only when it is taken, so no
@@ -285,6 +288,7 @@ impl State {
                 refs,
                 last_stats: None,
                 report_connect: false,
+                recording: None,
             },
         );
         self.by_handle.insert(handle, id);
@@ -605,6 +609,8 @@ impl State {
         };
         let was_connecting = conn.phase == Phase::Connecting;
         conn.phase = Phase::Closed(reason);
+        // Kept by the protocol endpoint only when the session ended abnormally.
+        conn.recording = self.proto.take_recording(handle).map(Box::new);
         if stats.is_some() {
             conn.last_stats = stats;
         }

@@ -257,3 +257,51 @@ fn a_receive_timeout_past_what_an_instant_holds_is_no_timeout() {
     );
     closer.join().unwrap();
 }
+
+/// The flight recorder through the runtime: a connection recorded on request gives its
+/// recording while it runs and, after an abnormal end, the whole of it once; a clean end keeps
+/// nothing.
+#[test]
+fn a_connection_keeps_its_recording_after_an_abnormal_end() {
+    let server = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::server(session()),
+    )
+    .unwrap();
+    let client = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointConfig::client(session()),
+    )
+    .unwrap();
+    for (reason, kept) in [
+        (DisconnectReason::ConnectError, true),
+        (DisconnectReason::Application, false),
+    ] {
+        let conn = client.connect(server.local_addr()).unwrap();
+        conn.send(Bytes::from_static(b"first")).unwrap();
+        let accepted = server.accept().unwrap();
+        assert!(accepted.set_recording(true));
+        assert_eq!(accepted.recv().unwrap(), "first");
+        conn.send(Bytes::from_static(b"second")).unwrap();
+        assert_eq!(accepted.recv().unwrap(), "second");
+        let live = accepted.take_recording().expect("a live recording");
+        assert!(live.entries().count() >= 2, "the datagram and the message");
+        assert_eq!(live.end(), None);
+        conn.send(Bytes::from_static(b"third")).unwrap();
+        assert_eq!(accepted.recv().unwrap(), "third");
+        conn.close(reason);
+        let closed = accepted.closed();
+        assert_eq!((closed.reason, closed.by_peer), (reason, true));
+        let recording = accepted.take_recording();
+        assert_eq!(recording.is_some(), kept, "{reason:?}");
+        if let Some(recording) = recording {
+            assert_eq!(recording.end(), Some((reason, true)));
+            let delivered = recording.entries().filter(|e| e.data == b"third").count();
+            assert_eq!(delivered, 1);
+            assert!(accepted.take_recording().is_none(), "taken once");
+        }
+    }
+    client.close(DisconnectReason::Application);
+    server.close(DisconnectReason::Application);
+    server.wait_idle();
+}

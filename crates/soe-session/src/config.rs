@@ -13,6 +13,7 @@ use soe_reliable::ReliableConfig;
 use soe_wire::CrcLength;
 
 use crate::address::NAT64_LENGTHS;
+use crate::recorder::RecordingConfig;
 use crate::{ConfigError, ShardGroup, SourceLevel};
 
 /// The default levels of the per-source limits: hosts (an IPv4 address, an IPv6 /64), IPv6
@@ -440,6 +441,7 @@ pub struct EndpointConfig {
     shard_group: Option<ShardGroup>,
     rng_seed: Option<u64>,
     secret: Option<FixedSecret>,
+    recording: RecordingConfig,
 }
 
 /// A secret fixed by `EndpointConfig::with_secret`; kept out of `Debug` output.
@@ -474,6 +476,7 @@ impl Default for EndpointConfig {
             shard_group: None,
             rng_seed: None,
             secret: None,
+            recording: RecordingConfig::default(),
         }
     }
 }
@@ -735,6 +738,19 @@ impl EndpointConfig {
     pub fn with_secret(mut self, secret: u128) -> Self {
         self.secret = Some(FixedSecret(secret));
         self
+    }
+
+    /// The flight recorder's settings (see [`recorder`](crate::recorder)): off by default (no
+    /// session recorded unless the host asks for one), 64 KiB per session, 64 MiB per endpoint.
+    #[must_use]
+    pub fn with_recording(mut self, recording: RecordingConfig) -> Self {
+        self.recording = recording;
+        self
+    }
+
+    /// See [`with_recording`](Self::with_recording).
+    pub fn recording(&self) -> &RecordingConfig {
+        &self.recording
     }
 
     /// See [`with_server`](Self::with_server).

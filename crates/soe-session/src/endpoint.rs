@@ -14,11 +14,15 @@ use tracing::{Level, debug, info, warn};
 
 use crate::deadlines::{Deadlines, Filed};
 use crate::limits::Keys;
+use crate::recorder::Recorder;
 use crate::session::{Scratch, check_request, encode_refusal};
 use crate::{
-    ConnectError, EndpointConfig, EndpointError, Event, KeyedRandom, PeerAddress, RandomSource,
-    ReceiveBacklog, SendError, Session, SessionStats, ShardGroup, Side, SplitMix64, State,
+    ConnectError, Delivery, EndpointConfig, EndpointError, Event, KeyedRandom, PeerAddress,
+    RandomSource, ReceiveBacklog, SendError, Session, SessionStats, ShardGroup, Side, SplitMix64,
+    State,
 };
+
+mod recording;
 
 /// Seconds per CRC-seed cookie epoch; a cookie is honoured in its epoch and the next.
 const COOKIE_EPOCH_SECS: u64 = 30;
@@ -257,6 +261,8 @@ pub struct Endpoint<A: PeerAddress = SocketAddr> {
     generation: u32,
     stats: EndpointStats,
     log: LogThrottles,
+    /// The flight recorder ([`crate::recorder`]).
+    recorder: Recorder<A>,
 }
 
 impl<A: PeerAddress> Endpoint<A> {
@@ -279,6 +285,7 @@ impl<A: PeerAddress> Endpoint<A> {
         };
         let shard = group.join();
         Ok(Self {
+            recorder: Recorder::new(*config.recording()),
             config,
             rng,
             group,
@@ -401,6 +408,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Starts a client session with `remote`.
     pub fn connect(&mut self, now: Instant, remote: A) -> Result<SessionHandle, ConnectError> {
         self.origin.get_or_insert(now);
+        self.recorder.tick(now);
         if let Some(&key) = self.by_addr.get(&remote) {
             if self
                 .sessions
@@ -429,7 +437,9 @@ impl<A: PeerAddress> Endpoint<A> {
         data: Bytes,
     ) -> Result<(), SendError> {
         let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let copy = self.recorded_copy(key, &data);
         let r = self.sessions[key].session.send(channel, data);
+        self.record_queued(key, copy, &r, channel, Delivery::Reliable);
         self.touched(key);
         r
     }
@@ -437,7 +447,9 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Queues an unreliable message (see [`Session::send_unreliable`]).
     pub fn send_unreliable(&mut self, h: SessionHandle, data: Bytes) -> Result<(), SendError> {
         let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let copy = self.recorded_copy(key, &data);
         let r = self.sessions[key].session.send_unreliable(data);
+        self.record_queued(key, copy, &r, Channel::ZERO, Delivery::Unreliable);
         self.touched(key);
         r
     }
@@ -452,7 +464,9 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Queues an ordered unreliable message (see [`Session::send_ordered`]).
     pub fn send_ordered(&mut self, h: SessionHandle, data: Bytes) -> Result<(), SendError> {
         let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let copy = self.recorded_copy(key, &data);
         let r = self.sessions[key].session.send_ordered(data);
+        self.record_queued(key, copy, &r, Channel::ZERO, Delivery::Ordered);
         self.touched(key);
         r
     }
@@ -506,6 +520,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Handles one datagram from `remote`.
     pub fn handle_datagram(&mut self, now: Instant, remote: A, datagram: &[u8]) {
         self.origin.get_or_insert(now);
+        self.recorder.tick(now);
         self.stats.datagrams_received += 1;
         if let Some(&key) = self.by_addr.get(&remote) {
             self.route(now, key, remote, datagram);
@@ -592,10 +607,12 @@ impl<A: PeerAddress> Endpoint<A> {
             self.touched(key);
             return;
         }
+        let mut rejected = false;
         if let Some(e) = self.sessions.get_mut(key) {
             let rejects = e.session.crc_rejects();
             e.session.handle_datagram(now, datagram);
-            if e.session.crc_rejects() != rejects {
+            rejected = e.session.crc_rejects() != rejects;
+            if rejected {
                 let origin = self.origin.unwrap_or(now);
                 let second = u32::try_from(now.saturating_duration_since(origin).as_secs())
                     .unwrap_or(u32::MAX);
@@ -611,6 +628,7 @@ impl<A: PeerAddress> Endpoint<A> {
             }
         }
         self.touched(key);
+        self.record_received(key, now, datagram, rejected);
     }
 
     /// Whether a SessionRequest with a new session id may replace the established session
@@ -927,6 +945,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// last empty poll are visited, round-robin, one datagram at a time.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit<A>> {
         buf.clear();
+        self.recorder.tick(now);
         if let Some((destination, data, len)) = self.replies.pop_front() {
             buf.extend_from_slice(data.get(..usize::from(len)).unwrap_or_default());
             self.stats.datagrams_sent += 1;
@@ -948,6 +967,8 @@ impl<A: PeerAddress> Endpoint<A> {
             match e.session.poll_transmit_with(now, buf, &mut self.scratch) {
                 Some(len) => {
                     let destination = e.remote;
+                    let sent = buf.get(..len).unwrap_or_default();
+                    self.recorder.sent(key, generation, now, sent);
                     // Round-robin: this session goes to the back.
                     self.tx_queue.pop_front();
                     self.tx_queue.push_back((key, generation));
@@ -973,6 +994,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Runs the timers of the sessions due at `now`, and only those.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.stats.timer_wakes += 1;
+        self.recorder.tick(now);
         let mut due = std::mem::take(&mut self.due);
         while let Some((key, stamp)) = self.timers.pop_due(now) {
             if let Some(e) = self.sessions.get_mut(key) {
@@ -1036,6 +1058,7 @@ impl<A: PeerAddress> Endpoint<A> {
             };
             if let Some(event) = e.session.poll_event() {
                 log_event(&e.remote, e.session.session_id(), &event);
+                self.record_event(key, generation, &event);
                 return Some((handle(key, generation), event));
             }
             e.in_ev = false;
@@ -1070,6 +1093,7 @@ impl<A: PeerAddress> Endpoint<A> {
             resends_seen: 0,
         });
         self.by_addr.insert(remote, key);
+        self.record_from_start(key, !half_open);
         self.touched(key);
         key
     }
@@ -1083,6 +1107,7 @@ impl<A: PeerAddress> Endpoint<A> {
         if e.half_open && !e.session.is_half_open() {
             e.half_open = false;
             self.half_open_count -= 1;
+            self.recorder.start_every(key, e.generation);
         }
         if e.charged && e.session.is_closed() {
             e.charged = false;
@@ -1157,6 +1182,7 @@ impl<A: PeerAddress> Endpoint<A> {
             return;
         }
         let e = self.sessions.remove(key);
+        self.recorder.reaped(key);
         if e.charged {
             self.uncharge(e.remote);
         }

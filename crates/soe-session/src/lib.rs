@@ -211,6 +211,7 @@ pub mod fuzzing;
 mod keepalive;
 mod limits;
 mod preset;
+pub mod recorder;
 mod rng;
 mod session;
 mod stats;
@@ -223,6 +224,7 @@ pub use error::{ConfigError, ConnectError, EndpointError, SendError};
 pub use event::{Delivery, Event};
 pub use limits::{MAX_SOURCE_LEVELS, ShardGroup, SourceLevel, WeakShardGroup};
 pub use preset::{Preset, UnknownPreset};
+pub use recorder::{Recording, RecordingConfig};
 #[cfg(any(test, feature = "testing"))]
 pub use rng::fail_os_random;
 pub use rng::{KeyedRandom, RandomSource, SplitMix64, os_key};

@@ -407,6 +407,11 @@ impl Session {
         (self.remote_udp_length as usize).saturating_sub(usize::from(self.framing_overhead))
     }
 
+    /// The framing in use (CRC seed and length, compression) once the handshake gave one.
+    pub fn framing(&self) -> Option<FrameConfig> {
+        self.framer.as_ref().map(|f| *f.config())
+    }
+
     fn set_framer(&mut self, frame: FrameConfig) {
         let framer = Framer::new(frame);
         self.framing_overhead = u8::try_from(framer.overhead()).unwrap_or(u8::MAX);

@@ -237,4 +237,12 @@ fn endpoint_defaults(table: &Table) {
     );
     assert!(!e.limit_loopback());
     documented("Per-source limits on loopback sources", "| off (");
+    let r = e.recording();
+    assert!(!r.every_session());
+    documented("Flight recorder", "| off (");
+    assert_eq!(
+        (r.session_budget(), r.endpoint_budget()),
+        (64 * 1024, 64 * 1024 * 1024)
+    );
+    documented("A recording's bytes", "64 KiB per session, 64 MiB per endpoint");
 }
