@@ -12,6 +12,7 @@ pub mod echo;
 pub mod fixed;
 pub mod inmem;
 pub mod limits;
+pub mod recorder;
 pub mod report;
 pub mod scale;
 
@@ -33,6 +34,10 @@ pub struct Sizes {
     pub scale_sessions: u32,
     /// Measured time per primitive and per flood.
     pub primitive_time: Duration,
+    /// Sessions in the flight recorder's runs (one run, on and off, per number).
+    pub recorder_sessions: [u32; 2],
+    /// Measured batches each way in the flight recorder's runs.
+    pub recorder_batches: usize,
 }
 
 impl Sizes {
@@ -42,6 +47,8 @@ impl Sizes {
         echo_time: Duration::from_secs(3),
         scale_sessions: 100_000,
         primitive_time: Duration::from_millis(500),
+        recorder_sessions: [500, 2000],
+        recorder_batches: 9,
     };
     /// `--quick`: the same workloads, small (well under a minute).
     pub const QUICK: Self = Self {
@@ -49,6 +56,8 @@ impl Sizes {
         echo_time: Duration::from_millis(400),
         scale_sessions: 10_000,
         primitive_time: Duration::from_millis(100),
+        recorder_sessions: [100, 500],
+        recorder_batches: 9,
     };
     /// Tiny: for tests that only check every workload works.
     pub const TINY: Self = Self {
@@ -56,6 +65,8 @@ impl Sizes {
         echo_time: Duration::from_millis(100),
         scale_sessions: 200,
         primitive_time: Duration::from_millis(10),
+        recorder_sessions: [4, 16],
+        recorder_batches: 2,
     };
 }
 
@@ -81,6 +92,12 @@ pub fn run_all(sizes: Sizes, alloc: &'static StatsAlloc<System>) -> Vec<Row> {
     in_memory_rows(&mut rows, sizes, yardsticks.rc4);
     echo_rows(&mut rows, sizes, alloc, ceiling_small);
     scale_rows(&mut rows, sizes, alloc);
+    recorder::rows(
+        &mut rows,
+        alloc,
+        &sizes.recorder_sessions,
+        sizes.recorder_batches,
+    );
     rows
 }
 
@@ -509,6 +526,30 @@ fn scale_rows(rows: &mut Vec<Row>, sizes: Sizes, alloc: &'static StatsAlloc<Syst
         .vs_peer(Some(p.accepts_per_sec))
         .with_target(Target::AtLeast(500_000.0)),
     );
+}
+
+/// Takes every event of a server `Endpoint` and echoes each message the way it came (reliable
+/// on its channel, or unreliable); returns the messages echoed. A send that fails (the session
+/// gone, its queue full) is skipped, as an echo server would.
+pub fn echo_events<A: soe_session::PeerAddress>(server: &mut soe_session::Endpoint<A>) -> u64 {
+    use soe_session::{Delivery, Event};
+    let mut echoed = 0;
+    while let Some((h, event)) = server.poll_event() {
+        if let Event::Message {
+            channel,
+            data,
+            kind,
+            ..
+        } = event
+        {
+            echoed += 1;
+            let _ = match kind {
+                Delivery::Reliable => server.send(h, channel, data),
+                _ => server.send_unreliable(h, data),
+            };
+        }
+    }
+    echoed
 }
 
 /// A one-paragraph description of this machine: CPU model, cores, kernel.

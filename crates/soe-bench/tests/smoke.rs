@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use soe_bench::echo::{self, Workload};
 use soe_bench::inmem::{self, Mode};
-use soe_bench::{PageInfo, Sizes, limits, markdown_page, run_all, scale, svg_chart};
+use soe_bench::{PageInfo, Sizes, limits, markdown_page, recorder, run_all, scale, svg_chart};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
@@ -16,6 +16,7 @@ fn main() {
     in_memory_pairs_deliver_every_message();
     echoes_come_back_verified();
     scale_runs_complete_every_handshake();
+    the_recorder_records_only_when_on();
     primitives_and_report();
     println!("soe-bench smoke: ok");
 }
@@ -65,6 +66,38 @@ fn scale_runs_complete_every_handshake() {
     assert_eq!(o.sessions, 100);
     let p = scale::peer(GLOBAL, 100);
     assert_eq!(p.sessions, 100);
+}
+
+fn the_recorder_records_only_when_on() {
+    let n = 8;
+    let c = recorder::measure(GLOBAL, n, 2);
+    // The workload itself asserts that every message came back, both ways.
+    assert_eq!(c.sessions, n);
+    assert!(c.off.echoes > 0 && c.on.echoes == c.off.echoes);
+    assert!(c.off.ns_per_echo > 0.0 && c.on.ns_per_echo > 0.0);
+    // Off: nothing recorded, no pool.
+    assert_eq!(c.off.recorder.recording, 0);
+    assert_eq!(c.off.recorder.pool_bytes, 0);
+    assert_eq!(c.off.recorder.entries, 0);
+    // On: every session recorded, each to its full budget of 64 KiB (16 chunks of 4 KiB), the
+    // oldest entries dropped for room; the server holds the pool on top of what it held off.
+    let r = c.on.recorder;
+    assert_eq!(r.recording, n as usize);
+    assert_eq!(r.pool_bytes, n as usize * 64 * 1024);
+    assert!(r.entries > 0 && r.dropped > 0, "{r:?}");
+    assert!(
+        c.on.heap_per_session >= c.off.heap_per_session + 64.0 * 1024.0,
+        "on {} off {}",
+        c.on.heap_per_session,
+        c.off.heap_per_session
+    );
+    let mut rows = Vec::new();
+    recorder::rows(&mut rows, GLOBAL, &[n], 1);
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|r| r.section == recorder::SECTION));
+    assert!(rows[0].ratio().is_some_and(|x| x > 0.0));
+    // What recording adds to the heap is the pool, and little beside it.
+    assert_eq!(rows[2].met(), Some(true), "{:?}", rows[2]);
 }
 
 fn primitives_and_report() {

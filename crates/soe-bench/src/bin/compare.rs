@@ -4,8 +4,11 @@
 //! ```text
 //! cargo run -p soe-bench --release --bin compare -- [--quick] [--out docs/performance.md]
 //!     [--soe-bin target/release/soe] [--node-script crates/soe-node/bench/echo-server.mjs]
-//!     [--only fixed] [--no-fixed] [--extra-section FILE]...
+//!     [--only fixed|recorder] [--no-fixed] [--extra-section FILE]...
 //! ```
+//!
+//! `--only recorder` runs only the flight recorder's section (its cost on and off,
+//! [`soe_bench::recorder`]): a few seconds with `--quick`.
 //!
 //! The fixed-load section runs each server in a process of its own: `soe serve` (`--soe-bin`),
 //! the Node addon and its h1z1 facade (`--node-script`, run with `node`), and soe-protocol's
@@ -23,7 +26,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use soe_bench::{
-    PageInfo, Sizes, fixed, machine_description, markdown_page, run_all, svg_chart, text_table,
+    PageInfo, Sizes, fixed, machine_description, markdown_page, recorder, run_all, svg_chart,
+    text_table,
 };
 use soe_netem::{GridOptions, run_grid};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
@@ -59,8 +63,9 @@ struct Args {
     /// Leave out the fixed-load section.
     #[arg(long)]
     no_fixed: bool,
-    /// Run only the fixed-load section (no other workload, no loss grid).
-    #[arg(long, value_name = "SECTION", value_parser = ["fixed"])]
+    /// Run only this section: `fixed` (the fixed-load section) or `recorder` (the flight
+    /// recorder's cost); no other workload, no loss grid.
+    #[arg(long, value_name = "SECTION", value_parser = ["fixed", "recorder"])]
     only: Option<String>,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
@@ -82,14 +87,20 @@ fn main() -> ExitCode {
         }
     }
     let sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
-    let fixed_only = args.only.is_some();
-    let mut rows = if fixed_only {
-        Vec::new()
-    } else {
-        run_all(sizes, GLOBAL)
-    };
+    let only = args.only.as_deref();
+    let mut rows = Vec::new();
+    match only {
+        None => rows = run_all(sizes, GLOBAL),
+        Some("recorder") => recorder::rows(
+            &mut rows,
+            GLOBAL,
+            &sizes.recorder_sessions,
+            sizes.recorder_batches,
+        ),
+        Some(_) => {}
+    }
     let mut fixed_section = None;
-    if !args.no_fixed {
+    if !args.no_fixed && matches!(only, None | Some("fixed")) {
         let servers = fixed::Servers {
             soe: args.soe_bin.clone(),
             bench_server: std::env::current_exe()
@@ -106,7 +117,7 @@ fn main() -> ExitCode {
         fixed_section = Some((section, curve));
     }
     println!("{}", text_table(&rows));
-    if !args.no_loss_grid && !fixed_only {
+    if !args.no_loss_grid && only.is_none() {
         let options = if quick {
             GridOptions::quick()
         } else {
@@ -146,13 +157,17 @@ fn main() -> ExitCode {
             how: format!(
                 "`compare{}` ({} sizes): in memory {} messages per run (a quarter for the peer and \
                  for 4000 B), loopback echoes measured for {:?} each, {} sessions in the scale \
-                 rows, primitives {:?} each.",
+                 rows, primitives {:?} each, the flight recorder at {} and {} sessions ({} \
+                 batches each way).",
                 if quick { " --quick" } else { "" },
                 if quick { "quick" } else { "full" },
                 sizes.inmem_messages,
                 sizes.echo_time,
                 sizes.scale_sessions,
-                sizes.primitive_time
+                sizes.primitive_time,
+                sizes.recorder_sessions[0],
+                sizes.recorder_sessions[1],
+                sizes.recorder_batches
             ),
             chart,
             extra_sections: extra,

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
-use soe_session::{Channel, Delivery, Endpoint, EndpointConfig, Event, SessionConfig};
+use soe_session::{Channel, Endpoint, EndpointConfig, SessionConfig};
 
 /// Counts the server endpoint's work per message in virtual time.
 #[derive(Debug, Parser)]
@@ -335,21 +335,7 @@ fn turn(
         counts.server_timer_wakes += 1;
         server.handle_timeout(now);
     }
-    while let Some((h, event)) = server.poll_event() {
-        if let Event::Message {
-            channel,
-            data,
-            kind,
-            ..
-        } = event
-        {
-            counts.echoed += 1;
-            let _ = match kind {
-                Delivery::Reliable => server.send(h, channel, data),
-                _ => server.send_unreliable(h, data),
-            };
-        }
-    }
+    counts.echoed += soe_bench::echo_events(server);
     let mut buf = Vec::with_capacity(600);
     while let Some(t) = server.poll_transmit(now, &mut buf) {
         out.push((t.destination, black_box(buf[..t.len].to_vec())));
