@@ -217,7 +217,7 @@ fn package(source: &Path, out: &Path, installed: &install_c::Installed) -> Resul
             "Soe.csproj packs native libraries at {csproj_paths:?}, expected {ours:?}"
         )));
     }
-    let layout = out.join("layout");
+    let layout = out.join("nuget-layout");
     std::fs::create_dir_all(&layout)
         .map_err(|e| Error::new(format!("{}: {e}", layout.display())))?;
     let stand_ins: Vec<(&str, String, PathBuf)> = all
