@@ -124,7 +124,7 @@ enum Command {
     /// Check that every link of the Markdown pages resolves (remark-validate-links, installed
     /// with npm under target/xtask-tools).
     Links,
-    /// Build the release artifacts for other platforms into target/cross/<triple>/ (`soe`, the
+    /// Build the release artifacts for other platforms into `target/cross/<triple>/` (`soe`, the
     /// C library, the Node addon) and check them: Windows x86-64 (MinGW), Linux arm64 and musl,
     /// macOS x86-64 and arm64 (zig links; built, not run).
     ///
