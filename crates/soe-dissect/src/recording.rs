@@ -9,7 +9,7 @@
 //!   them as UDP. A datagram the session dropped because its CRC failed carries a packet
 //!   comment saying so; one longer than the recorder kept is cut, with its real length, as a
 //!   snap length would cut it;
-//! * interface 1, exported PDUs (link type 252, [`export`](crate::export)'s records): first the
+//! * interface 1, exported PDUs (link type 252, [`crate::export`]'s records): first the
 //!   session's framing (kind 4: side, session id, CRC seed and length, compression,
 //!   udp_length, entries the budget dropped, and the RC4 key only when the host gives one),
 //!   then each message the session delivered or the application queued, decrypted, at its
