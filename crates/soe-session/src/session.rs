@@ -1642,11 +1642,26 @@ impl Session {
         buf.len()
     }
 
-    /// Whether [`Session::poll_transmit`] may have something (a cheap over-estimate: the
-    /// channels are asked only by polling).
+    /// Whether [`Session::poll_transmit`] may have something: a control packet pending, or a
+    /// packet, a message or an ack waiting on the data path (a cheap over-estimate: an ack not
+    /// yet due, a full window). A closing session always may: polling is what finds a close
+    /// waiting only for unreliable messages done.
     pub(crate) fn may_transmit(&self) -> bool {
-        self.pending != 0
-            || (matches!(self.state, State::Connected | State::Closing) && self.data.is_some())
+        if self.pending != 0 {
+            return true;
+        }
+        let Some(d) = self.data.as_deref() else {
+            return false;
+        };
+        match self.state {
+            State::Closing => true,
+            State::Connected => {
+                !d.carry.is_empty()
+                    || !d.unreliable_out.is_empty()
+                    || d.channels.iter().flatten().any(|c| c.has_pending())
+            }
+            _ => false,
+        }
     }
 }
 
