@@ -183,7 +183,7 @@ impl ReliableChannel {
     /// Handles a selective Acknowledge. Acks for sequences never sent, or already acknowledged,
     /// are ignored.
     pub fn handle_ack(&mut self, now: Instant, sequence: u16) {
-        self.tx.on_ack(now, sequence, &mut self.stats);
+        self.tx.on_ack(now, sequence, &self.config, &mut self.stats);
     }
 
     /// Handles an AcknowledgeAll: everything up to and including `sequence`. Stale acks and acks
@@ -202,6 +202,11 @@ impl ReliableChannel {
         if let Some(len) = self.rx.poll_ack(now, out, &self.ops, &mut self.stats) {
             return Some(len);
         }
+        if !self.tx.has_pending() {
+            // Nothing to send: the answer without the packetizer's and the pacer's work.
+            self.tx.idle_poll();
+            return None;
+        }
         let len = self.tx.poll_transmit(
             now,
             out,
@@ -213,6 +218,13 @@ impl ReliableChannel {
         // A delayed ack goes out with this data (the next call returns it) rather than alone later.
         self.rx.hasten_ack(now);
         Some(len)
+    }
+
+    /// Whether [`ReliableChannel::poll_transmit`] may have a packet now or later without any
+    /// other call in between: an ack owed, a resend or a message waiting. An over-estimate
+    /// (an ack not yet due, a window that is full), never short of it.
+    pub fn has_pending(&self) -> bool {
+        self.rx.owes_ack() || self.tx.has_pending()
     }
 
     /// The earliest timer: delayed cumulative ack, delivery of a packet held for lack of room

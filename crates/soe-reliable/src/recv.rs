@@ -473,6 +473,11 @@ impl Receiver {
         }
     }
 
+    /// Whether an ack is owed, due now or later (an over-estimate of [`Receiver::poll_ack`]).
+    pub(crate) fn owes_ack(&self) -> bool {
+        self.ack_all_due.is_some() || !self.selective.is_empty()
+    }
+
     /// Writes a due cumulative ack, or a selective one.
     pub(crate) fn poll_ack(
         &mut self,
