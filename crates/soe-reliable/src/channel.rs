@@ -25,6 +25,15 @@ pub(crate) struct Opcodes {
     pub(crate) ack_all: u16,
 }
 
+/// The earlier of two optional deadlines.
+#[inline]
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Appends `opcode | u16 sequence` (the sequence truncated to its wire width).
 pub(crate) fn put_header(out: &mut Vec<u8>, opcode: u16, sequence: u64) {
     out.extend_from_slice(&opcode.to_be_bytes());
@@ -140,6 +149,11 @@ impl ReliableChannel {
         self.closed = true;
     }
 
+    /// Whether [`ReliableChannel::poll_message`] has a message.
+    pub fn has_message(&self) -> bool {
+        self.rx.has_message()
+    }
+
     /// The next received message, in order; each is delivered exactly once.
     pub fn poll_message(&mut self) -> Option<Bytes> {
         self.rx.poll_message()
@@ -232,16 +246,15 @@ impl ReliableChannel {
     /// threshold, or the probe timeout), the pacer releasing a held-back packet, or the
     /// unacknowledged limit.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [
+        let rx = earlier(
             self.rx.ack_deadline(),
             self.rx.resume_deadline(&self.config),
+        );
+        let tx = earlier(
             self.tx.loss_deadline(&self.config),
             self.tx.pacing_deadline(),
-            self.tx.give_up_deadline(&self.config),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        );
+        earlier(earlier(rx, tx), self.tx.give_up_deadline(&self.config))
     }
 
     /// Runs the timers due at `now`; an early call does nothing. Fails with

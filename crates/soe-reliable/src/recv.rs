@@ -142,6 +142,10 @@ impl Receiver {
         }
     }
 
+    pub(crate) fn has_message(&self) -> bool {
+        !self.delivered.is_empty()
+    }
+
     pub(crate) fn poll_message(&mut self) -> Option<Bytes> {
         let message = self.delivered.pop_front()?;
         self.delivered_bytes -= message.len();

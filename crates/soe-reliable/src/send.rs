@@ -821,6 +821,9 @@ impl Sender {
     /// resent each time a later packet is lost.
     fn detect_losses(&mut self, now: Instant, stats: &mut ChannelStats) {
         self.loss_time = None;
+        if self.in_flight.is_empty() {
+            return;
+        }
         let (Some(rack), Some(delay)) = (self.rack_sent, self.rtt.loss_delay(self.reorder_extra))
         else {
             return;

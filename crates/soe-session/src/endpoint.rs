@@ -1021,6 +1021,7 @@ impl<A: PeerAddress> Endpoint<A> {
                 }
             }
         }
+        self.timers.set_now(now);
         self.ask_touched();
         None
     }
@@ -1047,6 +1048,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// they were last asked are asked first).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.stats.timer_wakes += 1;
+        self.timers.set_now(now);
         self.ask_touched();
         let mut due = std::mem::take(&mut self.due);
         while let Some(key) = self.timers.pop_due(now, &mut self.sessions) {
@@ -1172,7 +1174,7 @@ impl<A: PeerAddress> Endpoint<A> {
             e.in_tx = true;
             self.tx_queue.push_back((key, e.generation));
         }
-        if !e.in_ev && e.session.is_surfaced() {
+        if !e.in_ev && e.session.is_surfaced() && e.session.has_events() {
             e.in_ev = true;
             self.ev_queue.push_back((key, e.generation));
         }
@@ -1296,17 +1298,16 @@ impl<A: PeerAddress> Endpoint<A> {
             let Some(deadline) = next else {
                 continue;
             };
-            match e.timer.filed.at {
-                Some(at) if at <= deadline => {
-                    if !self.timers.contains(key, e.timer.filed.stamp) {
-                        return Err(format!("session {key} is missing from the timer set"));
-                    }
-                }
-                filed => {
-                    return Err(format!(
-                        "session {key} (id {id:#x}) is filed under {filed:?}, after its \
-                         deadline {deadline:?}"
-                    ));
+            if e.timer.filed_at().is_none_or(|at| at > deadline) {
+                return Err(format!(
+                    "session {key} (id {id:#x}) is filed under {:?}, after its deadline \
+                     {deadline:?}",
+                    e.timer.filed_at()
+                ));
+            }
+            for filed in e.timer.filings() {
+                if !self.timers.contains(key, filed.stamp) {
+                    return Err(format!("session {key} is missing from the timer set"));
                 }
             }
         }

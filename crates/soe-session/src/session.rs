@@ -485,6 +485,15 @@ impl Session {
         self.surfaced
     }
 
+    /// Whether [`Session::poll_event`] may have an event (exact, and cheap).
+    pub(crate) fn has_events(&self) -> bool {
+        self.open_event
+            || self.closed_event
+            || self.data.as_deref().is_some_and(|d| {
+                !d.unreliable_in.is_empty() || d.channels.iter().flatten().any(|c| c.has_message())
+            })
+    }
+
     /// Messages the reliable `channel` takes now.
     pub fn send_capacity(&self, channel: Channel) -> usize {
         if !self.accepts_sends() {
@@ -755,16 +764,16 @@ impl Session {
         if !matches!(self.state, State::Connected | State::Closing) {
             return own;
         }
-        let channels = self
-            .data
+        let Some(d) = self.data.as_deref() else {
+            return own;
+        };
+        d.channels
             .iter()
-            .flat_map(|d| d.channels.iter().flatten())
-            .filter_map(|c| c.poll_timeout())
-            .min();
-        match (own, channels) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            .flatten()
+            .fold(own, |min, c| match (min, c.poll_timeout()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            })
     }
 
     /// Runs the timers due at `now`. A call before any deadline does nothing.

@@ -60,7 +60,10 @@ impl TimerTable {
 
     /// The earliest deadline.
     pub(crate) fn next(&self) -> Option<Instant> {
-        self.data.iter().flatten().min().copied()
+        self.data.iter().fold(None, |min, &t| match (min, t) {
+            (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+            (a, b) => a.or(b),
+        })
     }
 
     /// Clears and returns whether `timer` is due at `now`.

@@ -87,6 +87,8 @@ struct World {
     /// The server's next deadline, as its last turn left it (what a driver arms its timer with).
     server_deadline: Option<Instant>,
     buf: Vec<u8>,
+    /// What the server's last turn sent, in buffers reused from turn to turn.
+    outbox: Outbox,
     counts: Counts,
     payload: Bytes,
 }
@@ -147,6 +149,7 @@ impl World {
             now: t0,
             server_deadline: None,
             buf: Vec::with_capacity(2048),
+            outbox: Outbox::default(),
             counts: Counts::default(),
             payload: Bytes::from(vec![0x5Au8; 100]),
         }
@@ -215,7 +218,7 @@ impl World {
 
     /// One wake-up of the server (counted inside the window), its datagrams put in flight.
     fn serve(&mut self, measured: bool, datagram: Option<(u32, Vec<u8>)>) {
-        let mut out = Vec::new();
+        let out = &mut self.outbox;
         let input = datagram.as_ref().map(|(from, d)| (*from, d.as_slice()));
         let (server, now, counts) = (&mut self.server, self.now, &mut self.counts);
         let timer_due = self.server_deadline.is_some_and(|d| d <= now);
@@ -225,9 +228,9 @@ impl World {
             timer_due,
         };
         self.server_deadline = if measured {
-            server_turn(server, turn, counts, &mut out)
+            server_turn(server, turn, counts, out)
         } else {
-            warm_turn(server, turn, counts, &mut out)
+            warm_turn(server, turn, counts, out)
         };
         deliver_down(&mut self.down, &mut self.agenda, self.now, out);
     }
@@ -266,16 +269,29 @@ impl World {
     }
 }
 
+/// The datagrams one turn of the server sent, kept as a driver keeps a send batch: the bytes
+/// one after the other in one buffer, and each datagram's destination and length. Its buffers
+/// are reused from turn to turn, so a turn allocates nothing.
+#[derive(Debug, Default)]
+struct Outbox {
+    /// The buffer `poll_transmit` writes into.
+    buf: Vec<u8>,
+    bytes: Vec<u8>,
+    sent: Vec<(u32, usize)>,
+}
+
 /// Puts the server's datagrams in flight to the clients.
 fn deliver_down(
     down: &mut VecDeque<(u32, Vec<u8>)>,
     agenda: &mut BinaryHeap<Reverse<(Instant, Item)>>,
     now: Instant,
-    out: Vec<(u32, Vec<u8>)>,
+    out: &Outbox,
 ) {
-    for (to, datagram) in out {
+    let mut at = 0;
+    for &(to, len) in &out.sent {
         agenda.push(Reverse((now + DELAY, Item::ToClient(to))));
-        down.push_back((to, datagram));
+        down.push_back((to, out.bytes[at..at + len].to_vec()));
+        at += len;
     }
 }
 
@@ -296,7 +312,7 @@ fn server_turn(
     server: &mut Endpoint<u32>,
     turn_: Turn<'_>,
     counts: &mut Counts,
-    out: &mut Vec<(u32, Vec<u8>)>,
+    out: &mut Outbox,
 ) -> Option<Instant> {
     let next = turn(server, turn_, counts, out);
     // Keeps the two functions apart (identical ones may be folded into one symbol).
@@ -310,7 +326,7 @@ fn warm_turn(
     server: &mut Endpoint<u32>,
     turn_: Turn<'_>,
     counts: &mut Counts,
-    out: &mut Vec<(u32, Vec<u8>)>,
+    out: &mut Outbox,
 ) -> Option<Instant> {
     let next = turn(server, turn_, counts, out);
     black_box(2);
@@ -326,7 +342,7 @@ fn turn(
     server: &mut Endpoint<u32>,
     turn: Turn<'_>,
     counts: &mut Counts,
-    out: &mut Vec<(u32, Vec<u8>)>,
+    out: &mut Outbox,
 ) -> Option<Instant> {
     let now = turn.now;
     if let Some((from, bytes)) = turn.datagram {
@@ -351,9 +367,11 @@ fn turn(
             };
         }
     }
-    let mut buf = Vec::with_capacity(600);
-    while let Some(t) = server.poll_transmit(now, &mut buf) {
-        out.push((t.destination, black_box(buf[..t.len].to_vec())));
+    out.bytes.clear();
+    out.sent.clear();
+    while let Some(t) = server.poll_transmit(now, &mut out.buf) {
+        out.bytes.extend_from_slice(black_box(&out.buf[..t.len]));
+        out.sent.push((t.destination, t.len));
     }
     server.poll_timeout()
 }
