@@ -107,6 +107,7 @@ impl ReliableChannel {
     }
 
     /// The channel number.
+    #[inline]
     pub fn channel(&self) -> Channel {
         self.channel
     }
@@ -124,6 +125,7 @@ impl ReliableChannel {
 
     /// Queues one application message. With an RC4 key it is encrypted now (one copy); without,
     /// the `Bytes` is kept as it is until it is written into a packet.
+    #[inline]
     pub fn send(&mut self, message: Bytes) -> Result<(), SendError> {
         if self.closed {
             return Err(SendError::Closed);
@@ -150,16 +152,19 @@ impl ReliableChannel {
     }
 
     /// Whether [`ReliableChannel::poll_message`] has a message.
+    #[inline]
     pub fn has_message(&self) -> bool {
         self.rx.has_message()
     }
 
     /// The next received message, in order; each is delivered exactly once.
+    #[inline]
     pub fn poll_message(&mut self) -> Option<Bytes> {
         self.rx.poll_message()
     }
 
     /// Handles a ReliableData packet's `sequence` and data.
+    #[inline]
     pub fn handle_data(
         &mut self,
         now: Instant,
@@ -202,6 +207,7 @@ impl ReliableChannel {
 
     /// Handles an AcknowledgeAll: everything up to and including `sequence`. Stale acks and acks
     /// for sequences never sent are ignored.
+    #[inline]
     pub fn handle_ack_all(&mut self, now: Instant, sequence: u16) {
         self.tx
             .on_ack_all(now, sequence, &self.config, &mut self.stats);
@@ -212,6 +218,7 @@ impl ReliableChannel {
     /// AcknowledgeAll, selective Acknowledges, retransmissions, then new data within the
     /// congestion window. Once data has gone out, a delayed AcknowledgeAll is due at once, so
     /// the next call returns it to travel in the same datagram (piggybacked).
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
         if let Some(len) = self.rx.poll_ack(now, out, &self.ops, &mut self.stats) {
             return Some(len);
@@ -237,6 +244,7 @@ impl ReliableChannel {
     /// Whether [`ReliableChannel::poll_transmit`] may have a packet now or later without any
     /// other call in between: an ack owed, a resend or a message waiting. An over-estimate
     /// (an ack not yet due, a window that is full), never short of it.
+    #[inline]
     pub fn has_pending(&self) -> bool {
         self.rx.owes_ack() || self.tx.has_pending()
     }
@@ -245,6 +253,7 @@ impl ReliableChannel {
     /// (due once the application has taken enough messages), loss detection (a loss candidate's time
     /// threshold, or the probe timeout), the pacer releasing a held-back packet, or the
     /// unacknowledged limit.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let rx = earlier(
             self.rx.ack_deadline(),
