@@ -1106,6 +1106,12 @@ impl<A: PeerAddress> Endpoint<A> {
             };
             if let Some(event) = e.session.poll_event() {
                 log_event(&e.remote, e.session.session_id(), &event);
+                // Off the queue at once when that was its last event (a finished session stays
+                // until the next call, which reaps it after the application saw its Closed).
+                if !e.session.has_events() && !e.session.is_drained() {
+                    e.in_ev = false;
+                    self.ev_queue.pop_front();
+                }
                 return Some((handle(key, generation), event));
             }
             e.in_ev = false;
@@ -1170,33 +1176,43 @@ impl<A: PeerAddress> Endpoint<A> {
             self.by_id
                 .insert((e.session.session_id(), e.session.crc_seed()), key);
         }
+        let mut grew = false;
         if !e.in_tx && e.session.may_transmit() {
             e.in_tx = true;
             self.tx_queue.push_back((key, e.generation));
+            grew = true;
         }
         if !e.in_ev && e.session.is_surfaced() && e.session.has_events() {
             e.in_ev = true;
             self.ev_queue.push_back((key, e.generation));
+            grew = true;
         }
-        self.mark(key);
-        // Reaped sessions leave stale queue entries behind; if the application polls rarely
-        // during a flood of short-lived half-open sessions, drop them so the queues stay
-        // within a small multiple of the live sessions.
+        // To be asked for its deadline at the end of the turn.
+        if !e.timer.dirty {
+            e.timer.dirty = true;
+            self.dirty.push((key, e.generation));
+            grew = true;
+        }
+        if grew {
+            self.bound_queues();
+        }
+    }
+
+    /// Reaped sessions leave stale queue entries behind; if the application polls rarely during
+    /// a flood of short-lived half-open sessions, this drops them so that the queues stay within
+    /// a small multiple of the live sessions.
+    fn bound_queues(&mut self) {
         let bound = 2 * self.sessions.len() + 64;
+        let sessions = &self.sessions;
+        let live = |&(k, g): &(usize, u32)| sessions.get(k).is_some_and(|e| e.generation == g);
         if self.tx_queue.len() > bound {
-            let sessions = &self.sessions;
-            self.tx_queue
-                .retain(|&(k, g)| sessions.get(k).is_some_and(|e| e.generation == g));
+            self.tx_queue.retain(live);
         }
         if self.ev_queue.len() > bound {
-            let sessions = &self.sessions;
-            self.ev_queue
-                .retain(|&(k, g)| sessions.get(k).is_some_and(|e| e.generation == g));
+            self.ev_queue.retain(live);
         }
         if self.dirty.len() > bound {
-            let sessions = &self.sessions;
-            self.dirty
-                .retain(|&(k, g)| sessions.get(k).is_some_and(|e| e.generation == g));
+            self.dirty.retain(live);
         }
     }
 
