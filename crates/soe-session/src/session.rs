@@ -170,7 +170,9 @@ pub struct Session {
     remote_udp_length: u32,
     net_tick: u16,
     net_answer: Option<NetAnswer>,
-    framer: Option<Framer>,
+    /// Boxed: it is taken out and put back around every datagram handled, and a pointer moves
+    /// cheaper than the framer.
+    framer: Option<Box<Framer>>,
     /// The framing the framer adds (kept apart: the framer is taken out while a datagram is
     /// handled, and a channel created then must see the same packet size).
     framing_overhead: u8,
@@ -409,7 +411,7 @@ impl Session {
     fn set_framer(&mut self, frame: FrameConfig) {
         let framer = Framer::new(frame);
         self.framing_overhead = u8::try_from(framer.overhead()).unwrap_or(u8::MAX);
-        self.framer = Some(framer);
+        self.framer = Some(Box::new(framer));
     }
 
     /// Sends the peer a Heartbeat, which a live peer answers: the check the endpoint makes
