@@ -67,6 +67,10 @@ namespace Soe
         ErrPoisoned = -11,
         /// <summary>An option the loaded library does not know (SOE_ERR_UNKNOWN_OPTION).</summary>
         ErrUnknownOption = -12,
+        /// <summary>The operating system's random generator failed, so no endpoint was made: its
+        /// secret and session ids come from it and from nothing weaker (SOE_ERR_RANDOM). The
+        /// Endpoint constructor throws SoeException with it.</summary>
+        ErrRandom = -13,
     }
 
     /// <summary>What an event is (soe_event_kind).</summary>
@@ -168,6 +172,31 @@ namespace Soe
         DisconnectInterval = 15,
         /// <summary>SOE_OPT_BUNDLE_MESSAGES.</summary>
         BundleMessages = 16,
+        /// <summary>SOE_OPT_MAX_OUTSTANDING_BYTES.</summary>
+        MaxOutstandingBytes = 17,
+        /// <summary>SOE_OPT_PRESET.</summary>
+        Preset = 18,
+        /// <summary>SOE_OPT_RECORD_SESSIONS.</summary>
+        RecordSessions = 19,
+        /// <summary>SOE_OPT_RECORD_SESSION_BYTES.</summary>
+        RecordSessionBytes = 20,
+        /// <summary>SOE_OPT_RECORD_ENDPOINT_BYTES.</summary>
+        RecordEndpointBytes = 21,
+    }
+
+    /// <summary>A known peer's settings (SOE_PRESET_*; docs/interop.md gives their sources).</summary>
+    public enum Preset : long
+    {
+        /// <summary>SOE_PRESET_NONE: the defaults.</summary>
+        None = 0,
+        /// <summary>SOE_PRESET_FREE_REALMS: a server for the Free Realms client.</summary>
+        FreeRealms = 1,
+        /// <summary>SOE_PRESET_OSFR_LIBSOE: a client of OSFR's LibSOE server.</summary>
+        OsfrLibSoe = 2,
+        /// <summary>SOE_PRESET_H1Z1: the H1Z1 gateway, as h1z1-server runs it.</summary>
+        H1z1 = 3,
+        /// <summary>SOE_PRESET_PLANETSIDE2: a server for the PlanetSide 2 client.</summary>
+        PlanetSide2 = 4,
     }
 
     /// <summary>A failed call: its status and the library's explanation.</summary>
@@ -290,6 +319,21 @@ namespace Soe
         public TimeSpan? DisconnectInterval { get; set; }
         /// <summary>Whether small reliable messages share one reliable packet. Default true.</summary>
         public bool? BundleMessages { get; set; }
+        /// <summary>The most bytes in flight per reliable channel, beside the packet window.
+        /// Default 204800 (200 KiB); the Free Realms client needs 65536.</summary>
+        public int? MaxOutstandingBytes { get; set; }
+        /// <summary>A known peer's settings (Preset.FreeRealms...), applied before every other
+        /// property here, so that those override it. Default: none.</summary>
+        public Preset? Preset { get; set; }
+        /// <summary>Whether the flight recorder records every session (a server's from its
+        /// first valid packet); Endpoint.SetRecording names one. Default false.</summary>
+        public bool? RecordSessions { get; set; }
+        /// <summary>The most bytes one session's recording holds, half each way, 8192 to
+        /// 4294967295. Default 65536.</summary>
+        public long? RecordSessionBytes { get; set; }
+        /// <summary>The most bytes the endpoint's recordings hold together, 8192 to
+        /// 4294967295. Default 67108864.</summary>
+        public long? RecordEndpointBytes { get; set; }
     }
 
     /// <summary>The host's monotonic clock in microseconds, the time every call takes.</summary>
@@ -343,11 +387,17 @@ namespace Soe
     public sealed unsafe class Endpoint : IDisposable
     {
         private readonly EndpointHandle handle;
-        /// <summary>Destinations already seen, so that PollTransmit hands out the same
-        /// IPEndPoint for the same address instead of a new one per datagram.</summary>
-        private readonly Dictionary<Native.Addr, IPEndPoint> destinations =
+        /// <summary>Destinations handed out lately, so that PollTransmit gives the same
+        /// IPEndPoint for the same address instead of a new one per datagram: the current
+        /// generation and the one before. A destination used in either stays; one-off ones (a
+        /// spoofed flood's replies) age out, and the live sessions' destinations with them
+        /// never.</summary>
+        private Dictionary<Native.Addr, IPEndPoint> destinations =
             new Dictionary<Native.Addr, IPEndPoint>();
-        private static readonly IPEndPoint NoAddress = new IPEndPoint(IPAddress.None, 0);
+        private Dictionary<Native.Addr, IPEndPoint> olderDestinations =
+            new Dictionary<Native.Addr, IPEndPoint>();
+        /// <summary>Destinations per generation of the cache.</summary>
+        internal const int DestinationGeneration = 32768;
 
         /// <summary>Creates an endpoint; nowUs is the host's clock now (Clock.NowUs()).</summary>
         public Endpoint(Options options, ulong nowUs)
@@ -378,6 +428,7 @@ namespace Soe
                     Check(Native.soe_config_set_rc4_key(c, k, (UIntPtr)key.Length));
                 }
             }
+            Set(c, Option.Preset, o.Preset.HasValue ? (long)o.Preset.Value : (long?)null);
             Set(c, Option.Rc4AtStart, Flag(o.Rc4AtStart));
             Set(c, Option.UdpLength, o.UdpLength);
             Set(c, Option.CrcLength, o.CrcLength);
@@ -394,6 +445,10 @@ namespace Soe
             Set(c, Option.DisconnectRepeats, o.DisconnectRepeats);
             Set(c, Option.DisconnectInterval, Ms(o.DisconnectInterval));
             Set(c, Option.BundleMessages, Flag(o.BundleMessages));
+            Set(c, Option.MaxOutstandingBytes, o.MaxOutstandingBytes);
+            Set(c, Option.RecordSessions, Flag(o.RecordSessions));
+            Set(c, Option.RecordSessionBytes, o.RecordSessionBytes);
+            Set(c, Option.RecordEndpointBytes, o.RecordEndpointBytes);
         }
 
         private static void Set(ConfigHandle c, Option option, long? value)
@@ -409,11 +464,19 @@ namespace Soe
             return on.HasValue ? (on.Value ? 1 : 0) : (long?)null;
         }
 
-        /// <summary>A duration in milliseconds; Options.Never is SOE_NEVER (-1).</summary>
-        private static long? Ms(TimeSpan? d)
+        /// <summary>A duration in whole milliseconds; Options.Never is SOE_NEVER (-1). Any
+        /// other negative duration is refused: truncated, one between -1 and -2 ms would read
+        /// as SOE_NEVER.</summary>
+        internal static long? Ms(TimeSpan? d)
         {
             if (!d.HasValue) return null;
-            return d.Value == Options.Never ? -1 : (long)d.Value.TotalMilliseconds;
+            if (d.Value == Options.Never) return -1;
+            if (d.Value < TimeSpan.Zero)
+            {
+                throw new ArgumentOutOfRangeException(
+                    "d", d.Value, "a duration must not be negative (Options.Never turns a timer off)");
+            }
+            return (long)d.Value.TotalMilliseconds;
         }
 
         /// <summary>Hands in one datagram received from `from`.</summary>
@@ -430,7 +493,11 @@ namespace Soe
         /// <summary>Takes the next datagram to send into `buffer`: Ok with its length and
         /// destination; Done when there is none; ErrBufferTooSmall with the size needed in
         /// `length` (the datagram is kept for the next call; a buffer of the configured
-        /// UdpLength always fits). The same address comes back as the same IPEndPoint.</summary>
+        /// UdpLength always fits); `to` is null unless Ok. The same address comes back as the same
+        /// IPEndPoint, without allocating, as long as it was a destination within the last
+        /// 32,768 to 65,536 distinct ones (a live session's always is, whatever a flood of
+        /// one-off destinations does); a new destination costs one IPEndPoint. An IPEndPoint a
+        /// caller changed is the caller's: later datagrams get a new one.</summary>
         public Status PollTransmit(ulong nowUs, Span<byte> buffer, out int length, out IPEndPoint to)
         {
             UIntPtr len;
@@ -442,22 +509,32 @@ namespace Soe
                     Live(), nowUs, p, (UIntPtr)buffer.Length, out len, out dest);
             }
             length = s == Status.Ok || s == Status.ErrBufferTooSmall ? (int)len.ToUInt64() : 0;
-            to = s == Status.Ok ? Destination(dest) : NoAddress;
+            to = s == Status.Ok ? Destination(dest) : null;
             return Expect(s, Status.Done, Status.ErrBufferTooSmall);
         }
 
+        /// <summary>The IPEndPoint for `a`: the one handed out before when it still says `a`
+        /// (a caller may have changed it; then it is the caller's, and a new one goes out), else
+        /// a new one, kept for next time.</summary>
         private IPEndPoint Destination(Native.Addr a)
         {
             IPEndPoint known;
-            if (destinations.TryGetValue(a, out known))
+            if (destinations.TryGetValue(a, out known) && Native.Addr.From(known).Equals(a))
             {
                 return known;
             }
-            if (destinations.Count >= 65536)
+            if (!olderDestinations.TryGetValue(a, out known) || !Native.Addr.From(known).Equals(a))
             {
-                destinations.Clear();
+                known = a.ToEndPoint();
             }
-            known = a.ToEndPoint();
+            if (destinations.Count >= DestinationGeneration)
+            {
+                // A new generation: what was not used during the last one is forgotten.
+                Dictionary<Native.Addr, IPEndPoint> older = olderDestinations;
+                older.Clear();
+                olderDestinations = destinations;
+                destinations = older;
+            }
             destinations[a] = known;
             return known;
         }
@@ -580,6 +657,50 @@ namespace Soe
             Check(Native.soe_set_encryption(Live(), session, (byte)(on ? 1 : 0)));
         }
 
+        /// <summary>Starts or stops recording one session with the flight recorder (stopping
+        /// forgets what was recorded).</summary>
+        public void SetRecording(ulong session, bool on)
+        {
+            Check(Native.soe_session_set_recording(Live(), session, on ? 1 : 0));
+        }
+
+        /// <summary>A session's recording as a pcapng capture (Wireshark with the soe.lua
+        /// plugin opens it; `soe decode` reads it): a live session's so far, or, right after its
+        /// Closed event, the whole recording of a session that ended abnormally, once. `local`
+        /// is the endpoint's socket address. Null when there is none (not recorded, taken, or
+        /// the session ended cleanly). The RC4 key is written only with `withKey`. One
+        /// allocation, the capture: call it when a session ends, not per datagram.</summary>
+        public byte[] TakeRecording(ulong session, ulong nowUs, IPEndPoint local, bool withKey = false)
+        {
+            Native.Addr at = Native.Addr.From(local);
+            uint flags = withKey ? Native.RecordingWithKey : 0u;
+            UIntPtr len;
+            Status s = Native.soe_session_recording(Live(), session, nowUs, ref at, flags, null, UIntPtr.Zero, out len);
+            if (s == Status.Done || s == Status.ErrStaleSession) return null;
+            if (s != Status.ErrBufferTooSmall) Check(s);
+            byte[] capture = new byte[checked((int)len.ToUInt64())];
+            fixed (byte* p = capture)
+            {
+                Check(Native.soe_session_recording(Live(), session, nowUs, ref at, flags, p, (UIntPtr)capture.Length, out len));
+            }
+            return capture;
+        }
+
+        /// <summary>TakeRecording to a file: false when there is no recording.</summary>
+        public bool WriteRecording(ulong session, ulong nowUs, IPEndPoint local, string path, bool withKey = false)
+        {
+            Native.Addr at = Native.Addr.From(local);
+            uint flags = withKey ? Native.RecordingWithKey : 0u;
+            byte[] name = Encoding.UTF8.GetBytes(path + "\0");
+            fixed (byte* p = name)
+            {
+                Status s = Native.soe_session_recording_file(Live(), session, nowUs, ref at, flags, p);
+                if (s == Status.Done || s == Status.ErrStaleSession) return false;
+                Check(s);
+                return true;
+            }
+        }
+
         /// <summary>A session's counters.</summary>
         public Stats Stats(ulong session)
         {
@@ -646,6 +767,9 @@ namespace Soe
 
         /// <summary>The ABI this binding was written against (SOE_ABI_VERSION).</summary>
         public const uint AbiVersion = 1;
+
+        /// <summary>SOE_RECORDING_WITH_KEY: a recording's capture holds the RC4 key.</summary>
+        public const uint RecordingWithKey = 1;
 
         /// <summary>An IPv4 or IPv6 address and port (soe_addr).</summary>
         [StructLayout(LayoutKind.Sequential)]
@@ -754,6 +878,9 @@ namespace Soe
         [DllImport(Library)] internal static extern Status soe_set_encryption(EndpointHandle ep, ulong session, byte on);
         [DllImport(Library)] internal static extern Status soe_session_stats(EndpointHandle ep, ulong session, out Stats stats);
         [DllImport(Library)] internal static extern Status soe_endpoint_session_count(EndpointHandle ep, out UIntPtr count);
+        [DllImport(Library)] internal static extern Status soe_session_set_recording(EndpointHandle ep, ulong session, int on);
+        [DllImport(Library)] internal static extern Status soe_session_recording(EndpointHandle ep, ulong session, ulong nowUs, ref Addr local, uint flags, byte* buf, UIntPtr cap, out UIntPtr len);
+        [DllImport(Library)] internal static extern Status soe_session_recording_file(EndpointHandle ep, ulong session, ulong nowUs, ref Addr local, uint flags, byte* path);
         [DllImport(Library)] internal static extern IntPtr soe_last_error();
         [DllImport(Library)] internal static extern IntPtr soe_status_name(int status);
         [DllImport(Library)] internal static extern IntPtr soe_version();

@@ -4,12 +4,15 @@ Soe.csproj, for machines without the .NET SDK (CI: `cargo xtask csharp`):
 
     Soe.nuspec
     lib/netstandard2.1/Soe.dll, Soe.xml
-    runtimes/linux-x64/native/libsoe.so
+    runtimes/<rid>/native/libsoe.so | libsoe.dylib | soe.dll   (one per --native)
     [Content_Types].xml, _rels/.rels
 
-    pack.py --dll Soe.dll --xml Soe.xml --native libsoe.so.0.3.0 --out DIR [--rid linux-x64]
+    pack.py --dll Soe.dll --xml Soe.xml --native [RID=]FILE... --out DIR
 
-The version and the metadata come from Soe.csproj; prints the package's path.
+Each --native names a built library and the runtime it is for (RID: one of RUNTIMES; without
+one, linux-x64): `--native win-x64=target/cross/x86_64-pc-windows-gnu/soe.dll`. The file is
+stored under the name the binding's [DllImport("soe")] finds on that platform. The version
+and the metadata come from Soe.csproj; prints the package's path.
 """
 import argparse
 import os
@@ -18,6 +21,16 @@ import sys
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The runtimes the package carries a native library for, and that library's name there.
+RUNTIMES = {
+    "win-x64": "soe.dll",
+    "linux-x64": "libsoe.so",
+    "linux-musl-x64": "libsoe.so",
+    "linux-arm64": "libsoe.so",
+    "osx-x64": "libsoe.dylib",
+    "osx-arm64": "libsoe.dylib",
+}
 
 
 def csproj_property(text, name):
@@ -53,6 +66,7 @@ CONTENT_TYPES = """<?xml version="1.0" encoding="utf-8"?>
   <Default Extension="dll" ContentType="application/octet" />
   <Default Extension="xml" ContentType="application/octet" />
   <Default Extension="so" ContentType="application/octet" />
+  <Default Extension="dylib" ContentType="application/octet" />
 </Types>
 """
 
@@ -65,14 +79,21 @@ RELS = """<?xml version="1.0" encoding="utf-8"?>
 
 def main():
     parser = argparse.ArgumentParser()
-    for name in ("--dll", "--xml", "--native", "--out"):
+    for name in ("--dll", "--xml", "--out"):
         parser.add_argument(name, required=True)
-    parser.add_argument("--rid", default="linux-x64")
+    parser.add_argument("--native", required=True, action="append", metavar="[RID=]FILE")
     args = parser.parse_args()
+    natives = {}
+    for spec in args.native:
+        rid, _, path = spec.rpartition("=") if "=" in spec else ("linux-x64", "", spec)
+        if rid not in RUNTIMES:
+            sys.exit("pack.py: unknown runtime %r (known: %s)" % (rid, ", ".join(RUNTIMES)))
+        if rid in natives:
+            sys.exit("pack.py: two libraries for %s" % rid)
+        natives[rid] = path
     with open(os.path.join(HERE, "Soe.csproj")) as f:
         project = f.read()
     spec, fields = nuspec(project)
-    native = {"linux": "libsoe.so", "osx": "libsoe.dylib", "win": "soe.dll"}[args.rid.split("-")[0]]
     path = os.path.join(args.out, "%s.%s.nupkg" % (fields["PackageId"], fields["Version"]))
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("[Content_Types].xml", CONTENT_TYPES)
@@ -80,7 +101,8 @@ def main():
         z.writestr("%s.nuspec" % fields["PackageId"], spec)
         z.write(args.dll, "lib/netstandard2.1/Soe.dll")
         z.write(args.xml, "lib/netstandard2.1/Soe.xml")
-        z.write(args.native, "runtimes/%s/native/%s" % (args.rid, native))
+        for rid, native in sorted(natives.items()):
+            z.write(native, "runtimes/%s/native/%s" % (rid, RUNTIMES[rid]))
     print(path)
 
 

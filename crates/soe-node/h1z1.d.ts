@@ -40,6 +40,11 @@ export declare class SOEClient {
   readonly serverUdpLength: number;
   /** Set by deleteClient, and when the session ended. */
   readonly isDeleted: boolean;
+  /**
+   * Addition (not in h1z1-server): with `recordSessions`, the flight recorder's capture
+   * (pcapng) of a client that ended abnormally, set before 'disconnect'.
+   */
+  readonly recording?: Buffer;
   /** The smoothed round trip to this client in ms (0 before the first sample). */
   readonly avgPing: number;
   /** Whether this client's data is encrypted now. */
@@ -71,7 +76,9 @@ export declare class SOEServer extends EventEmitter {
   bundleMessages: boolean;
   /**
    * Share the port with other servers that set it too (SO_REUSEPORT, as h1z1-server's sockets
-   * do; read by start(); not in h1z1-server). Default false: a port in use fails with ERR_SOE_BIND.
+   * do; read by start(); not in h1z1-server). The servers of one process share one secret and
+   * one set of per-source limits; a client whose NAT gives it a new port usually lands on
+   * another server and loses its session. Default false: a port in use fails with ERR_SOE_BIND.
    */
   reusePort: boolean;
   /**
@@ -79,6 +86,12 @@ export declare class SOEServer extends EventEmitter {
    * Default false: relays and tests on the same host are not limited.
    */
   limitLoopback: boolean;
+  /** Addition: a known client's settings for start() ('free-realms', 'osfr-libsoe', 'h1z1', 'planetside2'); default none. */
+  preset?: 'free-realms' | 'osfr-libsoe' | 'h1z1' | 'planetside2';
+  /** Addition: the flight recorder records every client (read by start()). Default false. */
+  recordSessions: boolean;
+  /** Addition: each recording of a client that ended abnormally is written here (read by start()). */
+  recordDir?: string;
   /** Whether unreliable datagrams from clients reach 'appdata' (with isRawData true). */
   _allowRawDataReception: boolean;
   avgEventLoopLag: number;
@@ -100,6 +113,8 @@ export declare class SOEServer extends EventEmitter {
   on(event: 'connect', listener: (client: SOEClient) => void): this;
   on(event: 'appdata', listener: (client: SOEClient, data: Buffer, isRawData?: boolean) => void): this;
   on(event: 'disconnect', listener: (client: SOEClient) => void): this;
+  /** Addition: with `recordDir`, a client's recording was written to `file`. */
+  on(event: 'recording', listener: (file: string, client: SOEClient) => void): this;
   on(event: 'error', listener: (error: Error & { code?: string }) => void): this;
   on(event: string | symbol, listener: (...args: any[]) => void): this;
 }

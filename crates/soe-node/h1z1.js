@@ -86,6 +86,8 @@ class SOEClient {
     this._session = session;
     this._encrypting = server._startedEncrypted;
     this._lastPing = 0;
+    /** Addition: the flight recorder's capture of a client that ended abnormally. */
+    this.recording = undefined;
   }
 
   /** The smoothed round trip to this client in ms (0 before the first sample). */
@@ -145,6 +147,19 @@ class SOEServer extends EventEmitter {
     this.reusePort = false;
     /** Whether start() applies the per-IP limits to loopback clients too (tests; see the README). */
     this.limitLoopback = false;
+    /**
+     * Addition (not in h1z1-server): a known client's settings for start(), under the ones it
+     * sets itself: 'free-realms', 'osfr-libsoe', 'h1z1', 'planetside2' (docs/interop.md).
+     */
+    this.preset = undefined;
+    /**
+     * Addition (not in h1z1-server): the flight recorder, read by start(). `recordSessions`
+     * records every client; a client that ends abnormally (a timeout, a corrupt packet...) then
+     * has `client.recording`, a pcapng capture, when 'disconnect' is emitted, and with
+     * `recordDir` it is also written there ('recording' (path, client) follows).
+     */
+    this.recordSessions = false;
+    this.recordDir = undefined;
     this._onMessage = (session, view, delivery) => {
       const client = session._h1z1;
       if (client.isDeleted) return;
@@ -183,7 +198,11 @@ class SOEServer extends EventEmitter {
       bundleMessages: Boolean(this.bundleMessages),
       reusePort: Boolean(this.reusePort),
       limitLoopback: Boolean(this.limitLoopback),
+      ...(this.preset === undefined ? {} : { preset: this.preset }),
+      recordSessions: Boolean(this.recordSessions),
+      ...(this.recordDir === undefined ? {} : { recordDir: this.recordDir }),
     });
+    server.on('recording', (file, session) => this.emit('recording', file, session._h1z1));
     server._onMessage = this._onMessage;
     server.on('session', (session) => this._accept(session));
     server.on('error', (e) => this.emit('error', e));
@@ -197,9 +216,11 @@ class SOEServer extends EventEmitter {
     const client = new SOEClient(INTERNAL, session, this);
     session._h1z1 = client;
     this._clients.set(client.soeClientId, client);
-    session.on('disconnect', () => {
+    session.on('disconnect', (reason, info) => {
       if (client.isDeleted || this._stopping) return;
       client.isDeleted = true;
+      // Addition: the flight recorder's capture of a client that ended abnormally.
+      if (info.recording !== undefined) client.recording = info.recording;
       if (this._clients.get(client.soeClientId) === client) this._clients.delete(client.soeClientId);
       this.emit('disconnect', client);
     });

@@ -50,6 +50,29 @@ export interface SoeOptions {
    * h1z1-server does (tools that count packets then count messages). Default true.
    */
   bundleMessages?: boolean;
+  /**
+   * A known peer's settings, under the other options (docs/interop.md gives their sources):
+   * 'free-realms' (at most 64 KiB in flight), 'osfr-libsoe' (a client takes LibSOE's bare
+   * Heartbeat and CRC-less Disconnect), 'h1z1' (its gateway's protocol name, plaintext until
+   * setEncryption, 50 ms ack hold), 'planetside2' (acks held up to 500 ms). Default none.
+   */
+  preset?: 'free-realms' | 'osfr-libsoe' | 'h1z1' | 'planetside2';
+  /** The most bytes in flight per reliable channel. Default 204800 (200 KiB). */
+  maxOutstandingBytes?: number;
+  /**
+   * The flight recorder records every session: its last datagrams each way and its messages.
+   * A session that ends abnormally hands its recording (a pcapng capture) to 'disconnect'
+   * (`info.recording`). Default false (`session.record()` records one).
+   */
+  recordSessions?: boolean;
+  /** The most bytes one session's recording holds, 8192 to 4294967295. Default 65536. */
+  recordSessionBytes?: number;
+  /** The most bytes the endpoint's recordings hold together. Default 67108864. */
+  recordEndpointBytes?: number;
+  /** Recordings hold the RC4 key (so their reader can decrypt). Default false: never. */
+  recordKeys?: boolean;
+  /** Each recording of a session that ended abnormally is also written here ('recording' follows). */
+  recordDir?: string;
   /** The largest datagram announced and sent, 64 to 65507. Default 512. */
   udpLength?: number;
   /** The CRC trailer a server announces: 0, 2 or 4. Default 2. */
@@ -90,8 +113,11 @@ export interface ServerOptions extends SoeOptions {
   port?: number;
   /**
    * Share the port with other servers that set it too (`SO_REUSEPORT`; Unix only, an error
-   * elsewhere): the kernel spreads clients over them by address. Default false: binding a port
-   * in use fails with ERR_SOE_BIND.
+   * elsewhere): the kernel spreads clients over them by address and port. The servers of one
+   * process on one address share one secret and one set of per-source limits; servers in other
+   * processes have their own. A client whose NAT gives it a new port usually lands on another
+   * server, which does not have its session: the session is lost. Default false: binding a
+   * port in use fails with ERR_SOE_BIND.
    */
   reusePort?: boolean;
   /**
@@ -125,6 +151,11 @@ export interface DisconnectInfo {
   readonly code: number;
   /** Whether the peer ended the session. */
   readonly byPeer: boolean;
+  /**
+   * The flight recorder's capture (pcapng: Wireshark with the soe.lua plugin, or `soe decode
+   * --pcap`, reads it) of a recorded session that ended abnormally.
+   */
+  readonly recording?: Buffer;
 }
 
 export interface SessionStats {
@@ -161,6 +192,8 @@ export interface SessionStats {
   /** Messages send() kept because the session's queue was full, and their bytes. */
   pendingMessages: number;
   bytesQueued: number;
+  /** Unreliable and ordered messages dropped because the session's datagram queue was full. */
+  unreliableDropped: number;
 }
 
 export interface EndpointStats {
@@ -195,13 +228,17 @@ export declare class SoeSession extends EventEmitter {
   client?: SoeClient;
   /** Sends a reliable message on channel 0-3; false when it waits for room ('drain' follows). */
   send(data: Buffer | Uint8Array | string, channel?: 0 | 1 | 2 | 3): boolean;
-  /** Sends an unreliable message (one datagram, not empty, first byte not 0). */
+  /** Sends an unreliable message (one datagram, not empty, first byte not 0), at the end of the tick. */
   sendUnreliable(data: Buffer | Uint8Array | string): void;
-  /** Sends an ordered message (unreliable, one datagram, stale ones dropped on arrival). */
+  /** Sends an ordered message (unreliable, one datagram, stale ones dropped on arrival), at the end of the tick. */
   sendOrdered(data: Buffer | Uint8Array | string): void;
   /** Turns RC4 on or off for this session from now on: switch before sending the reply that must be encrypted. */
   setEncryption(on: boolean): void;
   stats(): SessionStats;
+  /** Starts (default) or stops recording this session; false once it ended. */
+  record(on?: boolean): boolean;
+  /** This session's recording so far as a pcapng capture, or null when it is not recorded. */
+  takeRecording(): Buffer | null;
   /** Closes the session; resolves with the reason's name once it ended. */
   close(reason?: Reason): Promise<ReasonName>;
   on(event: 'message', listener: (data: Buffer, info: MessageInfo) => void): this;
@@ -233,6 +270,8 @@ export declare class SoeServer extends Endpoint {
   /** Creates and binds a server, resolving a host name first. */
   static listen(options?: ServerOptions): Promise<SoeServer>;
   on(event: 'session', listener: (session: SoeSession) => void): this;
+  /** With `recordDir`: a recording was written to `file`. */
+  on(event: 'recording', listener: (file: string, session: SoeSession) => void): this;
   on(event: 'close', listener: () => void): this;
   on(event: 'error', listener: (error: Error & { code?: string }) => void): this;
   on(event: string | symbol, listener: (...args: any[]) => void): this;

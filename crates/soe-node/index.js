@@ -10,7 +10,9 @@
 
 const { EventEmitter } = require('node:events');
 const dns = require('node:dns');
+const fs = require('node:fs');
 const net = require('node:net');
+const path = require('node:path');
 const { inspect } = require('node:util');
 
 const addon = require('./binding.js').load();
@@ -22,6 +24,14 @@ const KIND_MESSAGE = 2;
 const KIND_DISCONNECT = 3;
 const KIND_DRAIN = 4;
 const KIND_END = 5;
+const KIND_CONNECTED = 6;
+const KIND_CONNECT_FAILED = 7;
+// The kinds of message in a native send batch, beside the reliable channels 0 to 3.
+const SEND_UNRELIABLE = 4;
+const SEND_ORDERED = 5;
+// Unreliable and ordered messages a session queues in the addon, at most (soe-session's
+// max_queued_unreliable): a batch is sent before one session has more than that in it.
+const DATAGRAM_QUEUE = 256;
 const DELIVERY = ['reliable', 'unreliable', 'ordered'];
 // The info object of each kind of message, shared (frozen) by every message of that kind.
 const INFOS = [0, 1, 2, 3].map((channel) =>
@@ -29,6 +39,8 @@ const INFOS = [0, 1, 2, 3].map((channel) =>
 );
 // Lets this module, and only it, construct sessions.
 const INTERNAL = Symbol('soe-node internal');
+// The header of an ordered message: it fits 4 bytes less than an unreliable one.
+const ORDERED_HEADER = 4;
 
 /** SOE disconnect reasons by name, and back. */
 const REASONS = Object.freeze({
@@ -153,7 +165,11 @@ const NUMBERS = [
   ['maxMessageSize', 'maxMessageSize', 1, U32 - 1],
   ['receiveQueueBytes', 'receiveQueueBytes', 1, U32],
   ['eventBatchMs', 'eventBatchMs', 0, 1000],
+  ['maxOutstandingBytes', 'maxOutstandingBytes', 1, U32],
+  ['recordSessionBytes', 'recordSessionBytes', 8192, U32],
+  ['recordEndpointBytes', 'recordEndpointBytes', 8192, U32],
 ];
+const PRESETS = ['free-realms', 'osfr-libsoe', 'h1z1', 'planetside2'];
 
 /** Checks every option (the error names the one that is wrong) and builds the addon's. */
 function nativeOptions(server, options, bind) {
@@ -167,6 +183,11 @@ function nativeOptions(server, options, bind) {
     if (o.protocol.includes('\0')) throw argValue('options.protocol', 'must not contain a NUL character', o.protocol);
     out.protocol = o.protocol;
   }
+  if (o.preset !== undefined) {
+    checkString('options.preset', o.preset);
+    if (!PRESETS.includes(o.preset)) throw argValue('options.preset', `must be one of ${PRESETS.join(', ')}`, o.preset);
+    out.preset = o.preset;
+  }
   if (o.crcLength !== undefined) {
     if (typeof o.crcLength !== 'number') throw argType('options.crcLength', 'of type number', o.crcLength);
     if (![0, 2, 4].includes(o.crcLength)) throw argValue('options.crcLength', 'must be 0, 2 or 4', o.crcLength);
@@ -174,7 +195,7 @@ function nativeOptions(server, options, bind) {
   }
   if (o.compression !== undefined) out.compression = checkBoolean('options.compression', o.compression);
   if (o.rc4AtStart !== undefined) out.rc4AtStart = checkBoolean('options.rc4AtStart', o.rc4AtStart);
-  for (const name of ['acceptAnyProtocol', 'acceptAnyProtocolVersion', 'bundleMessages', 'reusePort', 'limitLoopback']) {
+  for (const name of ['acceptAnyProtocol', 'acceptAnyProtocolVersion', 'bundleMessages', 'reusePort', 'limitLoopback', 'recordSessions', 'recordKeys']) {
     if (o[name] !== undefined) out[name] = checkBoolean(`options.${name}`, o[name]);
   }
   if (o.rc4Key !== undefined) {
@@ -262,7 +283,7 @@ function reasonCode(reason, name) {
 
 /** One SOE session (a connected peer). Events: 'message', 'drain', 'disconnect'. */
 class SoeSession extends EventEmitter {
-  constructor(token, endpoint, id, remoteAddress, sessionId, protocol) {
+  constructor(token, endpoint, id, remoteAddress, sessionId, protocol, maxDatagram) {
     if (token !== INTERNAL) {
       const err = new TypeError('Illegal constructor: sessions come from a SoeServer or SoeClient');
       err.code = 'ERR_ILLEGAL_CONSTRUCTOR';
@@ -278,6 +299,11 @@ class SoeSession extends EventEmitter {
     this.writableNeedDrain = false;
     this._drainEpoch = -1;
     this._batched = 0;
+    this._datagrams = 0;
+    // The longest unreliable message that fits one datagram to this peer.
+    this._maxDatagram = maxDatagram;
+    // Events held until the caller of connect() has its listeners on (null: none held).
+    this._early = null;
   }
 
   _native() {
@@ -316,7 +342,9 @@ class SoeSession extends EventEmitter {
    */
   sendUnreliable(data) {
     const buf = this._datagram(data);
-    call(() => this._native().sendUnreliable(this.id, buf));
+    this._native(); // throws when closed
+    this._fits(buf, this._maxDatagram, 'an unreliable message');
+    this._endpoint._queueDatagram(this, SEND_UNRELIABLE, buf);
   }
 
   /**
@@ -325,7 +353,19 @@ class SoeSession extends EventEmitter {
    */
   sendOrdered(data) {
     const buf = toBuffer(data);
-    call(() => this._native().sendOrdered(this.id, buf));
+    this._native(); // throws when closed
+    this._fits(buf, this._maxDatagram - ORDERED_HEADER, 'an ordered message');
+    this._endpoint._queueDatagram(this, SEND_ORDERED, buf);
+  }
+
+  _fits(buf, max, what) {
+    // A session always reports its limit; 0 would mean unknown, and the addon decides.
+    if (buf.length > max && max > 0) {
+      throw coded(
+        'ERR_SOE_MESSAGE_TOO_LARGE',
+        `${what} of ${buf.length} bytes does not fit one datagram to this peer (at most ${max} bytes)`,
+      );
+    }
   }
 
   _datagram(data) {
@@ -357,6 +397,24 @@ class SoeSession extends EventEmitter {
   }
 
   /**
+   * Starts (`on`, default true) or stops recording this session with the flight recorder
+   * (stopping forgets what was recorded). Returns false once the session has ended.
+   */
+  record(on = true) {
+    checkBoolean('on', on);
+    return call(() => this._native().setRecording(this.id, on));
+  }
+
+  /**
+   * This session's recording so far as a pcapng capture (Wireshark with the soe.lua plugin,
+   * or `soe decode --pcap`, reads it), or null when it is not recorded. It goes on recording,
+   * from empty. A session that ends abnormally hands its whole recording to 'disconnect'.
+   */
+  takeRecording() {
+    return call(() => this._native().takeRecording(this.id));
+  }
+
+  /**
    * Counters: rtt (ms), resends, loss (packets lost per reliable packet sent: resends the
    * peer's acks did not show unnecessary), pending writes.
    */
@@ -385,6 +443,7 @@ class SoeSession extends EventEmitter {
       unreliableReceived: s.unreliableReceived,
       pendingMessages: s.pendingMessages,
       bytesQueued: s.pendingBytes,
+      unreliableDropped: s.unreliableDropped,
     };
   }
 
@@ -424,11 +483,16 @@ class SoeSession extends EventEmitter {
         this.writableNeedDrain = false;
         this.emit('drain');
         break;
-      case KIND_DISCONNECT:
+      case KIND_DISCONNECT: {
         this.closed = true;
         this._reason = reasonName(ev.reason);
-        this.emit('disconnect', this._reason, { code: ev.reason, byPeer: ev.byPeer });
+        const info = { code: ev.reason, byPeer: ev.byPeer };
+        // The flight recorder's capture of a recorded session that ended abnormally.
+        if (ev.data !== undefined) info.recording = ev.data;
+        this.emit('disconnect', this._reason, info);
+        if (ev.data !== undefined) this._endpoint._recorded(this, ev.data);
         break;
+      }
       default:
         break;
     }
@@ -436,6 +500,18 @@ class SoeSession extends EventEmitter {
 }
 
 // ----- endpoints -----
+
+// A native batch: one Buffer with 8 numbers (float64, little-endian, as every platform the
+// addon is built for stores them) per event, then the messages' bytes; `texts` is undefined
+// when no event has a string.
+function unpack(bytes, count, texts) {
+  const numbers = count * 8;
+  const meta =
+    bytes.byteOffset % 8 === 0
+      ? new Float64Array(bytes.buffer, bytes.byteOffset, numbers)
+      : new Float64Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + numbers * 8));
+  return { meta, data: bytes.subarray(numbers * 8), texts };
+}
 
 class Endpoint extends EventEmitter {
   constructor(server, options, bind) {
@@ -459,22 +535,43 @@ class Endpoint extends EventEmitter {
     // Batches (and the rest of one) held back after a listener threw, to keep their order.
     this._held = [];
     this._heldScheduled = false;
-    // Events of a session opened by connect() that came before its callback.
-    this._early = new Map();
+    // The connects in flight by session id: { target, resolve, reject }.
+    this._connects = new Map();
     this._ended = new Promise((resolve) => {
       this._resolveEnded = resolve;
     });
+    if (options.recordDir !== undefined) checkString('options.recordDir', options.recordDir);
+    this._recordDir = options.recordDir;
     const settings = nativeOptions(server, options, bind);
-    this._native = call(() => new native.NativeEndpoint(settings, (batch) => this._onBatch(batch)));
+    this._native = call(() => new native.NativeEndpoint(settings, (bytes, count, texts) => this._onBatch(unpack(bytes, count, texts))));
+  }
+
+  // A recorded session ended abnormally: with `recordDir`, its capture is written there
+  // (asynchronously), then 'recording' (path, session) is emitted; a failed write is an 'error'.
+  _recorded(session, capture) {
+    if (this._recordDir === undefined) return;
+    const host = String(session.remoteAddress).replace(/[^0-9A-Za-z]+/g, '-');
+    const file = path.join(this._recordDir, `${Date.now()}-session-${session.id}-${host}.pcapng`);
+    fs.promises
+      .mkdir(this._recordDir, { recursive: true })
+      .then(() => fs.promises.writeFile(file, capture))
+      .then(
+        () => this.emit('recording', file, session),
+        (e) => {
+          e.code = e.code || 'ERR_SOE_RECORDING';
+          this.emit('error', e);
+        },
+      );
   }
 
   // A batch: `meta` has 8 numbers per event (kind, id, channel, delivery, offset, length,
-  // reason or session id, byPeer); messages are views into `data`; `remotes` and `protocols`
-  // describe the accepted sessions in order.
+  // reason or session id, byPeer); messages are views into `data`; `texts` holds the remote
+  // address and protocol of each accepted session and the error of each failed connect, in
+  // order.
   _onBatch(batch) {
     if (this._held.length === 0) this._run(batch, 0, 0);
     else {
-      this._held.push({ batch, at: 0, remote: 0 });
+      this._held.push({ batch, at: 0, text: 0 });
       this._runHeld();
     }
   }
@@ -483,25 +580,25 @@ class Endpoint extends EventEmitter {
   _runHeld() {
     this._heldScheduled = false;
     while (this._held.length > 0) {
-      const { batch, at, remote } = this._held.shift();
-      this._run(batch, at, remote);
+      const { batch, at, text } = this._held.shift();
+      this._run(batch, at, text);
     }
   }
 
   // Runs a batch from event `from`. A listener that throws ends this call, as an uncaught
   // exception does: the rest of the batch is held, ahead of any batch that comes meanwhile, and
   // runs on the next turn of the event loop (or with the next batch, if that comes first).
-  _run(batch, from, firstRemote) {
-    const { meta, data, remotes, protocols } = batch;
+  _run(batch, from, firstText) {
+    const { meta, data, texts } = batch;
     let i = from;
-    let remote = firstRemote;
+    let text = firstText;
     try {
       for (; i < meta.length; i += 8) {
         const kind = meta[i];
         const id = meta[i + 1];
         if (kind === KIND_MESSAGE) {
           const session = this._sessions.get(id);
-          if (session !== undefined) {
+          if (session !== undefined && session._early === null) {
             const at = meta[i + 4];
             const message = data.subarray(at, at + meta[i + 5]);
             if (this._onMessage !== null) this._onMessage(session, message, meta[i + 3], meta[i + 2]);
@@ -510,10 +607,16 @@ class Endpoint extends EventEmitter {
           }
         }
         if (kind === KIND_ACCEPTED) {
-          const at = remote++;
-          const session = new SoeSession(INTERNAL, this, id, remotes[at], meta[i + 6], protocols[at]);
+          const remote = texts[text++];
+          const protocol = texts[text++];
+          const session = new SoeSession(INTERNAL, this, id, remote, meta[i + 6], protocol, meta[i + 5]);
           this._sessions.set(id, session);
           this.emit('session', session);
+          continue;
+        }
+        if (kind === KIND_CONNECTED || kind === KIND_CONNECT_FAILED) {
+          const error = kind === KIND_CONNECT_FAILED ? texts[text++] : undefined;
+          this._connected(id, meta, i, error);
           continue;
         }
         if (kind === KIND_END) {
@@ -523,7 +626,7 @@ class Endpoint extends EventEmitter {
         this._event(kind, id, meta, i, data);
       }
     } catch (e) {
-      if (i + 8 < meta.length) this._held.unshift({ batch, at: i + 8, remote });
+      if (i + 8 < meta.length) this._held.unshift({ batch, at: i + 8, text });
       if (this._held.length > 0 && !this._heldScheduled) {
         this._heldScheduled = true;
         setImmediate(() => this._runHeld());
@@ -538,27 +641,72 @@ class Endpoint extends EventEmitter {
       id,
       channel: meta[i + 2],
       delivery: meta[i + 3],
-      data: kind === KIND_MESSAGE ? data.subarray(meta[i + 4], meta[i + 4] + meta[i + 5]) : undefined,
+      data: kind === KIND_MESSAGE ? data.subarray(meta[i + 4], meta[i + 4] + meta[i + 5])
+        // A disconnect's flight recording (a pcapng capture), copied out of the batch.
+        : kind === KIND_DISCONNECT && meta[i + 5] > 0
+          ? Buffer.from(data.subarray(meta[i + 4], meta[i + 4] + meta[i + 5]))
+          : undefined,
       reason: meta[i + 6],
       byPeer: meta[i + 7] === 1,
     };
     const session = this._sessions.get(id);
-    if (session === undefined) {
-      if (!this._early.has(id)) this._early.set(id, []);
-      this._early.get(id).push(ev);
+    if (session === undefined) return;
+    if (session._early !== null) {
+      session._early.push(ev);
       return;
     }
-    if (kind === KIND_DISCONNECT) this._sessions.delete(id);
+    this._deliver(session, ev);
+  }
+
+  _deliver(session, ev) {
+    if (ev.kind === KIND_DISCONNECT) this._sessions.delete(ev.id);
     try {
       session._deliver(ev);
     } finally {
-      if (kind === KIND_DISCONNECT) this._maybeCloseEmpty();
+      if (ev.kind === KIND_DISCONNECT) this._maybeCloseEmpty();
     }
+  }
+
+  // A connect's handshake ended: the session resolves its promise, or the error rejects it.
+  _connected(id, meta, i, error) {
+    const pending = this._connects.get(id);
+    if (pending === undefined) return;
+    this._connects.delete(id);
+    if (error !== undefined) {
+      pending.reject(fromNative(new Error(error)));
+      return;
+    }
+    const session = new SoeSession(INTERNAL, this, id, pending.target, meta[i + 6], undefined, meta[i + 5]);
+    this._sessions.set(id, session);
+    // Its events wait until the caller has its listeners on: the promise resolves in a
+    // microtask, after the rest of this batch.
+    session._early = [];
+    pending.resolve(session);
+    const release = () => {
+      const early = session._early;
+      session._early = null;
+      for (let k = 0; k < early.length; k++) {
+        try {
+          this._deliver(session, early[k]);
+        } catch (e) {
+          // As in _run: the rest waits for the next turn, ahead of what comes meanwhile.
+          session._early = early.slice(k + 1);
+          if (session._early.length > 0) setImmediate(release);
+          else session._early = null;
+          throw e;
+        }
+      }
+    };
+    setImmediate(release);
   }
 
   _end() {
     if (this._endedFlag) return;
     this._endedFlag = true;
+    for (const { reject } of this._connects.values()) {
+      reject(coded('ERR_SOE_CONNECT', 'the endpoint is closed'));
+    }
+    this._connects.clear();
     this._native.release();
     this._resolveEnded();
     this.emit('close');
@@ -574,9 +722,24 @@ class Endpoint extends EventEmitter {
   _queue(session, channel, buf) {
     this._outMeta.push(session.id, channel, buf.length);
     this._outData.push(buf);
-    if (session._batched === 0) this._batchedSessions.push(session);
+    if (session._batched === 0 && session._datagrams === 0) this._batchedSessions.push(session);
     const n = ++session._batched;
     if (n >= this._highWater) {
+      this._flush();
+    } else if (!this._flushScheduled) {
+      this._flushScheduled = true;
+      queueMicrotask(this._flushLater);
+    }
+  }
+
+  // An unreliable or ordered message: sent with the reliable ones, at the end of the tick (or
+  // as soon as the session has a datagram queue's worth waiting).
+  _queueDatagram(session, kind, buf) {
+    this._outMeta.push(session.id, kind, buf.length);
+    this._outData.push(buf);
+    if (session._batched === 0 && session._datagrams === 0) this._batchedSessions.push(session);
+    const n = ++session._datagrams;
+    if (n >= DATAGRAM_QUEUE) {
       this._flush();
     } else if (!this._flushScheduled) {
       this._flushScheduled = true;
@@ -600,10 +763,14 @@ class Endpoint extends EventEmitter {
     const data = this._outData.length === 1 ? this._outData[0] : Buffer.concat(this._outData);
     this._outMeta = [];
     this._outData = [];
-    for (const s of this._batchedSessions) s._batched = 0;
+    for (const s of this._batchedSessions) {
+      s._batched = 0;
+      s._datagrams = 0;
+    }
     this._batchedSessions = [];
     // (id, epoch) of each session whose queue is full: its 'drain' is the one of that epoch (a
-    // late drain of an earlier flushing task does not count).
+    // late drain of an earlier wait, which ended before these messages had to wait, does not
+    // count).
     const full = call(() => this._native.sendBatch(meta, data));
     for (let k = 0; k < full.length; k += 2) {
       const session = this._sessions.get(full[k]);
@@ -733,31 +900,10 @@ class SoeClient extends Endpoint {
     this._connecting += 1;
     try {
       const ip = await resolveHost(host, family);
-      const text = joinHostPort(ip, port);
+      const target = joinHostPort(ip, port);
+      const id = call(() => this._native.connect(target));
       return await new Promise((resolve, reject) => {
-        call(() =>
-          this._native.connect(text, (err, id, sessionId) => {
-            if (err) {
-              reject(fromNative(new Error(err)));
-              return;
-            }
-            const session = new SoeSession(INTERNAL, this, id, text, sessionId, undefined);
-            this._sessions.set(id, session);
-            resolve(session);
-            // Events that came before the callback, once the caller has attached its listeners.
-            const early = this._early.get(id);
-            if (early) {
-              this._early.delete(id);
-              setImmediate(() => {
-                for (const ev of early) {
-                  if (ev.kind === KIND_DISCONNECT) this._sessions.delete(ev.id);
-                  session._deliver(ev);
-                  if (ev.kind === KIND_DISCONNECT) this._maybeCloseEmpty();
-                }
-              });
-            }
-          }),
-        );
+        this._connects.set(id, { target, resolve, reject });
       });
     } finally {
       this._connecting -= 1;

@@ -1,25 +1,64 @@
 /*
  * What both C examples share: the monotonic clock in microseconds, conversion between struct
  * sockaddr_in and soe_addr, the socket, and the two halves of the loop that move datagrams
- * between the socket and the endpoint. Plain POSIX; nothing here is part of the library.
+ * between the socket and the endpoint. Plain POSIX, and Winsock on Windows (MinGW-w64: the
+ * block under _WIN32 below); nothing here is part of the library.
  */
 #ifndef SOE_EXAMPLE_COMMON_H
 #define SOE_EXAMPLE_COMMON_H
 
+#include <string.h>
+
+#ifdef _WIN32
+/* Winsock in the examples' POSIX shapes: WSAPoll for poll(), a non-blocking socket (set in
+ * udp_socket) for MSG_DONTWAIT, closesocket(), QueryPerformanceCounter for the clock. The
+ * examples keep a socket in an int: a Winsock SOCKET is a kernel handle, and those fit in 32
+ * bits. */
+#ifndef _WIN32_WINNT
+#define _WIN32_WINNT 0x0600 /* WSAPoll: Windows Vista and later */
+#endif
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#define poll(fds, n, timeout) WSAPoll((fds), (ULONG)(n), (timeout))
+#define MSG_DONTWAIT 0
+typedef int soe_sock_len;
+typedef char soe_sock_byte;
+#else
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
+typedef size_t soe_sock_len;
+typedef uint8_t soe_sock_byte;
+#endif
 
 #include "soe.h"
 
 /* The host's monotonic clock, in microseconds: the time every soe_* call takes. */
 static uint64_t now_us(void) {
+#ifdef _WIN32
+    LARGE_INTEGER count, frequency;
+    QueryPerformanceCounter(&count);
+    QueryPerformanceFrequency(&frequency);
+    return (uint64_t)(count.QuadPart / frequency.QuadPart) * 1000000u +
+           (uint64_t)(count.QuadPart % frequency.QuadPart) * 1000000u /
+               (uint64_t)frequency.QuadPart;
+#else
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+#endif
+}
+
+/* Closes a socket of udp_socket(). */
+static inline void socket_close(int fd) {
+#ifdef _WIN32
+    closesocket((SOCKET)fd);
+#else
+    close(fd);
+#endif
 }
 
 static void addr_to_soe(const struct sockaddr_in *in, soe_addr *out) {
@@ -53,10 +92,24 @@ static int poll_timeout_ms(soe_endpoint *ep, int cap) {
 /* A UDP socket with room for bursts (a few sessions' windows of fragments arrive at once);
  * -1 on failure. */
 static int udp_socket(void) {
+#ifdef _WIN32
+    WSADATA wsa;
+    if (WSAStartup(MAKEWORD(2, 2), &wsa) != 0) {
+        return -1;
+    }
+    SOCKET s = socket(AF_INET, SOCK_DGRAM, 0);
+    if (s == INVALID_SOCKET) {
+        return -1;
+    }
+    int fd = (int)s;
+    u_long nonblocking = 1; /* the receive loop reads until the queue is empty */
+    ioctlsocket(s, FIONBIO, &nonblocking);
+#else
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
+#endif
     if (fd >= 0) {
         int rcvbuf = 4 << 20;
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, (const void *)&rcvbuf, sizeof rcvbuf);
     }
     return fd;
 }
@@ -67,7 +120,8 @@ static soe_status receive_all(int fd, soe_endpoint *ep, uint64_t now, uint8_t *b
     for (;;) {
         struct sockaddr_in from;
         socklen_t from_len = sizeof from;
-        ssize_t n = recvfrom(fd, buf, cap, MSG_DONTWAIT, (struct sockaddr *)&from, &from_len);
+        long n = (long)recvfrom(fd, (soe_sock_byte *)buf, (soe_sock_len)cap, MSG_DONTWAIT,
+                                (struct sockaddr *)&from, &from_len);
         if (n < 0) {
             return SOE_OK;
         }
@@ -95,7 +149,8 @@ static soe_status send_all(int fd, soe_endpoint *ep, uint64_t now, uint8_t *buf,
         }
         struct sockaddr_in dest;
         addr_from_soe(&to, &dest);
-        sendto(fd, buf, len, 0, (struct sockaddr *)&dest, sizeof dest);
+        sendto(fd, (const soe_sock_byte *)buf, (soe_sock_len)len, 0, (struct sockaddr *)&dest,
+               sizeof dest);
     }
 }
 

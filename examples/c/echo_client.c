@@ -9,13 +9,10 @@
  * Exits 0 when every echo matched and the session closed cleanly; 1 otherwise (30 s at most).
  */
 #define _POSIX_C_SOURCE 200809L
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "common.h"
 
@@ -194,7 +191,7 @@ int main(int argc, char **argv) {
     free(message);
     free(expected);
     soe_endpoint_free(ep);
-    close(fd);
+    socket_close(fd);
     if (!failed) {
         printf("echo_client: closed cleanly\n");
     }

@@ -12,13 +12,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "common.h"
 
@@ -180,6 +177,6 @@ int main(int argc, char **argv) {
     }
     free(message);
     soe_endpoint_free(ep);
-    close(fd);
+    socket_close(fd);
     return 0;
 }

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use crate::cmd;
 use crate::install_c::{self, Installed};
-use crate::{Error, Result, c_abi_game, c_abi_install};
+use crate::{Error, Result, c_abi_game, c_abi_install, c_abi_recording};
 
 /// The RC4 key of the runs: plain text for the C programs, base64 for the `soe` tool.
 const KEY: &str = "soe-ffi c-abi key";
@@ -79,7 +79,7 @@ pub(crate) fn in_ci() -> bool {
 }
 
 /// A tool the step wants: present, or absent with a loud word (an error under `CI=true`).
-fn wanted(program: &str, what: &str) -> Result<bool> {
+pub(crate) fn wanted(program: &str, what: &str) -> Result<bool> {
     if cmd::program_runs(program) {
         return Ok(true);
     }
@@ -129,6 +129,8 @@ pub(crate) fn run() -> Result<()> {
     let checked = |path: PathBuf| tools.checked(path);
     // The error paths, the ABI during teardown (shared and static), and the C++ header check.
     expect_success(checked(out.join("error_paths")), "error_paths")?;
+    expect_success(Command::new(out.join("macros")), "macros")?;
+    expect_success(Command::new(out.join("macros_cxx")), "macros (C++)")?;
     expect_lines(checked(out.join("teardown")), "teardown", &TEARDOWN_LINES)?;
     expect_lines(
         checked(out.join("teardown_static")),
@@ -136,6 +138,8 @@ pub(crate) fn run() -> Result<()> {
         &TEARDOWN_LINES,
     )?;
     expect_success(Command::new(out.join("header_check")), "header_check")?;
+    // The flight recorder: a session lost after 20 s, its capture read by tshark and decode.
+    c_abi_recording::check(checked(out.join("recording")), &out, &soe)?;
     if tools.pkg_config {
         expect_success(
             Command::new(out.join("header_check_static")),
@@ -153,8 +157,8 @@ pub(crate) fn run() -> Result<()> {
     println!(
         "==> c-abi: built from the installed prefix ({}, {}); C server and client, the C++ \
          game server (20 Hz tick, RC4 after the first message, another key told) and the \
-         README's server verified against the Rust tools, error paths, teardown and C++ header \
-         checked{} in {}",
+         README's server verified against the Rust tools, error paths, teardown, the flight \
+         recorder's capture and C++ header checked{} in {}",
         if tools.pkg_config {
             "pkg-config"
         } else {
@@ -249,7 +253,18 @@ fn build_programs(root: &Path, out: &Path, installed: &Installed, tools: Tools) 
     readme_flags.extend(shared.iter().cloned());
     c(&readme_server, "readme_server", &readme_flags)?;
     c(&tests.join("error_paths.c"), "error_paths", &shared)?;
+    // Every macro of the installed header used in an expression, as C11 and C++17.
+    c(&tests.join("macros.c"), "macros", &shared)?;
+    // (g++ compiles a `.c` file as C++.)
+    compile(
+        &cxx_compiler(),
+        "-std=c++17",
+        &tests.join("macros.c"),
+        &shared,
+        &out.join("macros_cxx"),
+    )?;
     c(&tests.join("teardown.c"), "teardown", &shared)?;
+    c(&tests.join("recording.c"), "recording", &shared)?;
     c(&tests.join("teardown.c"), "teardown_static", &fully_static)?;
     compile(
         &cxx_compiler(),
@@ -610,7 +625,7 @@ fn compile(
 ) -> Result<()> {
     let mut c = Command::new(compiler);
     c.arg(std)
-        .args(["-Wall", "-Wextra", "-Werror", "-O1", "-g"])
+        .args(["-Wall", "-Wextra", "-Woverflow", "-Werror", "-O1", "-g"])
         .arg(source)
         .args(flags)
         .arg("-o")

@@ -49,6 +49,13 @@ pub(crate) enum Step {
     /// `cargo xtask node`: the Node addon built and tested with `npm test`. Skipped where Node
     /// is absent, except under `CI=true`, where that fails.
     Node,
+    /// `cargo xtask wine`, which first does `cargo xtask cross --target win`: the Windows x86-64 build
+    /// (`soe.exe`, `soe.dll` with its import libraries, the addon) and its runs under wine (the
+    /// OS-touching test suites, `soe.exe` against the Linux `soe` both ways, the C echo server
+    /// built with MinGW through CMake, `node.exe` 22 with the packed addon). Skipped where wine,
+    /// MinGW-w64 or Debian's Rust (rustc-web, cargo-web, rust-web-src) is absent, except under
+    /// `CI=true`, where that fails.
+    Windows,
     /// `cargo run --example demo`: the README's main job, over real loopback UDP.
     Demo,
     /// `cargo xtask bench --compare --quick --smoke`: the report as a smoke test (the fixed-load
@@ -72,13 +79,14 @@ pub(crate) enum Step {
 
 impl Step {
     /// Every step, in running order.
-    const ALL: [Self; 13] = [
+    const ALL: [Self; 14] = [
         Self::Fmt,
         Self::Clippy,
         Self::Test,
         Self::CAbi,
         Self::Csharp,
         Self::Node,
+        Self::Windows,
         Self::Demo,
         Self::Report,
         Self::Doc,
@@ -97,6 +105,7 @@ impl Step {
             Self::CAbi => "c-abi",
             Self::Csharp => "csharp",
             Self::Node => "node",
+            Self::Windows => "windows",
             Self::Demo => "demo",
             Self::Report => "report",
             Self::Doc => "doc",
@@ -139,6 +148,10 @@ impl Step {
             }
             Self::Node => {
                 cmd.args(["xtask", "node"]);
+            }
+            Self::Windows => {
+                // `wine` first builds and checks what `cross --target win` does.
+                cmd.args(["xtask", "wine"]);
             }
             Self::Links => {
                 cmd.args(["xtask", "links"]);
@@ -244,6 +257,19 @@ impl Step {
                 Unavailable::Skip(
                     "node and npm are not installed: the Node addon is NOT tested; \
                      under CI=true this fails",
+                )
+            }),
+            Self::Windows if !crate::wine::tools_present() => Some(if running_in_ci() {
+                Unavailable::Fail(
+                    "wine, MinGW-w64 (gcc-mingw-w64-x86-64, mingw-w64-tools) or Debian's Rust \
+                     (rustc-web, cargo-web, rust-web-src) is not installed, and CI=true \
+                     requires them (`.ci/run` installs them from the OS packages)",
+                )
+            } else {
+                Unavailable::Skip(
+                    "wine, MinGW-w64 or Debian's Rust (rustc-web, cargo-web, rust-web-src) is \
+                     not installed: the Windows build is NOT built or run; under CI=true this \
+                     fails",
                 )
             }),
             Self::Links if !crate::links::present() => Some(if running_in_ci() {
@@ -436,6 +462,7 @@ mod tests {
                 "cargo xtask c-abi",
                 "cargo xtask csharp",
                 "cargo xtask node",
+                "cargo xtask wine",
                 "cargo run --quiet --example demo",
                 "cargo xtask bench --compare --quick --smoke",
                 "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",

@@ -15,7 +15,7 @@
 //! Without mcs or mono the step cannot run: `cargo xtask ci` skips it with a loud word, and
 //! fails under `CI=true` (`.ci/run` installs mono-mcs and mono-runtime).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use crate::c_abi::{
     self, base64, expect_success, server_shuts_down_on_sigint, spawn_listening, wait_exit,
 };
 use crate::cmd;
+use crate::cross;
 use crate::install_c;
 use crate::{Error, Result};
 
@@ -161,18 +162,39 @@ fn server_against_ping(mut server: Command, soe: &Path) -> Result<()> {
     wait_exit(&mut child, "C# EchoServer", Duration::from_secs(30))
 }
 
-/// What the NuGet package must hold, as `dotnet pack` lays out Soe.csproj.
-const PACKAGE_ENTRIES: [&str; 6] = [
+/// What the NuGet package holds besides the native libraries, as `dotnet pack` lays out
+/// Soe.csproj.
+const PACKAGE_ENTRIES: [&str; 5] = [
     "[Content_Types].xml",
     "_rels/.rels",
     "Soe.nuspec",
     "lib/netstandard2.1/Soe.dll",
     "lib/netstandard2.1/Soe.xml",
-    "runtimes/linux-x64/native/libsoe.so",
 ];
 
-/// Packs the `.nupkg` with `pack.py` and checks its entries and that Soe.csproj's version is
-/// the library's.
+/// Every runtime the package is laid out for: its RID, the path of its library in the package
+/// (where the .NET host finds `[DllImport("soe")]`), and the file that is packed there:
+/// linux-x64 from the installed prefix, the others from `cargo xtask cross`'s folders.
+fn runtimes(installed: &install_c::Installed) -> Vec<(&'static str, String, PathBuf)> {
+    let mut all = vec![(
+        "linux-x64",
+        "runtimes/linux-x64/native/libsoe.so".to_owned(),
+        installed.shared_lib(),
+    )];
+    for target in cross::Target::ALL {
+        all.push((
+            target.rid(),
+            format!("runtimes/{}/native/{}", target.rid(), target.native_name()),
+            target.dist().join(target.shared_lib(installed.version)),
+        ));
+    }
+    all
+}
+
+/// Checks that Soe.csproj's version is the library's and that it packs every runtime at the
+/// path `pack.py` uses (the layout test: `pack.py` packs stand-ins for all six runtimes, and the
+/// entries must be exactly Soe.csproj's), then packs the real `.nupkg` with the libraries built
+/// here (linux-x64 always; the others where `cargo xtask cross` has built them) and checks it.
 fn package(source: &Path, out: &Path, installed: &install_c::Installed) -> Result<()> {
     if !cmd::program_runs("python3") {
         return c_abi::missing("python3", "the NuGet package (bindings/csharp/pack.py)");
@@ -185,36 +207,97 @@ fn package(source: &Path, out: &Path, installed: &install_c::Installed) -> Resul
             "bindings/csharp/Soe.csproj's <Version> is not the library's {version}"
         )));
     }
+    let all = runtimes(installed);
+    let mut csproj_paths = csproj_native_paths(&project);
+    csproj_paths.sort();
+    let mut ours: Vec<String> = all.iter().map(|(_, p, _)| p.clone()).collect();
+    ours.sort();
+    if csproj_paths != ours {
+        return Err(Error::new(format!(
+            "Soe.csproj packs native libraries at {csproj_paths:?}, expected {ours:?}"
+        )));
+    }
+    let layout = out.join("layout");
+    std::fs::create_dir_all(&layout)
+        .map_err(|e| Error::new(format!("{}: {e}", layout.display())))?;
+    let stand_ins: Vec<(&str, String, PathBuf)> = all
+        .iter()
+        .map(|(rid, at, _)| (*rid, at.clone(), layout.join(format!("{rid}.native"))))
+        .collect();
+    for (_, _, file) in &stand_ins {
+        std::fs::write(file, b"stand-in")
+            .map_err(|e| Error::new(format!("{}: {e}", file.display())))?;
+    }
+    pack_and_check(source, out, &layout, &stand_ins)?;
+    println!(
+        "    layout test: pack.py lays out all {} runtimes at Soe.csproj's paths",
+        all.len()
+    );
+    let (built, missing): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, _, f)| f.is_file());
+    pack_and_check(source, out, out, &built)?;
+    for (rid, _, file) in &missing {
+        println!(
+            "    {rid}: not in this package ({} not built: cargo xtask cross)",
+            file.display()
+        );
+    }
+    Ok(())
+}
+
+/// The `PackagePath`s of Soe.csproj's native libraries.
+fn csproj_native_paths(project: &str) -> Vec<String> {
+    project
+        .split("PackagePath=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('"').map(|(p, _)| p.to_owned()))
+        .filter(|p| p.starts_with("runtimes/"))
+        .collect()
+}
+
+/// Packs `Soe.dll` (compiled into `build`) with `natives` into `out` and checks that the package holds exactly the
+/// expected entries.
+fn pack_and_check(
+    source: &Path,
+    build: &Path,
+    out: &Path,
+    natives: &[(&str, String, PathBuf)],
+) -> Result<()> {
     let mut pack = Command::new("python3");
     pack.arg(source.join("pack.py"))
         .arg("--dll")
-        .arg(out.join("Soe.dll"))
+        .arg(build.join("Soe.dll"))
         .arg("--xml")
-        .arg(out.join("Soe.xml"))
-        .arg("--native")
-        .arg(installed.shared_lib())
-        .arg("--out")
-        .arg(out);
+        .arg(build.join("Soe.xml"));
+    for (rid, _, file) in natives {
+        pack.arg("--native")
+            .arg(format!("{rid}={}", file.display()));
+    }
+    pack.arg("--out").arg(out);
     println!("==> csharp: {}", cmd::describe(&pack));
     let nupkg = cmd::output(&mut pack)?.trim().to_owned();
     let mut list = Command::new("python3");
     list.args(["-m", "zipfile", "-l", &nupkg]);
     let listing = cmd::output(&mut list)?;
-    let entries: Vec<&str> = listing
+    let mut got: Vec<&str> = listing
         .lines()
         .skip(1)
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    let mut want = PACKAGE_ENTRIES.to_vec();
+    let mut want: Vec<&str> = PACKAGE_ENTRIES.to_vec();
+    want.extend(natives.iter().map(|(_, at, _)| at.as_str()));
     want.sort_unstable();
-    let mut got = entries.clone();
     got.sort_unstable();
     if got != want {
         return Err(Error::new(format!(
             "{nupkg} holds {got:?}, expected {want:?}"
         )));
     }
-    println!("    {nupkg}: {} entries, the NuGet layout", entries.len());
+    let rids: Vec<&str> = natives.iter().map(|(rid, _, _)| *rid).collect();
+    println!(
+        "    {nupkg}: {} entries, runtimes {}",
+        got.len(),
+        rids.join(", ")
+    );
     Ok(())
 }
 
@@ -232,4 +315,29 @@ fn mcs(args: &[&str]) -> Result<()> {
     c.arg("-warnaserror").args(args);
     println!("==> csharp: {}", cmd::describe(&c));
     cmd::run_timed(&mut c).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soe_csproj_packs_six_runtimes_where_the_host_looks() {
+        let project =
+            std::fs::read_to_string(cmd::workspace_root().join("bindings/csharp/Soe.csproj"))
+                .unwrap();
+        let mut paths = csproj_native_paths(&project);
+        paths.sort();
+        assert_eq!(
+            paths,
+            [
+                "runtimes/linux-arm64/native/libsoe.so",
+                "runtimes/linux-musl-x64/native/libsoe.so",
+                "runtimes/linux-x64/native/libsoe.so",
+                "runtimes/osx-arm64/native/libsoe.dylib",
+                "runtimes/osx-x64/native/libsoe.dylib",
+                "runtimes/win-x64/native/soe.dll",
+            ]
+        );
+    }
 }

@@ -9,6 +9,8 @@
 //! * `fuzz`: each `cargo fuzz` target for a bounded time, when nightly and cargo-fuzz exist.
 //! * `c-abi`, `install-c`, `csharp`: the C library checked from C and C++, installed under a
 //!   prefix (header, libraries, pkg-config, CMake), and checked from C# under mono.
+//! * `cross`: the release artifacts of Windows, Linux arm64 and musl, and macOS, built here
+//!   and checked (`target/cross/<triple>/`); `wine`: the Windows ones run under wine.
 //! * `sim`: a sweep of the whole-server simulation over a range of seeds.
 //!
 //! [xtask]: https://github.com/matklad/cargo-xtask
@@ -20,15 +22,21 @@ mod bench;
 mod c_abi;
 mod c_abi_game;
 mod c_abi_install;
+mod c_abi_recording;
 mod ci;
 mod cmd;
+mod cross;
+mod cross_tools;
 mod csharp;
 mod fuzz;
 mod install_c;
+mod install_c_windows;
 mod links;
 mod msrv;
 mod node;
 mod sim;
+mod wine;
+mod wine_node;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -103,6 +111,10 @@ enum Command {
         /// Keep the libraries' debug information (no `strip --strip-debug`).
         #[arg(long)]
         no_strip: bool,
+        /// Install for another platform: `x86_64-pc-windows-gnu` lays out bin/soe.dll,
+        /// lib/soe.dll.a, lib/soe.lib and lib/libsoe.a (built by `cross --target win`).
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
     },
     /// Compile the C# binding (bindings/csharp) with mono's mcs and run its checks and its echo
     /// server and client under mono against the `soe` tool (needs mono-mcs and mono-runtime).
@@ -112,6 +124,34 @@ enum Command {
     /// Check that every link of the Markdown pages resolves (remark-validate-links, installed
     /// with npm under target/xtask-tools).
     Links,
+    /// Build the release artifacts for other platforms into target/cross/<triple>/ (`soe`, the
+    /// C library, the Node addon) and check them: Windows x86-64 (MinGW), Linux arm64 and musl,
+    /// macOS x86-64 and arm64 (zig links; built, not run).
+    ///
+    /// Uses rustup's standard library where rustup has the target, else Debian's Rust with
+    /// -Zbuild-std; installs what a target needs when missing (apt-get, pip, cargo install).
+    Cross {
+        /// A target to build (repeatable; default: all).
+        #[arg(long = "target", value_name = "TARGET")]
+        targets: Vec<cross::Pick>,
+        /// Also run the test suites of soe-session and soe-runtime where they run here: the
+        /// musl build natively, the arm64 one under qemu-user.
+        #[arg(long)]
+        tests: bool,
+    },
+    /// Run the Windows build under wine: the OS-touching test suites (soe-runtime, soe-tokio,
+    /// soe-async-std, soe-cli), soe.exe against the Linux soe both ways, the C echo server
+    /// built with MinGW, and node.exe 22 with the packed addon against `soe load`.
+    ///
+    /// Builds the Windows artifacts first (`cross --target win`) when they are missing.
+    Wine {
+        /// Leave the Rust test suites out.
+        #[arg(long)]
+        no_tests: bool,
+        /// Leave node.exe out.
+        #[arg(long)]
+        no_node: bool,
+    },
     /// Run the whole-server simulation (soe-sim) over a range of seeds, release build.
     ///
     /// A failing seed is printed with the one command that replays it.
@@ -154,10 +194,24 @@ impl Command {
                 prefix,
                 profile,
                 no_strip,
-            } => install_c::run(&prefix, &profile, !no_strip).map(|_| ()),
+                target,
+            } => match target.as_deref() {
+                None => install_c::run(&prefix, &profile, !no_strip).map(|_| ()),
+                Some("x86_64-pc-windows-gnu") => install_c_windows::run(&prefix),
+                Some(other) => Err(Error::new(format!(
+                    "install-c --target {other}: only x86_64-pc-windows-gnu is laid out \
+                     (its other platforms' libraries are in target/cross/<triple>/ after \
+                     `cargo xtask cross`)"
+                ))),
+            },
             Self::Csharp => csharp::run(),
             Self::Node => node::run(),
             Self::Links => links::run(),
+            Self::Cross { targets, tests } => cross::run(&targets, tests),
+            Self::Wine { no_tests, no_node } => wine::run(wine::Skip {
+                tests: no_tests,
+                node: no_node,
+            }),
             Self::Sim {
                 seeds,
                 from,
@@ -364,6 +418,7 @@ mod tests {
                 prefix: "/opt/soe".into(),
                 profile: "c-release".into(),
                 no_strip: false,
+                target: None,
             })
         );
         assert_eq!(
@@ -372,6 +427,7 @@ mod tests {
                 prefix: "p".into(),
                 profile: "dev".into(),
                 no_strip: true,
+                target: None,
             })
         );
         assert!(parse(&["install-c"]).is_err());

@@ -10,7 +10,8 @@
 //! 3. Runs `npm test` (`node --test`: every test has its own deadline) under a deadline of its
 //!    own, killing the whole process group if it is reached, so that nothing hangs CI.
 //! 4. Stages this machine's platform package from the debug build, then runs
-//!    `scripts/pack-install-test.mjs` with no Rust toolchain on `PATH`: it packs the main and the
+//!    `scripts/pack-install-test.mjs` with a folder first on `PATH` whose `cargo`, `rustc` and
+//!    `rustup` refuse to run: it packs the main and the
 //!    platform package, installs the tarballs offline into an empty directory, and runs an echo
 //!    from there.
 
@@ -93,12 +94,13 @@ pub(crate) fn run() -> Result<()> {
     println!("==> node: {}", cmd::describe(&stage));
     cmd::run_timed(&mut stage)?;
     let path = path_without_rust()?;
-    let mut pack = Command::new(which("node", &path).unwrap_or_else(|| PathBuf::from("node")));
+    let mut pack = Command::new("node");
     pack.arg("scripts/pack-install-test.mjs")
         .current_dir(&package)
         .env("PATH", &path);
     println!(
-        "==> node: node scripts/pack-install-test.mjs (PATH without cargo, rustc and rustup: {})",
+        "==> node: node scripts/pack-install-test.mjs (PATH: {}; its first folder's cargo, \
+         rustc and rustup refuse to run)",
         path.to_string_lossy()
     );
     let took = run_with_deadline(&mut pack, PACK_DEADLINE)?;
@@ -114,62 +116,41 @@ fn exe(name: &str) -> String {
     format!("{name}{}", std::env::consts::EXE_SUFFIX)
 }
 
-/// Where `program` is found on `path`, if anywhere.
-fn which(program: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
-    std::env::split_paths(path)
-        .map(|dir| dir.join(exe(program)))
-        .find(|file| file.is_file())
-}
-
-/// This process's `PATH` without the directories that hold `cargo`, `rustc` or `rustup`. A
-/// directory that also holds `node` or `npm` (a system directory with a packaged Rust) is
-/// replaced by one that links to those alone. Fails if `cargo` can still be found.
+/// This process's `PATH` with a folder first whose `cargo`, `rustc` and `rustup` refuse to run
+/// (they print why and exit 127), so that nothing the pack-and-install test starts can reach a
+/// Rust toolchain. Dropping the folders that hold them instead would drop `/usr/bin` with
+/// Debian's Rust installed, and `sh` and `npm` with it.
 fn path_without_rust() -> Result<std::ffi::OsString> {
     let current = std::env::var_os("PATH").unwrap_or_default();
-    let rust = ["cargo", "rustc", "rustup"];
-    let node = ["node", "npm", "npx"];
-    let mut kept: Vec<PathBuf> = Vec::new();
-    let mut shim: Option<PathBuf> = None;
-    for dir in std::env::split_paths(&current) {
-        let has = |name: &str| dir.join(exe(name)).is_file();
-        if !rust.iter().any(|r| has(r)) {
-            kept.push(dir);
-            continue;
-        }
-        for tool in node.iter().filter(|t| has(t)) {
-            let shim_dir = shim.get_or_insert_with(|| {
-                std::env::temp_dir().join(format!("soe-node-shim-{}", std::process::id()))
-            });
-            std::fs::create_dir_all(&*shim_dir)
-                .map_err(|e| Error::new(format!("cannot create {}: {e}", shim_dir.display())))?;
-            link(&dir.join(exe(tool)), &shim_dir.join(exe(tool)))?;
-        }
+    let dir = std::env::temp_dir().join(format!("soe-node-no-rust-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
+    for tool in ["cargo", "rustc", "rustup"] {
+        refusing_tool(&dir.join(tool), tool)?;
     }
-    if let Some(dir) = shim {
-        kept.push(dir);
-    }
-    let path = std::env::join_paths(kept).map_err(|e| Error::new(format!("PATH: {e}")))?;
-    if let Some(cargo) = which("cargo", &path) {
-        return Err(Error::new(format!(
-            "cargo is still on the scrubbed PATH at {}",
-            cargo.display()
-        )));
-    }
-    Ok(path)
+    std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&current)))
+        .map_err(|e| Error::new(format!("PATH: {e}")))
 }
 
+/// An executable at `file` that refuses to be `tool`.
 #[cfg(unix)]
-fn link(from: &Path, to: &Path) -> Result<()> {
-    let _ = std::fs::remove_file(to);
-    std::os::unix::fs::symlink(from, to)
-        .map_err(|e| Error::new(format!("cannot link {}: {e}", to.display())))
+fn refusing_tool(file: &Path, tool: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let script = format!(
+        "#!/bin/sh\necho \"{tool}: hidden by cargo xtask node: the pack-and-install test runs \
+         without a Rust toolchain\" >&2\nexit 127\n"
+    );
+    std::fs::write(file, script)
+        .and_then(|()| std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755)))
+        .map_err(|e| Error::new(format!("cannot write {}: {e}", file.display())))
 }
 
 #[cfg(not(unix))]
-fn link(from: &Path, to: &Path) -> Result<()> {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .map_err(|e| Error::new(format!("cannot copy {}: {e}", to.display())))
+fn refusing_tool(file: &Path, tool: &str) -> Result<()> {
+    let file = file.with_extension("cmd");
+    let script = format!("@echo {tool}: hidden by cargo xtask node 1>&2\r\n@exit /b 127\r\n");
+    std::fs::write(&file, script)
+        .map_err(|e| Error::new(format!("cannot write {}: {e}", file.display())))
 }
 
 /// Runs `cmd` like [`cmd::run_timed`], but kills it once `deadline` has passed: a test that

@@ -173,6 +173,149 @@ namespace Soe.Tests
             Expect(allocated == 0, "2,000 datagrams allocated " + allocated + " bytes");
         }
 
+        /// <summary>A caller that changes the IPEndPoint PollTransmit handed out (its port, its
+        /// address) does not misroute the datagrams after it: the cache is the binding's.</summary>
+        private static void MutatedEndPointMisroutesNothing(Endpoint client, ulong session,
+            IPEndPoint serverAddr, ulong now)
+        {
+            var buf = new byte[2048];
+            int n;
+            IPEndPoint to;
+            client.Send(session, 0, new byte[4]);
+            Expect(client.PollTransmit(now, buf, out n, out to) == Status.Ok, "a datagram");
+            to.Port = 9;
+            to.Address = IPAddress.Parse("192.0.2.1");
+            for (int i = 0; i < 2; i++)
+            {
+                client.Send(session, 0, new byte[4]);
+                IPEndPoint next;
+                Expect(client.PollTransmit(now, buf, out n, out next) == Status.Ok, "a datagram");
+                Expect(next.Equals(serverAddr) && !ReferenceEquals(next, to),
+                    "after the caller changed its IPEndPoint, the next datagram still goes to "
+                    + serverAddr + " (got " + next + ")");
+            }
+        }
+
+        /// <summary>A flood of one-off destinations (a spoofed flood's UnknownSender replies,
+        /// 100,000 of them, past any bound of the cache) never costs the live session's datagrams
+        /// an allocation.</summary>
+        private static void FloodOfDestinations(Endpoint client, Endpoint server, ulong session,
+            IPEndPoint serverAddr, IPEndPoint clientAddr, ulong now)
+        {
+            var buf = new byte[2048];
+            var heartbeat = new byte[] { 0x00, 0x06, 0x12, 0x34 };
+            var message = new byte[8];
+            message[0] = 1;
+            long liveBytes = 0;
+            int replies = 0;
+            for (int i = 0; i < 100000; i++)
+            {
+                // 5 ms apart: the endpoint's 200 stateless replies a second answer each one.
+                now += 5000;
+                var spoofed = new IPEndPoint(new IPAddress(new byte[] {
+                    10, (byte)(i >> 16), (byte)(i >> 8), (byte)i }), 40000);
+                server.HandleDatagram(now, spoofed, heartbeat);
+                int len;
+                IPEndPoint to;
+                while (server.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                {
+                    if (to.Equals(spoofed)) replies++;
+                    else client.HandleDatagram(now, serverAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                }
+                if (i % 100 != 0) continue;
+                // The live session: a message each way, its datagrams measured alone.
+                client.SendUnreliable(session, message);
+                server.HandleTimeout(now);
+                client.HandleTimeout(now);
+                long before = GC.GetAllocatedBytesForCurrentThread();
+                while (client.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                {
+                    liveBytes += GC.GetAllocatedBytesForCurrentThread() - before;
+                    server.HandleDatagram(now, clientAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                    before = GC.GetAllocatedBytesForCurrentThread();
+                }
+                Event ev;
+                while (server.PollEvent(buf, out ev) == Status.Ok) { }
+            }
+            Expect(replies > 65536, "the flood drew " + replies + " replies to distinct addresses");
+            Expect(liveBytes == 0, "during the flood the live session's datagrams allocated "
+                + liveBytes + " bytes");
+        }
+
+        /// <summary>Negative durations other than Options.Never are refused, not truncated
+        /// into SOE_NEVER. Built from ticks: Mono's TimeSpan.FromMilliseconds rounds to whole
+        /// milliseconds (-0.5 ms is -1 ms, Options.Never itself; -1.5 ms is -2 ms), so it cannot
+        /// make the durations between -1 and -2 ms that truncation turned into SOE_NEVER.</summary>
+        private static void NegativeDurations()
+        {
+            const long tick = 1, ms = TimeSpan.TicksPerMillisecond;
+            foreach (long ticks in new[] { -tick, -ms / 2, -ms - tick, -ms - ms / 2, -2 * ms, -1000 * ms })
+            {
+                var d = TimeSpan.FromTicks(ticks);
+                var o = new Options { IdleTimeout = d };
+                bool refused = false;
+                try { new Endpoint(o, 0).Dispose(); }
+                catch (ArgumentOutOfRangeException) { refused = true; }
+                Expect(refused, "IdleTimeout " + d.TotalMilliseconds + " ms is refused");
+            }
+            using (var e = new Endpoint(new Options { IdleTimeout = Options.Never }, 0)) { }
+        }
+
+        /// <summary>The flight recorder: a session that dies of 100 % loss leaves a pcapng capture,
+        /// taken once at its Closed event; a live session's is taken on request.</summary>
+        private static void FlightRecorder()
+        {
+            var options = new Options { Server = true, RecordSessions = true, IdleTimeout = TimeSpan.FromSeconds(2) };
+            using (var server = new Endpoint(options, 1000000))
+            using (var client = new Endpoint(new Options { HeartbeatInterval = Options.Never }, 1000000))
+            {
+                var serverAddr = new IPEndPoint(IPAddress.Loopback, 20042);
+                var clientAddr = new IPEndPoint(IPAddress.Loopback, 40000);
+                ulong session = client.Connect(1000000, serverAddr);
+                client.SetRecording(session, true);
+                var buf = new byte[2048];
+                ulong now = 1000000;
+                byte[] closedCapture = null, again = new byte[0];
+                bool closed = false;
+                for (int round = 0; round < 1000 && !closed; round++)
+                {
+                    now += 10000;
+                    bool lossy = round >= 100;
+                    if (!lossy && round % 10 == 5) client.Send(session, 0, new byte[] { 1, 2, 3, (byte)round });
+                    client.HandleTimeout(now);
+                    server.HandleTimeout(now);
+                    int len;
+                    IPEndPoint to;
+                    while (client.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                        if (!lossy) server.HandleDatagram(now, clientAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                    while (server.PollTransmit(now, buf, out len, out to) == Status.Ok)
+                        if (!lossy) client.HandleDatagram(now, serverAddr, new ReadOnlySpan<byte>(buf, 0, len));
+                    Event ev;
+                    while (client.PollEvent(buf, out ev) == Status.Ok) { }
+                    while (server.PollEvent(buf, out ev) == Status.Ok)
+                    {
+                        if (ev.Kind != EventKind.Closed) continue;
+                        Expect(ev.Reason == Reason.Timeout, "the server's session timed out (" + ev.Reason + ")");
+                        closedCapture = server.TakeRecording(ev.Session, now, serverAddr);
+                        again = server.TakeRecording(ev.Session, now, serverAddr);
+                        closed = true;
+                    }
+                }
+                Expect(closed, "the server's session ended");
+                Expect(closedCapture != null && closedCapture.Length > 1000 && closedCapture[0] == 0x0A
+                    && closedCapture[1] == 0x0D, "the recording of the session lost is a pcapng capture");
+                Expect(again == null, "a recording is taken once");
+                byte[] live = client.TakeRecording(session, now, clientAddr);
+                Expect(live != null && live.Length > 100, "a live session's recording");
+                string path = System.IO.Path.GetTempFileName();
+                Expect(client.WriteRecording(session, now, clientAddr, path), "a recording written to a file");
+                Expect(System.IO.File.ReadAllBytes(path)[0] == 0x0A, "the file is a pcapng capture");
+                System.IO.File.Delete(path);
+                client.SetRecording(session, false);
+                Expect(client.TakeRecording(session, now, clientAddr) == null, "stopped: nothing recorded");
+            }
+        }
+
         private static int Main()
         {
             Type addr = typeof(Native.Addr);
@@ -273,6 +416,8 @@ namespace Soe.Tests
                 client.Send(session, 0, new byte[4]);
                 client.PollTransmit(now, buf, out n, out second);
                 Expect(ReferenceEquals(first, second), "one IPEndPoint per destination");
+                MutatedEndPointMisroutesNothing(client, session, serverAddr, now);
+                FloodOfDestinations(client, server, session, serverAddr, clientAddr, now);
                 // A short buffer: ErrBufferTooSmall with the size needed, the datagram kept.
                 client.Send(session, 0, new byte[300]);
                 Expect(client.PollTransmit(now, new byte[8], out n, out first) == Status.ErrBufferTooSmall
@@ -280,6 +425,9 @@ namespace Soe.Tests
                 Expect(client.PollTransmit(now, buf, out n, out first) == Status.Ok && n > 300,
                     "the kept datagram");
             }
+            NegativeDurations();
+            FlightRecorder();
+            using (var preset = new Endpoint(new Options { Server = true, Preset = Preset.FreeRealms, UdpLength = 600 }, 0)) { }
             var disposed = new Endpoint(new Options(), 0);
             disposed.Dispose();
             Expect(Disposed(() => disposed.HandleTimeout(1)), "a disposed endpoint refuses calls");

@@ -30,9 +30,9 @@ mod runtime;
 pub use runtime::AsyncStdRuntime;
 pub use soe_runtime::{
     Channel, CloseReason, Config, ConnectError, Connection, ConnectionId, Delivery,
-    DisconnectReason, EndpointConfig, EndpointEvent, EndpointStats, EventMode, Events, SendBatch,
-    SendError, SessionConfig, SessionStats, SocketConfig, TrySendError, bytes, soe_session,
-    soe_wire,
+    DisconnectReason, EndpointConfig, EndpointEvent, EndpointStats, EventMode, Events, Recording,
+    RecordingConfig, SendBatch, SendError, SessionConfig, SessionStats, SocketConfig, TrySendError,
+    bytes, soe_session, soe_wire,
 };
 
 /// An SOE endpoint whose driver runs on async-std / async-io; see [`soe_runtime::Endpoint`].

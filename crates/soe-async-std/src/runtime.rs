@@ -9,7 +9,8 @@ use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use async_io::{Async, Timer};
-use soe_runtime::udp::{RecvMeta, UdpSocketState};
+use soe_runtime::platform::UdpIo;
+use soe_runtime::udp::RecvMeta;
 use soe_runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
 
 /// Runs the driver task on async-std's executor, with async-io timers and sockets.
@@ -29,7 +30,7 @@ impl Runtime for AsyncStdRuntime {
     }
 
     fn wrap_udp_socket(&self, socket: UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
-        let state = UdpSocketState::new((&socket).into())?;
+        let state = UdpIo::new((&socket).into());
         Ok(Arc::new(Socket {
             io: Async::new(socket)?,
             state,
@@ -53,7 +54,8 @@ impl AsyncTimer for IoTimer {
 #[derive(Debug)]
 struct Socket {
     io: Async<UdpSocket>,
-    state: UdpSocketState,
+    /// quinn-udp's batched I/O, or the plain path where it cannot start.
+    state: UdpIo,
 }
 
 impl AsyncUdpSocket for Socket {
@@ -65,7 +67,11 @@ impl AsyncUdpSocket for Socket {
     ) -> Poll<io::Result<usize>> {
         loop {
             ready!(self.io.poll_readable(cx))?;
-            match self.state.recv(self.io.get_ref().into(), bufs, meta) {
+            let socket = self.io.get_ref();
+            match self
+                .state
+                .recv(socket.into(), bufs, meta, |buf| socket.recv_from(buf))
+            {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 other => return Poll::Ready(other),
             }
@@ -74,7 +80,9 @@ impl AsyncUdpSocket for Socket {
 
     fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
         let transmit = soe_runtime::socket::datagram_transmit(destination, datagram);
-        self.state.try_send(self.io.get_ref().into(), &transmit)
+        let socket = self.io.get_ref();
+        self.state
+            .try_send(socket.into(), &transmit, |d, to| socket.send_to(d, to))
     }
 
     #[cfg(target_os = "linux")]

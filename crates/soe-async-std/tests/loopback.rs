@@ -34,6 +34,11 @@ fn a_connected_socket_hears_a_closed_port() {
 }
 
 #[test]
+fn a_server_keeps_serving_after_sending_to_a_closed_port() {
+    block_on(scenarios::serves_on_after_sending_to_a_closed_port::<R>());
+}
+
+#[test]
 fn server_keeps_serving_through_garbage() {
     block_on(scenarios::survives_garbage::<R>());
 }

@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use soe_dissect::capture::{CaptureRead, for_each_datagram};
-use soe_dissect::export::PduWriter;
-use soe_dissect::{DatagramRecord, Dissector, FlushRecord};
+use soe_dissect::capture::{CaptureRead, Captured, CapturedPdu, for_each_record};
+use soe_dissect::export::{self, PduWriter};
+use soe_dissect::{DatagramRecord, Direction, DissectConfig, Dissector, FlushRecord};
 
 use crate::flags::DissectFlags;
 
@@ -180,7 +180,8 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
              give --pcap FILE, or leave --port out"
         );
     }
-    let mut dissector = Dissector::new(args.dissect.config()?);
+    let base = args.dissect.config()?;
+    let mut dissector = Dissector::new(base.clone());
     let live_input = args.pcap.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let export = match &args.export {
         Some(path) => Some(Export::open(path, live_input)?),
@@ -201,7 +202,7 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
 
     let result = match &args.pcap {
         Some(path) => {
-            let read = read_streaming(path, args.port, &mut dissector, &mut out)?;
+            let read = read_streaming(path, args.port, &base, &mut dissector, &mut out)?;
             out.end(&mut dissector)?;
             let skipped = read.skipped();
             if let Some(export) = &out.export {
@@ -212,8 +213,13 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
                 );
             }
             if !args.json {
+                let exported = if read.exported_pdus > 0 {
+                    format!(" and {} exported records read", read.exported_pdus)
+                } else {
+                    String::new()
+                };
                 out.line(&format!(
-                    "{}: {} UDP datagrams decoded from {} frames{}",
+                    "{}: {} UDP datagrams decoded{exported} from {} frames{}",
                     path.display(),
                     read.udp_datagrams,
                     read.frames,
@@ -265,10 +271,13 @@ pub(crate) fn run(args: DecodeArgs) -> Result<ExitCode> {
 }
 
 /// Dissects a capture as it is read (constant memory whatever its size), writing each record;
-/// `-` reads stdin, a record at a time.
+/// `-` reads stdin, a record at a time. Exported-PDU records of ours (an export, or a flight
+/// recording's messages) are shown as they are; a flight recording's framing record, met
+/// before any datagram, sets the framing `base` (the flags) leaves open.
 fn read_streaming<W: Write>(
     path: &std::path::Path,
     port: Option<u16>,
+    base: &DissectConfig,
     dissector: &mut Dissector,
     out: &mut Output<W>,
 ) -> Result<CaptureRead> {
@@ -280,9 +289,23 @@ fn read_streaming<W: Write>(
         (name, Box::new(io::BufReader::new(file)))
     };
     let mut failed = None;
-    let read = for_each_datagram(input, name, port, |d| {
-        let record = dissector.dissect_frame(d.frame, d.time, d.src, d.dst, &d.payload);
-        match out.datagram(d.time, &record, dissector) {
+    let mut dissected = false;
+    let read = for_each_record(input, name, port, |record| {
+        let result = match record {
+            Captured::Datagram(d) => {
+                dissected = true;
+                let record = dissector.dissect_frame(d.frame, d.time, d.src, d.dst, &d.payload);
+                out.datagram(d.time, &record, dissector)
+            }
+            Captured::Pdu(p) => {
+                if let (false, Some(config)) = (dissected, framing_config(base, &p)) {
+                    *dissector = Dissector::new(config);
+                }
+                out.exported(&p)
+            }
+            _ => Ok(()),
+        };
+        match result {
             Ok(()) => true,
             Err(e) => {
                 failed = Some(e);
@@ -293,6 +316,147 @@ fn read_streaming<W: Write>(
     match failed {
         Some(e) => Err(e),
         None => Ok(read),
+    }
+}
+
+/// The dissector configuration a flight recording's framing record gives: its CRC seed and
+/// length, compression and (when the host wrote it) key, wherever the flags (`base`) left them
+/// open. `None` for any other record.
+fn framing_config(base: &DissectConfig, record: &CapturedPdu) -> Option<DissectConfig> {
+    if record.pdu.header.kind != export::kind::SESSION {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&record.pdu.body);
+    let mut config = base.clone();
+    for (key, value) in text.split(' ').filter_map(|kv| kv.split_once('=')) {
+        match key {
+            "crc_seed" if config.crc_seed.is_none() => {
+                config.crc_seed = crate::flags::parse_seed(value).ok();
+            }
+            "crc_length" if config.crc_length.is_none() => config.crc_length = value.parse().ok(),
+            "compression" if config.compression.is_none() => {
+                config.compression = Some(value == "1");
+            }
+            "rc4_key" if config.keys.is_empty() => {
+                if let Ok(key) = hex::decode(value) {
+                    config = config.with_key(None, key);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(config)
+}
+
+/// An exported-PDU record of ours as `decode` shows it (`"type":"exported"`): a message as its
+/// writer saw it (a flight recording's session, or an export), or a flight recording's
+/// framing or end.
+#[derive(serde::Serialize)]
+struct ExportedRecord<'a> {
+    #[serde(rename = "type")]
+    kind_tag: &'static str,
+    frame: u64,
+    time: f64,
+    src: Option<SocketAddr>,
+    dst: Option<SocketAddr>,
+    session: u32,
+    direction: Direction,
+    /// `reliable`, `unreliable`, `ordered`, `disconnect` or `session`.
+    kind: &'static str,
+    channel: u8,
+    sequence: Option<u16>,
+    len: u32,
+    truncated: bool,
+    fragmented: bool,
+    compressed: bool,
+    encrypted: bool,
+    decrypted: bool,
+    first_frame: u32,
+    last_frame: u32,
+    protocol: &'a str,
+    /// The message (its start when truncated), hex.
+    hex: String,
+    /// A disconnect's reason name, or the framing's text.
+    text: Option<String>,
+}
+
+impl<'a> ExportedRecord<'a> {
+    fn of(record: &'a CapturedPdu) -> Self {
+        let p = &record.pdu;
+        let h = &p.header;
+        let kind = match h.kind {
+            export::kind::RELIABLE => "reliable",
+            export::kind::UNRELIABLE => "unreliable",
+            export::kind::ORDERED => "ordered",
+            export::kind::DISCONNECT => "disconnect",
+            export::kind::SESSION => "session",
+            _ => "unknown",
+        };
+        let is_text = matches!(h.kind, export::kind::DISCONNECT | export::kind::SESSION);
+        let flag = |f: u16| h.flags & f != 0;
+        Self {
+            kind_tag: "exported",
+            frame: record.frame,
+            time: record.time.as_secs_f64(),
+            src: p.src,
+            dst: p.dst,
+            session: h.session,
+            direction: h.direction,
+            kind,
+            channel: h.channel,
+            sequence: h.sequence,
+            len: h.len,
+            truncated: p.truncated,
+            fragmented: flag(export::FLAG_FRAGMENTED),
+            compressed: flag(export::FLAG_COMPRESSED),
+            encrypted: flag(export::FLAG_ENCRYPTED),
+            decrypted: flag(export::FLAG_DECRYPTED),
+            first_frame: h.first_frame,
+            last_frame: h.last_frame,
+            protocol: &p.protocol,
+            hex: hex::encode(&p.body),
+            text: is_text.then(|| String::from_utf8_lossy(&p.body).into_owned()),
+        }
+    }
+
+    /// One line of text.
+    fn render(&self) -> String {
+        let mut line = format!(
+            "#{} exported: session {} {} {}",
+            self.frame,
+            self.session,
+            self.direction.arrow(),
+            self.kind
+        );
+        match &self.text {
+            Some(text) if self.kind == "disconnect" => {
+                line.push_str(&format!(": {text} ({})", self.sequence.unwrap_or(0)));
+            }
+            Some(text) => line.push_str(&format!(": {text}")),
+            None => {
+                line.push_str(&format!(" ch {}", self.channel));
+                if let Some(seq) = self.sequence {
+                    line.push_str(&format!(" seq {seq}"));
+                }
+                line.push_str(&format!(" len {}", self.len));
+                for (on, name) in [
+                    (self.fragmented, "fragmented"),
+                    (self.compressed, "compressed"),
+                    (self.decrypted, "decrypted"),
+                    (self.truncated, "truncated"),
+                ] {
+                    if on {
+                        line.push_str(&format!(" [{name}]"));
+                    }
+                }
+                let shown = self.hex.len().min(96);
+                line.push_str(&format!(" {}", &self.hex[..shown]));
+                if shown < self.hex.len() {
+                    line.push_str("...");
+                }
+            }
+        }
+        line
     }
 }
 
@@ -333,6 +497,21 @@ impl<W: Write> Output<W> {
             self.line(&text)?;
         } else {
             self.line(&record.render())?;
+        }
+        if self.live {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes an exported-PDU record of ours.
+    fn exported(&mut self, record: &CapturedPdu) -> Result<()> {
+        let shown = ExportedRecord::of(record);
+        if self.json {
+            let text = serde_json::to_string(&shown).context("cannot encode a record")?;
+            self.line(&text)?;
+        } else {
+            self.line(&shown.render())?;
         }
         if self.live {
             self.flush()?;

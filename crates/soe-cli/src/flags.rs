@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use base64::Engine;
 use clap::Args;
-use soe_session::{MAX_UDP_LENGTH, MIN_UDP_LENGTH};
+use soe_session::{MAX_UDP_LENGTH, MIN_UDP_LENGTH, Preset};
 use soe_tokio::SessionConfig;
 use soe_tokio::bytes::Bytes;
 use soe_wire::CrcLength;
@@ -16,9 +16,17 @@ use soe_wire::CrcLength;
 /// How a session is configured; the same flags on every command that opens sessions.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SessionFlags {
-    /// The application protocol name sent in SessionRequest (both sides must agree).
-    #[arg(long, value_name = "NAME", default_value = "SoeEcho")]
-    pub(crate) protocol: String,
+    /// The application protocol name sent in SessionRequest (both sides must agree). Default
+    /// SoeEcho, or the preset's (h1z1: ExternalGatewayApi_3).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) protocol: Option<String>,
+    /// A known peer's settings, under the flags given here: free-realms (at most 64 KiB in
+    /// flight), osfr-libsoe (a client takes LibSOE's bare Heartbeat and CRC-less Disconnect),
+    /// h1z1 (its gateway's protocol name and 50 ms ack hold; RC4 after the first message still
+    /// takes --rc4-key and --rc4-after-first-message), planetside2 (acks held up to 500 ms).
+    /// docs/interop.md gives the source of each value.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) preset: Option<Preset>,
     /// The RC4 key for reliable application data, base64 (both sides must agree).
     #[arg(long, value_name = "BASE64")]
     pub(crate) rc4_key: Option<String>,
@@ -136,6 +144,17 @@ pub(crate) fn decode_key(key: &str) -> Result<Vec<u8>> {
 }
 
 impl SessionFlags {
+    /// The application protocol: `--protocol`, else the preset's, else SoeEcho.
+    pub(crate) fn protocol_name(&self) -> String {
+        match (&self.protocol, self.preset) {
+            (Some(name), _) => name.clone(),
+            (None, Some(p)) if !SessionConfig::preset(p).application_protocol().is_empty() => {
+                String::from_utf8_lossy(SessionConfig::preset(p).application_protocol()).into()
+            }
+            (None, _) => "SoeEcho".into(),
+        }
+    }
+
     /// The decoded RC4 key, if one was given.
     pub(crate) fn key(&self) -> Result<Option<Vec<u8>>> {
         self.rc4_key.as_deref().map(decode_key).transpose()
@@ -147,7 +166,11 @@ impl SessionFlags {
         &self,
         server: Option<&ServerFlags>,
     ) -> Result<Arc<SessionConfig>> {
-        let mut config = SessionConfig::new(&self.protocol)
+        let base = self
+            .preset
+            .map_or_else(SessionConfig::default, SessionConfig::preset);
+        let mut config = base
+            .with_application_protocol(self.protocol_name())
             .with_udp_length(self.udp_length)
             .with_connect_timeout(self.connect_timeout);
         if let Some(server) = server {

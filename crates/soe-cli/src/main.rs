@@ -24,6 +24,7 @@ mod net;
 mod out;
 mod ping;
 mod proxy;
+mod record;
 mod serve;
 
 /// The SOE protocol (v3) tool: serve, ping, load, decode, proxy.

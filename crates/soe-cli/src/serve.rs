@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, watch};
 use crate::flags::{ServerFlags, SessionFlags};
 use crate::keycheck::ServerCheck;
 use crate::out::{self, say};
+use crate::record::RecordTo;
 
 /// What the server does with each message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -82,6 +83,21 @@ pub(crate) struct ServeArgs {
     /// (docs/performance-notes.md).
     #[arg(long, value_enum, default_value_t = Driver::Blocking)]
     driver: Driver,
+    /// Record every session with the flight recorder (its last 64 KiB of datagrams and
+    /// messages) and write each one that ends abnormally (a timeout, a client killed, a
+    /// corrupt packet...) to DIR as a pcapng capture: the datagrams with their addresses, and
+    /// the messages as the server saw them for the Wireshark plugin (`soe decode` reads it
+    /// too).
+    #[arg(long, value_name = "DIR")]
+    record: Option<std::path::PathBuf>,
+    /// Write the RC4 key into each recording (`--record`), so that its reader can decrypt
+    /// what the session's key protects. Off: keys are never written.
+    #[arg(long, requires = "record")]
+    record_keys: bool,
+    /// How long a silent client lasts before its session ends with `Timeout`, in seconds
+    /// (default 30).
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    idle_timeout: Option<Duration>,
     #[command(flatten)]
     session: SessionFlags,
     #[command(flatten)]
@@ -182,9 +198,16 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
 
 /// The endpoint's configuration, and whether the server has an RC4 key.
 fn config_of(args: &ServeArgs) -> Result<(Config, bool)> {
-    let session = args.session.session_config(Some(&args.server))?;
+    let mut session = args.session.session_config(Some(&args.server))?;
+    if let Some(idle) = args.idle_timeout {
+        session = Arc::new((*session).clone().with_idle_timeout(Some(idle)));
+    }
     let key = args.session.rc4_key.is_some();
-    let endpoint_config = EndpointConfig::server(session).with_max_sessions(args.max_sessions);
+    let mut endpoint_config = EndpointConfig::server(session).with_max_sessions(args.max_sessions);
+    if args.record.is_some() {
+        endpoint_config = endpoint_config
+            .with_recording(soe_tokio::RecordingConfig::new().with_every_session(true));
+    }
     let config = Config::new(Arc::new(endpoint_config)).with_event_mode(EventMode::Stream);
     Ok((config, key))
 }
@@ -194,7 +217,7 @@ fn print_listening(addr: SocketAddr, args: &ServeArgs, key: bool) {
     say!(
         "soe serve: listening on {} (protocol {:?}, {:?} mode, CRC {} bytes, compression {}, RC4 {})",
         addr,
-        args.session.protocol,
+        args.session.protocol_name(),
         args.mode,
         args.server.crc_length,
         on_off(args.server.compress),
@@ -224,6 +247,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         .filter(|d| !d.is_zero())
         .map(|every| tokio::spawn(print_stats(shared.clone(), every)));
     let mut server = Server::new(&args, key, backlog_limit, shared.clone());
+    server.record = record_to(&args, endpoint.local_addr())?;
     let stop = stop_signal(args.duration);
     tokio::pin!(stop);
     loop {
@@ -300,6 +324,7 @@ fn serve_blocking(args: &ServeArgs) -> Result<ExitCode> {
     let closer = events.handle();
     let mut closing = false;
     let mut server = Server::new(args, key, backlog_limit, shared.clone());
+    server.record = record_to(args, events.local_addr())?;
     // Until closed and every session gone (each close comes as an event, and prints its line).
     while let Some(event) = events.next_event() {
         server.on_event(event);
@@ -403,6 +428,8 @@ struct Server {
     backlog_limit: usize,
     shared: Arc<Shared>,
     peers: HashMap<ConnectionId, Peer>,
+    /// `--record`: where recordings go.
+    record: Option<RecordTo>,
 }
 
 impl Server {
@@ -415,6 +442,7 @@ impl Server {
             backlog_limit,
             shared,
             peers: HashMap::new(),
+            record: None,
         }
     }
 
@@ -552,6 +580,7 @@ impl Server {
         metrics::counter!("soe_sessions_closed_total", "reason" => format!("{:?}", reason.reason))
             .increment(1);
         let verdict = final_verdict(&mut peer, totals, self.key);
+        self.write_recording(&peer);
         say!(
             "close {id} {}: {:?} by {} after {:.1} s; {} message(s) in, {} out, {} resend(s), {} CRC reject(s); {}",
             peer.addr,
@@ -569,6 +598,40 @@ impl Server {
             verdict,
         );
     }
+}
+
+impl Server {
+    /// `--record`: writes a session's recording, when it ended abnormally (the endpoint keeps
+    /// only those).
+    fn write_recording(&self, peer: &Peer) {
+        let (Some(to), Some(recording)) = (&self.record, peer.conn.take_recording()) else {
+            return;
+        };
+        match to.write(peer.conn.id(), &recording) {
+            Ok((path, summary)) => say!(
+                "record {} {}: {} ({} datagrams, {} messages)",
+                peer.conn.id(),
+                peer.addr,
+                path.display(),
+                summary.datagrams,
+                summary.messages
+            ),
+            Err(e) => say!("record {} {}: {e:#}", peer.conn.id(), peer.addr),
+        }
+    }
+}
+
+/// `--record DIR` for a server on `local`.
+fn record_to(args: &ServeArgs, local: SocketAddr) -> Result<Option<RecordTo>> {
+    let Some(dir) = &args.record else {
+        return Ok(None);
+    };
+    let key = if args.record_keys {
+        args.session.key()?
+    } else {
+        None
+    };
+    RecordTo::new(dir, local, key).map(Some)
 }
 
 /// Counts a message received.

@@ -1,7 +1,6 @@
 //! The `soe` binary end to end on loopback: serve and ping, load with `--json`, the proxy with
 //! loss (every message verified, the decoded log showing resends), a capture recorded by the
 //! proxy with RC4 and compression decoded back to the messages sent, and bad input.
-#![cfg(unix)]
 
 mod common;
 
@@ -14,6 +13,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use common::*;
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn serve_and_ping_with_stats_and_metrics() {
     let metrics_port = {
@@ -124,6 +127,10 @@ fn load_json_summary_with_a_few_sessions() {
     assert!(summary["messages_per_s"].as_f64().expect("rate") > 0.0);
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn serve_with_the_blocking_driver_echoes_a_load_and_stops_on_interrupt() {
     let mut server = serve(&["--driver", "blocking", "--stats-interval", "0.2"]);
@@ -145,6 +152,36 @@ fn serve_with_the_blocking_driver_echoes_a_load_and_stops_on_interrupt() {
     );
 }
 
+/// `--preset` (issue 45 §2): `h1z1` gives each side its gateway's protocol name without
+/// `--protocol`, so a ping with the preset is answered and one without it (SoeEcho) is not;
+/// `--protocol` still overrides the preset's name.
+#[test]
+fn a_preset_names_the_protocol_on_both_sides() {
+    let server = serve(&["--preset", "h1z1"]);
+    let listening = server.seen.last().expect("the listening line");
+    assert!(
+        listening.contains("protocol \"ExternalGatewayApi_3\""),
+        "{listening}"
+    );
+    let addr = server.addr.to_string();
+    let ping = |extra: &[&str]| {
+        let mut args = vec!["ping", &addr, "-c", "2", "--interval", "20"];
+        args.extend_from_slice(&["--connect-timeout", "2"]);
+        args.extend_from_slice(extra);
+        soe(&args)
+    };
+    let out = ping(&["--preset", "h1z1"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("2 sent, 2 received"), "{stdout}");
+    for extra in [&["--preset", "h1z1", "--protocol", "SoeEcho"][..], &[]] {
+        let out = ping(extra);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{extra:?}: {}", text(&out.stdout));
+        assert!(stderr.contains("ProtocolMismatch"), "{extra:?}: {stderr}");
+    }
+}
+
 /// The records a JSON-lines stream holds, by type.
 fn records(lines: &[String], kind: &str) -> Vec<Value> {
     lines
@@ -159,6 +196,10 @@ fn has_resend(v: &Value) -> bool {
     v["resends"].as_u64().is_some_and(|n| n > 0)
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn proxy_with_loss_verifies_every_message_and_shows_resends() {
     let server = serve(&[]);
@@ -250,6 +291,10 @@ fn exported_reliable(path: &std::path::Path) -> Vec<Vec<u8>> {
     out
 }
 
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
 #[test]
 fn capture_recorded_by_the_proxy_decodes_to_what_was_sent() {
     let server = serve(&["--compress", "--rc4-key", KEY]);
@@ -415,6 +460,10 @@ fn bad_input_gets_a_clear_message_and_a_failure_exit() {
         ),
         (vec!["serve", "--bind", "256.0.0.1:1"], "cannot resolve"),
         (vec!["serve", "--crc-length", "3"], "CRC length"),
+        (
+            vec!["ping", "127.0.0.1:9", "--preset", "eq2"],
+            "unknown preset \"eq2\"; known: free-realms, osfr-libsoe, h1z1, planetside2",
+        ),
     ];
     for (args, needle) in cases {
         let out = soe(&args);

@@ -4,7 +4,6 @@
 //! match echoes by the id in their messages, count what the server sends on its own apart (by
 //! kind), judge the RC4 key only from the key check's answers, report the connect time without
 //! the key check's wait, and end quietly when their reader goes away.
-#![cfg(unix)]
 
 mod common;
 

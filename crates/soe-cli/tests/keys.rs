@@ -2,7 +2,6 @@
 //! on a mismatch (an echo through the same wrong key would cancel out); `soe serve` logs and
 //! counts what it could not read, echoes every other message the way it came, and can turn
 //! RC4 on after the first message, as can the clients.
-#![cfg(unix)]
 
 mod common;
 

@@ -4,7 +4,9 @@
 //! (`crates/soe-dissect/wireshark/soe.lua`) must show every message with the channel, sequence,
 //! length and bytes `soe decode --json` gives, from a file and from a live stream
 //! (`soe decode --pcap - --export -`), and hand each message to the game dissector registered
-//! for its application protocol.
+//! for its application protocol. The first session carries a message of 264,040 bytes (as a
+//! real Free Realms login does), over the 262,144 bytes Wireshark takes in one record: it is
+//! exported truncated, with its whole length, and every record after it still reads.
 //!
 //! Skipped, with a word on stderr, where tshark is not installed; under `CI=true` its absence
 //! fails (`.ci/run` installs it).
@@ -23,21 +25,21 @@ use pcap_file::pcap::{PcapPacket, PcapWriter};
 use serde_json::Value;
 use soe_session::SessionConfig;
 
+mod common;
 #[path = "../../soe-dissect/tests/support/session_pair.rs"]
 mod session_pair;
+
+use common::{PLUGIN, soe_bin, tshark_present};
 
 /// The key of the encrypted sessions.
 const KEY: &str = "F70IaxuU8C/w7FPXY1ibXw==";
 /// The capture time of the first session's start.
 const EPOCH: Duration = Duration::from_secs(1_700_000_000);
-/// The plugin.
-const PLUGIN: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../soe-dissect/wireshark/soe.lua"
-);
+/// The large message of the first session: as long as the one of a real Free Realms login.
+const BIG: usize = 264_040;
 
 /// The fields tshark prints, in order.
-const FIELDS: [&str; 13] = [
+const FIELDS: [&str; 14] = [
     "soe.session",
     "soe.direction",
     "soe.channel",
@@ -51,6 +53,7 @@ const FIELDS: [&str; 13] = [
     "soe.body",
     "soe.first_frame",
     "soe.last_frame",
+    "soe.truncated",
 ];
 
 /// One message as decode's JSON or tshark's fields show it: session, direction (1 client to
@@ -67,29 +70,6 @@ type Shown = (
     [u64; 2],
 );
 
-/// Whether tshark runs here; `false` (with a word) skips the test, except under `CI=true`.
-fn tshark_present() -> bool {
-    let found = Command::new("tshark")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "tshark is not installed, and CI=true requires it (.ci/run installs it from the OS \
-             packages)"
-        );
-        eprintln!("SKIPPED: tshark is not installed: the Wireshark export is NOT checked");
-    }
-    found
-}
-
-fn soe_bin() -> String {
-    std::env::var("SOE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_soe").to_owned())
-}
-
 /// Game-like bytes, `len` of them.
 fn text(i: usize, len: usize) -> Vec<u8> {
     let mut m = format!("message {i}: ").into_bytes();
@@ -98,12 +78,14 @@ fn text(i: usize, len: usize) -> Vec<u8> {
     m
 }
 
-/// Records one session; `key`: RC4 from the first message, or after it with `switch`.
+/// Records one session; `key`: RC4 from the first message, or after it with `switch`; `big`:
+/// the server's third message is [`BIG`] bytes long.
 fn record(
     protocol: &str,
     compression: bool,
     key: bool,
     switch: bool,
+    big: bool,
 ) -> Vec<(bool, Vec<u8>, Duration)> {
     let mut config = SessionConfig::new(protocol)
         .with_udp_length(512)
@@ -120,15 +102,18 @@ fn record(
     let to_server: Vec<Vec<u8>> = (0..12)
         .map(|i| text(i, if i == 5 { 2500 } else { 60 }))
         .collect();
-    let to_client: Vec<Vec<u8>> = (0..12)
+    let mut to_client: Vec<Vec<u8>> = (0..12)
         .map(|i| text(i, if i % 4 == 1 { 1800 } else { 90 }))
         .collect();
+    if big {
+        to_client.insert(2, text(99, BIG));
+    }
     let pair = session_pair::run_switching(
         &Arc::new(config),
         &to_server,
         &to_client,
         |_| false,
-        200_000,
+        400_000,
         switch,
     );
     assert!(
@@ -240,11 +225,16 @@ fn tshark_fields(input: &str, stdin: Option<Stdio>) -> Command {
     cmd
 }
 
+/// What tshark showed: the messages, the application protocol of each session, and whether
+/// each message's record was truncated (flag 0x20).
+type Fields = (Vec<Shown>, BTreeMap<u64, String>, Vec<bool>);
+
 /// Parses tshark's lines into messages, and the application protocol of each session.
-fn parse_fields(stdout: &[u8]) -> (Vec<Shown>, BTreeMap<u64, String>) {
+fn parse_fields(stdout: &[u8]) -> Fields {
     let text = String::from_utf8_lossy(stdout);
     let mut shown = Vec::new();
     let mut protocols = BTreeMap::new();
+    let mut truncated = Vec::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         assert_eq!(f.len(), FIELDS.len(), "a line of every field: {line:?}");
@@ -264,8 +254,31 @@ fn parse_fields(stdout: &[u8]) -> (Vec<Shown>, BTreeMap<u64, String>) {
             [flag(f[5]), flag(f[6]), flag(f[7]), flag(f[8])],
             [num(f[11]), num(f[12])],
         ));
+        truncated.push(flag(f[13]));
     }
-    (shown, protocols)
+    (shown, protocols, truncated)
+}
+
+/// Checks tshark's messages against decode's: equal, except that a truncated record holds
+/// only the start of its message (with the whole message's length).
+fn same_messages(shown: &[Shown], truncated: &[bool], expected: &[Shown]) {
+    assert_eq!(shown.len(), expected.len(), "every message in tshark");
+    for (i, ((s, e), cut)) in shown.iter().zip(expected).zip(truncated).enumerate() {
+        if *cut {
+            let mut whole = s.clone();
+            whole.5.clone_from(&e.5);
+            assert_eq!(
+                &whole, e,
+                "message {i}: tshark (left) and decode (right) differ"
+            );
+            assert!(
+                e.5.starts_with(&s.5) && s.5.len() < e.5.len() && e.4 > 262_144,
+                "message {i}: only a message over the limit is truncated, to its start"
+            );
+        } else {
+            assert_eq!(s, e, "message {i}: tshark (left) and decode (right) differ");
+        }
+    }
 }
 
 fn temp_dir() -> PathBuf {
@@ -299,11 +312,16 @@ fn check_export(dir: &Path, name: &str, capture: &Path, extra: &[&str]) -> Vec<S
         "tshark: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (shown, protocols) = parse_fields(&out.stdout);
-    assert_eq!(shown.len(), expected.len(), "every message in tshark");
-    for (i, (s, e)) in shown.iter().zip(&expected).enumerate() {
-        assert_eq!(s, e, "message {i}: tshark (left) and decode (right) differ");
-    }
+    let (shown, protocols, truncated) = parse_fields(&out.stdout);
+    same_messages(&shown, &truncated, &expected);
+    let cut: Vec<usize> = (0..shown.len()).filter(|&i| truncated[i]).collect();
+    assert!(
+        cut.len() <= 1
+            && cut
+                .iter()
+                .all(|&i| shown[i].4 == BIG && i + 1 < shown.len()),
+        "at most the one large message is truncated, and records after it read: {cut:?}"
+    );
     assert!(
         protocols.values().all(|p| p.starts_with("WiresharkTest_")),
         "{protocols:?}"
@@ -352,6 +370,57 @@ DissectorTable.get("soe.protocol"):add("WiresharkTest_1", game)
     }
 }
 
+/// The frames of `export` that tshark with the plugin shows under `filter`.
+fn frames_matching(export: &Path, filter: &str) -> usize {
+    let out = Command::new("tshark")
+        .args(["-r", export.to_str().unwrap()])
+        .args(["-X", &format!("lua_script:{PLUGIN}")])
+        .args(["-Y", filter, "-T", "fields", "-e", "frame.number"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+/// The plugin checks the header's message length against the bytes a record holds: the one
+/// truncated record is noted as such, no other is flagged, and a record whose length field was
+/// changed is flagged as malformed.
+fn the_plugin_checks_the_length(dir: &Path, export: &Path) {
+    assert_eq!(frames_matching(export, "soe.truncated.expert"), 1);
+    assert_eq!(frames_matching(export, "soe.bad_length"), 0);
+    // The first Enhanced Packet Block: past the section header and the interface blocks.
+    let mut bytes = std::fs::read(export).unwrap();
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let mut at = 0;
+    while u32_at(&bytes, at) != 6 {
+        at += u32_at(&bytes, at + 4) as usize;
+    }
+    // The packet starts 28 bytes in; its tags end with tag 0.
+    let mut p = at + 28;
+    loop {
+        let (tag, len) = (
+            u16::from_be_bytes([bytes[p], bytes[p + 1]]),
+            usize::from(u16::from_be_bytes([bytes[p + 2], bytes[p + 3]])),
+        );
+        p += 4 + len;
+        if tag == 0 {
+            break;
+        }
+    }
+    bytes[p + 27] ^= 1;
+    let tampered = dir.join("tampered.pcapng");
+    std::fs::write(&tampered, bytes).unwrap();
+    assert_eq!(frames_matching(&tampered, "soe.bad_length"), 1);
+}
+
+#[cfg_attr(
+    windows,
+    ignore = "tshark is a Linux program here: a Windows test cannot run it (under wine)"
+)]
 #[test]
 fn tshark_shows_every_message_of_an_export_with_our_plugin() {
     if !tshark_present() {
@@ -363,14 +432,19 @@ fn tshark_shows_every_message_of_an_export_with_our_plugin() {
     write_capture(
         &first,
         &[
-            record("WiresharkTest_1", false, false, false),
-            record("WiresharkTest_2", true, true, false),
+            record("WiresharkTest_1", false, false, false, true),
+            record("WiresharkTest_2", true, true, false, false),
         ],
     );
     let keys = ["--rc4-key", &format!("20262={KEY}")];
     let shown = check_export(&dir, "sessions", &first, &keys);
     let of = |session: u64| shown.iter().filter(move |m| m.0 == session);
-    assert_eq!(of(1).count(), 24);
+    assert_eq!(of(1).count(), 25);
+    assert_eq!(of(2).count(), 24);
+    assert!(
+        of(1).any(|m| m.4 == BIG && m.6[0]),
+        "the large message, fragmented, with its whole length"
+    );
     assert!(
         of(1).all(|m| !m.6[1] && !m.6[2] && !m.6[3]),
         "session 1 is plain"
@@ -383,7 +457,7 @@ fn tshark_shows_every_message_of_an_export_with_our_plugin() {
     for session in [1, 2] {
         assert_eq!(
             of(session).filter(|m| m.6[0]).count(),
-            4,
+            if session == 1 { 5 } else { 4 },
             "fragmented messages"
         );
         let spans = |m: &&Shown| m.7[0] < m.7[1];
@@ -394,11 +468,15 @@ fn tshark_shows_every_message_of_an_export_with_our_plugin() {
     }
 
     a_game_dissector_registers_by_application_protocol(&dir, &dir.join("sessions.pcapng"));
+    the_plugin_checks_the_length(&dir, &dir.join("sessions.pcapng"));
 
     // RC4 switched on after the first message, read from a live stream: a capture on stdin,
     // the export on stdout, straight into tshark.
     let switched = dir.join("switched.pcap");
-    write_capture(&switched, &[record("WiresharkTest_3", true, true, true)]);
+    write_capture(
+        &switched,
+        &[record("WiresharkTest_3", true, true, true, true)],
+    );
     let extra = ["--rc4-key", KEY, "--rc4-after-first-message"];
     let expected = decoded(&switched, &extra);
     let mut soe = Command::new(soe_bin())
@@ -418,9 +496,12 @@ fn tshark_shows_every_message_of_an_export_with_our_plugin() {
         "tshark: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (live, _) = parse_fields(&out.stdout);
-    assert_eq!(live, expected, "the live export shows what decode does");
-    assert_eq!(live.len(), 24);
+    let (live, _, truncated) = parse_fields(&out.stdout);
+    // The live stream goes on past the large message too.
+    same_messages(&live, &truncated, &expected);
+    assert_eq!(live.len(), 25);
+    assert_eq!(truncated.iter().filter(|t| **t).count(), 1);
+    assert!(!truncated[24]);
     assert!(
         !live[0].6[3] && live[1..].iter().all(|m| m.6[3]),
         "decrypted after the first"

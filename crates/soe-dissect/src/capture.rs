@@ -19,6 +19,8 @@ use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption
 use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
+use crate::export::{ExportedPdu, LINKTYPE_WIRESHARK_UPPER_PDU, PduError, read_pdu};
+
 /// The largest packet record accepted (captured bytes of one frame).
 pub const MAX_RECORD: usize = 256 * 1024;
 /// The most datagrams kept from one capture.
@@ -120,6 +122,28 @@ pub struct CapturedDatagram {
     pub frame: u64,
 }
 
+/// An exported-PDU record of ours taken from a capture (link type 252: an export of
+/// `soe decode --export`, or the messages of a flight recording).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedPdu {
+    /// The capture timestamp, since the UNIX epoch.
+    pub time: Duration,
+    /// Its frame's number in the capture.
+    pub frame: u64,
+    /// The record.
+    pub pdu: ExportedPdu,
+}
+
+/// What [`for_each_record`] hands on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Captured {
+    /// A UDP datagram.
+    Datagram(CapturedDatagram),
+    /// An exported-PDU record of ours.
+    Pdu(CapturedPdu),
+}
+
 /// What [`read_capture`] found.
 #[derive(Debug, Default)]
 pub struct CaptureRead {
@@ -136,8 +160,11 @@ pub struct CaptureRead {
     pub skipped_port: u64,
     /// Frames whose headers did not parse (cut by the snap length, corrupt).
     pub skipped_malformed: u64,
-    /// Frames on a pcapng interface whose link type is not supported.
+    /// Frames on a pcapng interface whose link type is not supported (and exported PDUs that
+    /// are not ours, or when they are not asked for).
     pub skipped_link: u64,
+    /// Exported-PDU records of ours handed on ([`for_each_record`]).
+    pub exported_pdus: u64,
     /// Why reading stopped before the end of the file (a truncated or corrupt record, a limit),
     /// with the datagrams read before it kept above.
     pub stopped: Option<CaptureError>,
@@ -210,6 +237,37 @@ pub fn for_each_datagram(
     port: Option<u16>,
     mut on_datagram: impl FnMut(CapturedDatagram) -> bool,
 ) -> Result<CaptureRead> {
+    let mut on = |c| match c {
+        Captured::Datagram(d) => on_datagram(d),
+        Captured::Pdu(_) => true,
+    };
+    read_records(reader, name, port, false, &mut on)
+}
+
+/// [`for_each_datagram`], also handing on the exported-PDU records of ours (link type 252) a
+/// pcapng capture holds: an export, or a flight recording's messages beside its datagrams. The
+/// port filter applies to both.
+///
+/// # Errors
+/// As [`for_each_datagram`].
+pub fn for_each_record(
+    reader: impl Read,
+    name: String,
+    port: Option<u16>,
+    mut on_record: impl FnMut(Captured) -> bool,
+) -> Result<CaptureRead> {
+    read_records(reader, name, port, true, &mut on_record)
+}
+
+/// The reading behind [`for_each_datagram`] and [`for_each_record`]; `pdus`: whether records
+/// of link type 252 are read.
+fn read_records(
+    reader: impl Read,
+    name: String,
+    port: Option<u16>,
+    pdus: bool,
+    on_record: &mut dyn FnMut(Captured) -> bool,
+) -> Result<CaptureRead> {
     let mut input = Input::new(reader);
     input
         .fill(4)
@@ -218,7 +276,8 @@ pub fn for_each_datagram(
         name: name.clone(),
         port,
         read: CaptureRead::default(),
-        emit: &mut on_datagram,
+        pdus,
+        emit: on_record,
     };
     match input.available() {
         [] => Err(CaptureError::NotACapture(format!(
@@ -371,8 +430,10 @@ struct Collector<'a> {
     port: Option<u16>,
     /// What was read so far.
     read: CaptureRead,
-    /// Where datagrams go; `false` stops the reading.
-    emit: &'a mut dyn FnMut(CapturedDatagram) -> bool,
+    /// Whether exported PDUs are read.
+    pdus: bool,
+    /// Where datagrams (and PDUs) go; `false` stops the reading.
+    emit: &'a mut dyn FnMut(Captured) -> bool,
 }
 
 impl Collector<'_> {
@@ -396,14 +457,48 @@ impl Collector<'_> {
                 return Ok(());
             }
         }
-        let more = (self.emit)(CapturedDatagram {
+        let more = (self.emit)(Captured::Datagram(CapturedDatagram {
             time,
             src,
             dst,
             payload: payload.to_vec(),
             frame: self.read.frames,
-        });
+        }));
         self.read.udp_datagrams += 1;
+        if more { Ok(()) } else { Err(Stop) }
+    }
+
+    /// Takes one frame of link type 252: an exported PDU of ours goes on, others are skipped.
+    fn pdu(&mut self, time: Duration, frame: &[u8]) -> Result<(), Stop> {
+        self.read.frames += 1;
+        let pdu = match read_pdu(frame) {
+            Ok(pdu) if self.pdus => pdu,
+            _ if !self.pdus => {
+                self.read.skipped_link += 1;
+                return Ok(());
+            }
+            Ok(_) | Err(PduError::OtherDissector(_)) => {
+                self.read.skipped_link += 1;
+                return Ok(());
+            }
+            Err(_) => {
+                self.read.skipped_malformed += 1;
+                return Ok(());
+            }
+        };
+        if let Some(port) = self.port {
+            let ports = [pdu.src, pdu.dst].map(|a| a.map(|a| a.port()));
+            if !ports.contains(&Some(port)) {
+                self.read.skipped_port += 1;
+                return Ok(());
+            }
+        }
+        self.read.exported_pdus += 1;
+        let more = (self.emit)(Captured::Pdu(CapturedPdu {
+            time,
+            frame: self.read.frames,
+            pdu,
+        }));
         if more { Ok(()) } else { Err(Stop) }
     }
 
@@ -779,6 +874,11 @@ fn packet_on(
             c.name
         ))));
     };
+    if interface.code == u32::from(LINKTYPE_WIRESHARK_UPPER_PDU) {
+        c.pdu(interface.time(raw_time), data)
+            .map_err(|Stop| PacketError::Stop)?;
+        return Ok(None);
+    }
     let Some(link) = interface.link else {
         c.read.frames += 1;
         c.read.skipped_link += 1;

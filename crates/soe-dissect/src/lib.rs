@@ -39,7 +39,8 @@
 //! ```
 //!
 //! [`export`] writes the messages as a pcapng capture of exported PDUs that Wireshark opens
-//! with the Lua plugin in `crates/soe-dissect/wireshark/`.
+//! with the Lua plugin in `crates/soe-dissect/wireshark/`; [`recording`] writes a flight
+//! recording of `soe-session` as such a capture, its raw datagrams beside its messages.
 //!
 //! Features: `pcap` (default) adds [`capture`], a bounded pcap/pcapng reader and a pcap
 //! writer; `serde` derives `Serialize` for every record.
@@ -57,6 +58,7 @@ mod framing;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod judge;
+pub mod recording;
 mod records;
 mod render;
 mod session;

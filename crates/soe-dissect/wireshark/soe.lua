@@ -15,7 +15,10 @@
 local soe = Proto("soe", "SOE (v3) application message")
 
 local directions = { [0] = "unknown", [1] = "client to server", [2] = "server to client" }
-local kinds = { [0] = "reliable", [1] = "unreliable", [2] = "ordered" }
+-- Kinds 3 and 4 are no message: a flight recording's end (the reason) and framing (text).
+local kinds = {
+    [0] = "reliable", [1] = "unreliable", [2] = "ordered", [3] = "disconnect", [4] = "session",
+}
 local crcs = { [0] = "unknown", [1] = "ok", [2] = "bad", [3] = "none", [4] = "missing" }
 local verdicts = {
     [0] = "unknown", [1] = "plaintext", [2] = "looks encrypted", [3] = "key not judged",
@@ -35,6 +38,7 @@ local f = {
     compressed = ProtoField.bool("soe.compressed", "Compressed", 16, nil, 0x04),
     encrypted = ProtoField.bool("soe.encrypted", "Encrypted", 16, nil, 0x08),
     decrypted = ProtoField.bool("soe.decrypted", "Decrypted", 16, nil, 0x10),
+    truncated = ProtoField.bool("soe.truncated", "Truncated", 16, nil, 0x20),
     crc = ProtoField.uint8("soe.crc", "CRC", base.DEC, crcs),
     key = ProtoField.uint8("soe.key", "Key verdict", base.DEC, verdicts),
     first_frame = ProtoField.uint32("soe.first_frame", "First frame"),
@@ -42,17 +46,28 @@ local f = {
     len = ProtoField.uint32("soe.len", "Message length"),
     protocol = ProtoField.string("soe.protocol", "Application protocol"),
     body = ProtoField.bytes("soe.body", "Message"),
+    reason = ProtoField.string("soe.reason", "Disconnect reason"),
+    reason_code = ProtoField.uint16("soe.reason_code", "Disconnect reason code"),
+    framing = ProtoField.string("soe.framing", "Session framing"),
 }
 soe.fields = {
     f.version, f.direction, f.channel, f.kind, f.session, f.seq, f.flags, f.has_seq,
-    f.fragmented, f.compressed, f.encrypted, f.decrypted, f.crc, f.key, f.first_frame,
-    f.last_frame, f.len, f.protocol, f.body,
+    f.fragmented, f.compressed, f.encrypted, f.decrypted, f.truncated, f.crc, f.key, f.first_frame,
+    f.last_frame, f.len, f.protocol, f.body, f.reason, f.reason_code, f.framing,
 }
 
 local HEADER_LEN = 28
 local bad_header = ProtoExpert.new("soe.bad_header", "Not an soe-dissect header",
     expert.group.MALFORMED, expert.severity.ERROR)
-soe.experts = { bad_header }
+-- A message longer than a record may be (Wireshark's 262,144 bytes) is cut, flagged 0x20, its
+-- length field still the whole message's.
+local truncated = ProtoExpert.new("soe.truncated.expert",
+    "Message truncated to fit a record: the length is the whole message's",
+    expert.group.UNDECODED, expert.severity.NOTE)
+local bad_length = ProtoExpert.new("soe.bad_length",
+    "The message length does not match the bytes the record holds",
+    expert.group.MALFORMED, expert.severity.ERROR)
+soe.experts = { bad_header, truncated, bad_length }
 
 -- Game dissectors register here by application protocol name.
 local games = DissectorTable.new("soe.protocol", "SOE application protocol", ftypes.STRING,
@@ -81,14 +96,15 @@ function soe.dissector(tvb, pinfo, tree)
         root:add(f.seq, tvb(8, 2))
     end
     local flag_tree = root:add(f.flags, tvb(10, 2))
-    for _, field in ipairs({ f.has_seq, f.fragmented, f.compressed, f.encrypted, f.decrypted }) do
+    for _, field in ipairs({ f.has_seq, f.fragmented, f.compressed, f.encrypted, f.decrypted,
+        f.truncated }) do
         flag_tree:add(field, tvb(10, 2))
     end
     root:add(f.crc, tvb(12, 1))
     root:add(f.key, tvb(13, 1))
     root:add(f.first_frame, tvb(16, 4))
     root:add(f.last_frame, tvb(20, 4))
-    root:add(f.len, tvb(24, 4))
+    local len_item = root:add(f.len, tvb(24, 4))
     local protocol = ""
     if name_len > 0 then
         protocol = tvb(HEADER_LEN, name_len):string()
@@ -98,15 +114,48 @@ function soe.dissector(tvb, pinfo, tree)
     if body:len() > 0 then
         root:add(f.body, tvb(body_at))
     end
+    -- The header's length against the bytes this record holds: all of them, or (flag 0x20)
+    -- fewer, the message's start.
+    local message_len = tvb(24, 4):uint()
+    local is_truncated = bit.band(flags, 0x20) ~= 0
+    if is_truncated and body:len() < message_len then
+        len_item:add_proto_expert_info(truncated,
+            string.format("Message truncated: %d of its %d bytes in this record", body:len(),
+                message_len))
+    elseif body:len() ~= message_len then
+        len_item:add_proto_expert_info(bad_length,
+            string.format("The header says %d bytes, the record holds %d", message_len,
+                body:len()))
+    end
 
     local direction = ({ [1] = "C->S", [2] = "S->C" })[tvb(1, 1):uint()] or "?"
+    local kind = tvb(3, 1):uint()
+    if kind == 3 or kind == 4 then
+        -- A flight recording's end, or its framing: text, no message.
+        local text = body:len() > 0 and tvb(body_at):string() or ""
+        if kind == 3 then
+            root:add(f.reason, tvb(body_at))
+            root:add(f.reason_code, tvb(8, 2))
+            local by = ({ [1] = "the client", [2] = "the server" })[tvb(1, 1):uint()] or "?"
+            pinfo.cols.info = string.format("session %d disconnect: %s (%d), ended by %s",
+                tvb(4, 4):uint(), text, tvb(8, 2):uint(), by)
+        else
+            root:add(f.framing, tvb(body_at))
+            pinfo.cols.info = string.format("session %d framing: %s", tvb(4, 4):uint(), text)
+        end
+        if protocol ~= "" then
+            pinfo.cols.protocol = "SOE " .. protocol
+        end
+        return tvb:len()
+    end
     local info = string.format("session %d %s ch %d", tvb(4, 4):uint(), direction,
         tvb(2, 1):uint())
     if bit.band(flags, 0x01) ~= 0 then
         info = info .. string.format(" seq %d", tvb(8, 2):uint())
     end
     info = info .. string.format(" %s len %d", kinds[tvb(3, 1):uint()] or "?", tvb(24, 4):uint())
-    for _, flag in ipairs({ { 0x02, "fragmented" }, { 0x04, "compressed" }, { 0x10, "decrypted" } }) do
+    for _, flag in ipairs({ { 0x02, "fragmented" }, { 0x04, "compressed" }, { 0x10, "decrypted" },
+        { 0x20, "truncated" } }) do
         if bit.band(flags, flag[1]) ~= 0 then
             info = info .. " [" .. flag[2] .. "]"
         end

@@ -21,6 +21,11 @@
 #define SOE_VERSION_STRING \
     SOE_STRINGIFY(SOE_VERSION_MAJOR) "." SOE_STRINGIFY(SOE_VERSION_MINOR) "." SOE_STRINGIFY(SOE_VERSION_PATCH)
 
+// The value of an optional timer that never runs (`SOE_OPT_IDLE_TIMEOUT_MS`,
+// `SOE_OPT_HEARTBEAT_INTERVAL_MS`). Written here, in parentheses, because cbindgen drops them
+// from the Rust constant (src/config.rs), and `x-SOE_NEVER` must not read as `x--1`.
+#define SOE_NEVER (-1)
+
 
 // `soe_addr.family` of an IPv4 address.
 #define SOE_AF_INET 4
@@ -100,12 +105,35 @@
 // The longest RC4 key, in bytes.
 #define SOE_MAX_RC4_KEY_LENGTH 256
 
-// The value of an optional timer that never runs (`SOE_OPT_IDLE_TIMEOUT_MS`,
-// `SOE_OPT_HEARTBEAT_INTERVAL_MS`).
-#define SOE_NEVER -1
+// `SOE_OPT_PRESET`: no preset, the defaults.
+#define SOE_PRESET_NONE 0
 
-// The longest duration an option takes, in milliseconds: one year.
-#define SOE_MAX_DURATION_MS (((365 * 24) * 3600) * 1000)
+// `SOE_OPT_PRESET`: a server for the Free Realms client (512-byte datagrams, 2-byte CRC, at
+// most 64 KiB in flight).
+#define SOE_PRESET_FREE_REALMS 1
+
+// `SOE_OPT_PRESET`: a client of the Free Realms emulator's own server (OSFR's LibSOE), which
+// takes its bare `00 06` Heartbeat and its CRC-less Disconnect from the server's address.
+#define SOE_PRESET_OSFR_LIBSOE 2
+
+// `SOE_OPT_PRESET`: the H1Z1 gateway as h1z1-server runs it (`ExternalGatewayApi_3`, RC4
+// switched on after the first message, acks held up to 50 ms).
+#define SOE_PRESET_H1Z1 3
+
+// `SOE_OPT_PRESET`: a server for the PlanetSide 2 client (acks only now and then).
+#define SOE_PRESET_PLANETSIDE2 4
+
+// The longest duration an option takes, in milliseconds: one year (365 * 24 * 3600 * 1000),
+// written out with a suffix so that the header has a 64-bit literal: cbindgen copies the
+// product as it is, and C evaluates it in `int`, which overflows.
+#define SOE_MAX_DURATION_MS 31536000000ll
+
+// `soe_session_recording`'s flag: write the session's RC4 key into the recording (its framing
+// record), so its reader can decrypt what the key protects. Without it keys are never written.
+#define SOE_RECORDING_WITH_KEY 1
+
+// The longest path `soe_session_recording_file` reads, in bytes without the NUL.
+#define SOE_MAX_PATH_LENGTH 4096
 
 // The library's major version (`SOE_VERSION_MAJOR`).
 #define SOE_VERSION_MAJOR 0
@@ -176,6 +204,10 @@ enum soe_status
   // `soe_config_set` or `soe_config_get` named an option this library does not know: one
   // from a newer header than the library loaded. The config is unchanged.
   SOE_ERR_UNKNOWN_OPTION = -12,
+  // The operating system's random generator failed, so no endpoint was made: its secret and
+  // session ids must be what no peer can predict, and nothing weaker is used instead. The
+  // message gives the system's error.
+  SOE_ERR_RANDOM = -13,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -367,6 +399,29 @@ typedef uint32_t soe_option;
 // one packet each (0). Default 1.
 #define SOE_OPT_BUNDLE_MESSAGES 16
 
+// The most bytes in flight per reliable channel, beside the packet window (sequenced and not
+// yet acknowledged). Default 204800 (200 KiB); the Free Realms client needs 65536; at least 1.
+#define SOE_OPT_MAX_OUTSTANDING_BYTES 17
+
+// A known peer's settings (`SOE_PRESET_*`; docs/interop.md gives the source of each). Setting
+// it writes the preset's values into the options it has (`SOE_OPT_UDP_LENGTH`,
+// `SOE_OPT_CRC_LENGTH`, `SOE_OPT_MAX_OUTSTANDING_BYTES`, `SOE_OPT_RC4_AT_START`, and the
+// application protocol of `SOE_PRESET_H1Z1`), so set it first: later options override it.
+// Default 0 (`SOE_PRESET_NONE`).
+#define SOE_OPT_PRESET 18
+
+// Whether the flight recorder records every session (1) from its start (a server's from its
+// first valid packet), or only those `soe_session_set_recording` names (0). Default 0.
+#define SOE_OPT_RECORD_SESSIONS 19
+
+// The most bytes one session's recording holds, half each way, in 4 KiB chunks. Default
+// 65536; 8192 to 4294967295.
+#define SOE_OPT_RECORD_SESSION_BYTES 20
+
+// The most bytes the recordings of the endpoint hold together (its pool, allocated as it
+// fills, never beyond). Default 67108864; 8192 to 4294967295.
+#define SOE_OPT_RECORD_ENDPOINT_BYTES 21
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -376,11 +431,13 @@ extern "C" {
 // config, which may be changed or freed after. Free the endpoint with `soe_endpoint_free`.
 //
 // Thread-safe (no other thread may change `config` during the call). Returns `SOE_ERR_NULL`,
-// or `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
-// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`);
-// `*out` is then set to NULL.
+// `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
+// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`), or
+// `SOE_ERR_RANDOM` when the operating system's random generator fails (the endpoint's secret
+// and session ids come from it and from nothing weaker); `*out` is then set to NULL.
 //
-// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_RANDOM`,
+// `SOE_ERR_PANIC`.
 soe_status soe_endpoint_new(const struct soe_config *config,
                             uint64_t now_us,
                             struct soe_endpoint **out);
@@ -679,6 +736,56 @@ soe_status soe_config_set_application_protocol(struct soe_config *cfg, const cha
 // Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`, `SOE_ERR_INVALID_CONFIG`,
 // `SOE_ERR_PANIC`.
 soe_status soe_config_set_rc4_key(struct soe_config *cfg, const uint8_t *key, size_t len);
+
+// Starts (`on` non-zero) or stops recording one session: the flight recorder keeps its last
+// datagrams each way and its messages, within `SOE_OPT_RECORD_SESSION_BYTES` and
+// `SOE_OPT_RECORD_ENDPOINT_BYTES`. Stopping forgets what was recorded.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`,
+// `SOE_ERR_POISONED`.
+soe_status soe_session_set_recording(struct soe_endpoint *ep, soe_session session, int32_t on);
+
+// Writes a session's recording as a pcapng capture into `buf` (`cap` bytes) and its length to
+// `*len`: a live session's so far (it goes on recording, from empty), or, after its
+// `SOE_EVENT_CLOSED`, the whole recording of a session that ended abnormally (any reason but
+// 0 None, 3 OtherSideTerminated, 4 ManagerDeleted, 6 Application, 14 ApplicationReleased),
+// once. The capture holds the raw datagrams as UDP between `*local` (this endpoint's socket
+// address) and the peer, and the messages as the session saw them for the Wireshark plugin
+// (docs/c-api.md). `now_us` is the host's clock now (it dates the capture).
+//
+// Size query: with a buffer too small (or NULL and 0), returns `SOE_ERR_BUFFER_TOO_SMALL` with
+// the size needed in `*len`, and keeps the capture for the next call. Returns `SOE_DONE` when
+// there is no recording: the session is not recorded, it ended cleanly, its recording was
+// taken, or the pool needed its room. `flags`: 0, or `SOE_RECORDING_WITH_KEY`.
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`,
+// `SOE_ERR_BUFFER_TOO_SMALL`, `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
+soe_status soe_session_recording(struct soe_endpoint *ep,
+                                 soe_session session,
+                                 uint64_t now_us,
+                                 const struct soe_addr *local,
+                                 uint32_t flags,
+                                 uint8_t *buf,
+                                 size_t cap,
+                                 size_t *len);
+
+// [`soe_session_recording`] to a file: writes the capture to `path` (created or truncated).
+// `SOE_ERR_INVALID_ARGUMENT` when the file cannot be written (the message says why).
+//
+// Thread safety: one thread at a time per endpoint (lock it to share it).
+//
+// Statuses: `SOE_OK`, `SOE_DONE`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_ARGUMENT`,
+// `SOE_ERR_STALE_SESSION`, `SOE_ERR_PANIC`, `SOE_ERR_POISONED`.
+soe_status soe_session_recording_file(struct soe_endpoint *ep,
+                                      soe_session session,
+                                      uint64_t now_us,
+                                      const struct soe_addr *local,
+                                      uint32_t flags,
+                                      const char *path);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::soe_session::{
-    CrcLength, EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, ReliableConfig, SessionConfig,
+    CrcLength, EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, Preset, RecordingConfig,
+    ReliableConfig, SessionConfig,
 };
 use bytes::Bytes;
 
@@ -72,15 +73,52 @@ pub const SOE_OPT_DISCONNECT_INTERVAL_MS: soe_option = 15;
 /// Whether small reliable messages queued together travel packed in one reliable packet (1) or
 /// one packet each (0). Default 1.
 pub const SOE_OPT_BUNDLE_MESSAGES: soe_option = 16;
+/// The most bytes in flight per reliable channel, beside the packet window (sequenced and not
+/// yet acknowledged). Default 204800 (200 KiB); the Free Realms client needs 65536; at least 1.
+pub const SOE_OPT_MAX_OUTSTANDING_BYTES: soe_option = 17;
+/// A known peer's settings (`SOE_PRESET_*`; docs/interop.md gives the source of each). Setting
+/// it writes the preset's values into the options it has (`SOE_OPT_UDP_LENGTH`,
+/// `SOE_OPT_CRC_LENGTH`, `SOE_OPT_MAX_OUTSTANDING_BYTES`, `SOE_OPT_RC4_AT_START`, and the
+/// application protocol of `SOE_PRESET_H1Z1`), so set it first: later options override it.
+/// Default 0 (`SOE_PRESET_NONE`).
+pub const SOE_OPT_PRESET: soe_option = 18;
+
+/// `SOE_OPT_PRESET`: no preset, the defaults.
+pub const SOE_PRESET_NONE: i64 = 0;
+/// `SOE_OPT_PRESET`: a server for the Free Realms client (512-byte datagrams, 2-byte CRC, at
+/// most 64 KiB in flight).
+pub const SOE_PRESET_FREE_REALMS: i64 = 1;
+/// `SOE_OPT_PRESET`: a client of the Free Realms emulator's own server (OSFR's LibSOE), which
+/// takes its bare `00 06` Heartbeat and its CRC-less Disconnect from the server's address.
+pub const SOE_PRESET_OSFR_LIBSOE: i64 = 2;
+/// `SOE_OPT_PRESET`: the H1Z1 gateway as h1z1-server runs it (`ExternalGatewayApi_3`, RC4
+/// switched on after the first message, acks held up to 50 ms).
+pub const SOE_PRESET_H1Z1: i64 = 3;
+/// `SOE_OPT_PRESET`: a server for the PlanetSide 2 client (acks only now and then).
+pub const SOE_PRESET_PLANETSIDE2: i64 = 4;
+
+/// Whether the flight recorder records every session (1) from its start (a server's from its
+/// first valid packet), or only those `soe_session_set_recording` names (0). Default 0.
+pub const SOE_OPT_RECORD_SESSIONS: soe_option = 19;
+/// The most bytes one session's recording holds, half each way, in 4 KiB chunks. Default
+/// 65536; 8192 to 4294967295.
+pub const SOE_OPT_RECORD_SESSION_BYTES: soe_option = 20;
+/// The most bytes the recordings of the endpoint hold together (its pool, allocated as it
+/// fills, never beyond). Default 67108864; 8192 to 4294967295.
+pub const SOE_OPT_RECORD_ENDPOINT_BYTES: soe_option = 21;
 
 /// The value of an optional timer that never runs (`SOE_OPT_IDLE_TIMEOUT_MS`,
-/// `SOE_OPT_HEARTBEAT_INTERVAL_MS`).
+/// `SOE_OPT_HEARTBEAT_INTERVAL_MS`). The header defines it in `cbindgen.toml` as `(-1)`:
+/// cbindgen drops the parentheses, and a bare `-1` reads as a decrement in `x-SOE_NEVER`.
+/// cbindgen:ignore
 pub const SOE_NEVER: i64 = -1;
 
-/// The longest duration an option takes, in milliseconds: one year.
-pub const SOE_MAX_DURATION_MS: i64 = 365 * 24 * 3600 * 1000;
+/// The longest duration an option takes, in milliseconds: one year (365 * 24 * 3600 * 1000),
+/// written out with a suffix so that the header has a 64-bit literal: cbindgen copies the
+/// product as it is, and C evaluates it in `int`, which overflows.
+pub const SOE_MAX_DURATION_MS: i64 = 31_536_000_000_i64;
 
-const OPTION_COUNT: usize = 16;
+const OPTION_COUNT: usize = 21;
 
 /// What one option takes.
 struct Spec {
@@ -134,7 +172,23 @@ const SPECS: [Spec; OPTION_COUNT] = [
     spec("SOE_OPT_DISCONNECT_REPEATS", 1, 16),
     spec("SOE_OPT_DISCONNECT_INTERVAL_MS", 1, SOE_MAX_DURATION_MS),
     spec("SOE_OPT_BUNDLE_MESSAGES", 0, 1),
+    spec("SOE_OPT_MAX_OUTSTANDING_BYTES", 1, U32),
+    spec("SOE_OPT_PRESET", SOE_PRESET_NONE, SOE_PRESET_PLANETSIDE2),
+    spec("SOE_OPT_RECORD_SESSIONS", 0, 1),
+    spec("SOE_OPT_RECORD_SESSION_BYTES", 8192, U32),
+    spec("SOE_OPT_RECORD_ENDPOINT_BYTES", 8192, U32),
 ];
+
+/// The Rust preset of a `SOE_PRESET_*` value.
+fn preset(value: i64) -> Option<Preset> {
+    match value {
+        SOE_PRESET_FREE_REALMS => Some(Preset::FreeRealms),
+        SOE_PRESET_OSFR_LIBSOE => Some(Preset::OsfrLibSoe),
+        SOE_PRESET_H1Z1 => Some(Preset::H1z1),
+        SOE_PRESET_PLANETSIDE2 => Some(Preset::PlanetSide2),
+        _ => None,
+    }
+}
 
 /// The bytes a SessionRequest adds to the protocol name: the packet's opcode (2), the
 /// protocol version (4), session id (4), udp_length (4) and the name's NUL (1).
@@ -157,6 +211,7 @@ fn defaults() -> [i64; OPTION_COUNT] {
     let s = SessionConfig::default();
     let e = EndpointConfig::default();
     let r = ReliableConfig::default();
+    let rec = e.recording();
     [
         i64::from(s.udp_length()),
         s.crc_length().get() as i64,
@@ -174,6 +229,11 @@ fn defaults() -> [i64; OPTION_COUNT] {
         i64::from(s.disconnect_repeats()),
         ms(s.disconnect_interval()),
         i64::from(r.bundle_messages),
+        size(r.max_outstanding_bytes),
+        SOE_PRESET_NONE,
+        i64::from(rec.every_session()),
+        size(rec.session_budget()),
+        size(rec.endpoint_budget()),
     ]
 }
 
@@ -229,7 +289,48 @@ impl soe_config {
             )));
         }
         self.values[index] = value;
+        if option == SOE_OPT_PRESET {
+            self.apply_preset(value);
+        }
         Ok(())
+    }
+
+    /// Writes the values of the preset `value` into the options that hold them.
+    fn apply_preset(&mut self, value: i64) {
+        let Some(p) = preset(value) else {
+            return;
+        };
+        let s = SessionConfig::default().with_preset(p);
+        let d = SessionConfig::default();
+        for (option, now, default) in [
+            (
+                SOE_OPT_UDP_LENGTH,
+                i64::from(s.udp_length()),
+                i64::from(d.udp_length()),
+            ),
+            (
+                SOE_OPT_CRC_LENGTH,
+                s.crc_length().get() as i64,
+                d.crc_length().get() as i64,
+            ),
+            (
+                SOE_OPT_MAX_OUTSTANDING_BYTES,
+                size(s.reliable().max_outstanding_bytes),
+                size(d.reliable().max_outstanding_bytes),
+            ),
+            (
+                SOE_OPT_RC4_AT_START,
+                i64::from(s.encryption_at_start()),
+                i64::from(d.encryption_at_start()),
+            ),
+        ] {
+            if now != default {
+                self.values[(option - 1) as usize] = now;
+            }
+        }
+        if s.application_protocol() != d.application_protocol() {
+            self.protocol = s.application_protocol().to_vec();
+        }
     }
 
     fn value(&self, option: soe_option) -> i64 {
@@ -295,12 +396,18 @@ impl soe_config {
         let d = |o| Duration::from_millis(self.value(o) as u64);
         let optional = |o| (self.value(o) != SOE_NEVER).then(|| d(o));
         let flag = |o| self.value(o) == 1;
-        let reliable = ReliableConfig::default()
+        let base = preset(self.value(SOE_OPT_PRESET)).map_or_else(SessionConfig::default, |p| {
+            SessionConfig::default().with_preset(p)
+        });
+        let reliable = (**base.reliable())
+            .clone()
+            .with_max_outstanding_bytes(u(SOE_OPT_MAX_OUTSTANDING_BYTES))
             .with_max_message_size(u(SOE_OPT_MAX_MESSAGE_SIZE))
             .with_max_queued_messages(u(SOE_OPT_MAX_QUEUED_MESSAGES))
             .with_bundle_messages(flag(SOE_OPT_BUNDLE_MESSAGES));
         let crc = CrcLength::new(self.value(SOE_OPT_CRC_LENGTH) as u8).unwrap_or(CrcLength::TWO);
-        let mut session = SessionConfig::new(&self.protocol)
+        let mut session = base
+            .with_application_protocol(&self.protocol)
             .with_udp_length(udp_length)
             .with_crc_length(crc)
             .with_compression(flag(SOE_OPT_COMPRESSION))
@@ -325,9 +432,14 @@ impl soe_config {
         } else {
             EndpointConfig::client(session)
         };
+        let recording = RecordingConfig::new()
+            .with_every_session(flag(SOE_OPT_RECORD_SESSIONS))
+            .with_session_budget(u(SOE_OPT_RECORD_SESSION_BYTES))
+            .with_endpoint_budget(u(SOE_OPT_RECORD_ENDPOINT_BYTES));
         Ok(config
             .with_max_sessions(u(SOE_OPT_MAX_SESSIONS))
-            .with_max_half_open(u(SOE_OPT_MAX_HALF_OPEN)))
+            .with_max_half_open(u(SOE_OPT_MAX_HALF_OPEN))
+            .with_recording(recording))
     }
 }
 

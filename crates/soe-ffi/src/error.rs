@@ -50,6 +50,10 @@ pub enum soe_status {
     /// `soe_config_set` or `soe_config_get` named an option this library does not know: one
     /// from a newer header than the library loaded. The config is unchanged.
     SOE_ERR_UNKNOWN_OPTION = -12,
+    /// The operating system's random generator failed, so no endpoint was made: its secret and
+    /// session ids must be what no peer can predict, and nothing weaker is used instead. The
+    /// message gives the system's error.
+    SOE_ERR_RANDOM = -13,
 }
 
 impl soe_status {
@@ -70,6 +74,7 @@ impl soe_status {
             Self::SOE_ERR_PANIC => "SOE_ERR_PANIC\0",
             Self::SOE_ERR_POISONED => "SOE_ERR_POISONED\0",
             Self::SOE_ERR_UNKNOWN_OPTION => "SOE_ERR_UNKNOWN_OPTION\0",
+            Self::SOE_ERR_RANDOM => "SOE_ERR_RANDOM\0",
         }
     }
 }

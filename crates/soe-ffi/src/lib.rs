@@ -29,6 +29,7 @@ mod config;
 mod error;
 mod handles;
 mod ptr;
+mod recording;
 mod version;
 
 use std::ffi::{c_char, c_void};
@@ -45,6 +46,7 @@ pub use config::*;
 pub use error::soe_status;
 use error::{Error, boundary};
 use handles::Handles;
+pub use recording::*;
 pub use version::*;
 
 /// An endpoint: sessions behind one socket. Opaque; made by `soe_endpoint_new`, freed by
@@ -63,6 +65,8 @@ pub struct soe_endpoint {
     transmit: Vec<u8>,
     /// An event the caller's buffer was too small for, kept for the next call.
     pending_event: Option<(SessionHandle, Event)>,
+    /// The flight recorder's recordings of closed sessions (`soe_session_recording`).
+    recordings: Recordings,
     poisoned: bool,
 }
 
@@ -397,11 +401,13 @@ pub const SOE_MAX_RC4_KEY_LENGTH: usize = 256;
 /// config, which may be changed or freed after. Free the endpoint with `soe_endpoint_free`.
 ///
 /// Thread-safe (no other thread may change `config` during the call). Returns `SOE_ERR_NULL`,
-/// or `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
-/// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`);
-/// `*out` is then set to NULL.
+/// `SOE_ERR_INVALID_CONFIG` when the options do not fit together (the message names them:
+/// a SessionRequest, the protocol name plus 15 bytes, longer than `SOE_OPT_UDP_LENGTH`), or
+/// `SOE_ERR_RANDOM` when the operating system's random generator fails (the endpoint's secret
+/// and session ids come from it and from nothing weaker); `*out` is then set to NULL.
 ///
-/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_PANIC`.
+/// Statuses: `SOE_OK`, `SOE_ERR_NULL`, `SOE_ERR_INVALID_CONFIG`, `SOE_ERR_RANDOM`,
+/// `SOE_ERR_PANIC`.
 #[unsafe(no_mangle)]
 #[allow(unsafe_code)] // `no_mangle` exports the C symbol; the body has no unsafe code.
 pub extern "C" fn soe_endpoint_new(
@@ -418,14 +424,17 @@ pub extern "C" fn soe_endpoint_new(
             let c = ptr::reference(config, "config")?;
             let max_message_size = c.max_message_size();
             let config = c.endpoint_config()?;
+            let endpoint = Endpoint::try_new(Arc::new(config))
+                .map_err(|e| Error::new(soe_status::SOE_ERR_RANDOM, e.to_string()))?;
             let endpoint = Box::new(soe_endpoint {
-                endpoint: Endpoint::new(Arc::new(config)),
+                endpoint,
                 clock: Clock::new(now_us),
                 handles: Handles::default(),
                 max_message_size,
                 pending_transmit: None,
                 transmit: Vec::new(),
                 pending_event: None,
+                recordings: Recordings::default(),
                 poisoned: false,
             });
             ptr::write(out, ptr::into_handle(endpoint), "out")?;
@@ -578,7 +587,8 @@ pub extern "C" fn soe_endpoint_poll_event(
                     return Err(err);
                 }
             }
-            if matches!(ev, Event::Closed { .. }) {
+            if let Event::Closed { reason, .. } = ev {
+                e.recordings.closed(out.session, h, reason);
                 e.handles.forget(h);
             }
             ptr::write(event, out, "event")?;
@@ -1110,6 +1120,7 @@ pub extern "C" fn soe_status_name(status: i32) -> *const c_char {
         SOE_ERR_PANIC,
         SOE_ERR_POISONED,
         SOE_ERR_UNKNOWN_OPTION,
+        SOE_ERR_RANDOM,
     ];
     let name = known
         .into_iter()

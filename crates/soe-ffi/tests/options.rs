@@ -440,3 +440,30 @@ fn refused_sends_say_what_happened() {
         "{e}"
     );
 }
+
+/// Issue 45 §2: `SOE_OPT_PRESET` writes a known peer's values into the options that hold them
+/// (later options override them), and `SOE_OPT_MAX_OUTSTANDING_BYTES` is an option of its own.
+#[test]
+fn a_preset_writes_its_values_and_later_options_override_them() {
+    let c = Config::new(SOE_ROLE_SERVER);
+    assert_eq!(c.get(SOE_OPT_MAX_OUTSTANDING_BYTES), 200 * 1024);
+    assert_eq!(c.get(SOE_OPT_PRESET), SOE_PRESET_NONE);
+    let c = c.set(SOE_OPT_PRESET, SOE_PRESET_FREE_REALMS);
+    assert_eq!(c.get(SOE_OPT_MAX_OUTSTANDING_BYTES), 64 * 1024);
+    assert_eq!(c.get(SOE_OPT_UDP_LENGTH), 512);
+    let c = c.set(SOE_OPT_MAX_OUTSTANDING_BYTES, 32 * 1024);
+    assert_eq!(c.get(SOE_OPT_MAX_OUTSTANDING_BYTES), 32 * 1024);
+    let ep = endpoint(&c, 0);
+    soe_endpoint_free(ep);
+    let h1 = Config::new(SOE_ROLE_CLIENT).set(SOE_OPT_PRESET, SOE_PRESET_H1Z1);
+    assert_eq!(h1.get(SOE_OPT_RC4_AT_START), 0);
+    soe_endpoint_free(endpoint(&h1, 0));
+    assert_eq!(
+        soe_config_set(h1.ptr(), SOE_OPT_PRESET, SOE_PRESET_PLANETSIDE2 + 1),
+        soe_status::SOE_ERR_INVALID_CONFIG
+    );
+    assert_eq!(
+        soe_config_set(h1.ptr(), SOE_OPT_MAX_OUTSTANDING_BYTES, 0),
+        soe_status::SOE_ERR_INVALID_CONFIG
+    );
+}

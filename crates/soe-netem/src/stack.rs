@@ -97,12 +97,16 @@ pub enum StackKind {
     /// from a 24 ms loop, never a re-ack of a duplicate, CRC-less OutOfOrder, and delivery that
     /// stops behind a packet yielding no message.
     OursVsH1z1,
+    /// Our `Endpoint` on both sides with the Free Realms preset's cap of 64 KiB in flight per
+    /// reliable channel (`ReliableConfig::max_outstanding_bytes`); otherwise as [`Self::Ours`].
+    OursCap64k,
 }
 
 impl StackKind {
     /// All stacks, in report order.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Ours,
+        Self::OursCap64k,
         Self::OursVsSlowAcker,
         Self::OursVsH1z1,
         Self::SoeProtocol,
@@ -115,6 +119,7 @@ impl StackKind {
             Self::OursVsSlowAcker => "ours-vs-slow-acker",
             Self::SoeProtocol => "soe-protocol",
             Self::OursVsH1z1 => "ours-vs-h1z1",
+            Self::OursCap64k => "ours-64k",
         }
     }
 
@@ -122,7 +127,7 @@ impl StackKind {
     pub fn peer_ack_delay(self) -> Duration {
         match self {
             Self::OursVsSlowAcker | Self::OursVsH1z1 => SLOW_ACK_DELAY,
-            Self::Ours | Self::SoeProtocol => Duration::from_millis(2),
+            Self::Ours | Self::OursCap64k | Self::SoeProtocol => Duration::from_millis(2),
         }
     }
 
@@ -137,6 +142,7 @@ impl StackKind {
                 Box::new(SoeProtocolPair::new(now, seed, Duration::from_millis(1)))
             }
             Self::OursVsH1z1 => Box::new(OursPair::against_h1z1(seed, ours_config())),
+            Self::OursCap64k => Box::new(OursPair::new(seed, cap_64k_config(), cap_64k_config())),
         }
     }
 }
@@ -147,6 +153,16 @@ pub const SLOW_ACK_DELAY: Duration = Duration::from_millis(24);
 /// The session config of our stack in every run (defaults, the harness's protocol name).
 pub fn ours_config() -> SessionConfig {
     SessionConfig::new(APP_PROTOCOL).with_udp_length(UDP_LENGTH)
+}
+
+/// Our session config with at most 64 KiB in flight per reliable channel (the Free Realms
+/// preset's cap).
+pub fn cap_64k_config() -> SessionConfig {
+    let reliable = ReliableConfig::default().with_max_outstanding_bytes(64 * 1024);
+    match ours_config().with_reliable(Arc::new(reliable)) {
+        Ok(c) => c,
+        Err(e) => panic!("64 KiB reliable config rejected: {e}"),
+    }
 }
 
 /// Our server config imitating h1z1-server's acknowledgements.

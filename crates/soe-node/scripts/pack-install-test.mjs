@@ -6,8 +6,8 @@
 //
 //   node scripts/pack-install-test.mjs
 //
-// Run it with no Rust toolchain on PATH (`cargo xtask node` scrubs PATH); it checks that
-// `cargo` and `rustc` cannot be found, and fails if they can.
+// Run it with no Rust toolchain on PATH (`cargo xtask node` puts refusing stand-ins first); it
+// checks that `cargo`, `rustc` and `rustup` do not run, and fails if one does.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -34,11 +34,14 @@ function run(cmd, args, cwd) {
   return r.stdout;
 }
 
-for (const tool of ['cargo', 'rustc']) {
-  const r = spawnSync(tool, ['--version'], { encoding: 'utf8' });
-  if (!r.error) fail(`${tool} is on PATH (${r.stdout.trim()}): this test must run without a Rust toolchain`);
+// `cargo xtask node` puts a folder first on PATH whose cargo, rustc and rustup refuse to run
+// (dropping the folders that hold them would drop /usr/bin with Debian's Rust, and sh and npm
+// with it): none of them may answer.
+for (const tool of ['cargo', 'rustc', 'rustup']) {
+  const r = spawnSync(tool, ['--version'], { encoding: 'utf8', shell: process.platform === 'win32' });
+  if (!r.error && r.status === 0) fail(`${tool} runs (${r.stdout.trim()}): this test must run without a Rust toolchain`);
 }
-console.log('pack-install-test: no cargo or rustc on PATH');
+console.log('pack-install-test: cargo, rustc and rustup do not run here');
 
 const staged = path.join(pkgDir, 'npm', platform);
 if (!existsSync(path.join(staged, addonFile(platform)))) fail(`nothing staged in ${staged} (node scripts/stage-platform.js)`);

@@ -1,6 +1,11 @@
-// Creates the platform package of this machine from a cargo build:
+// Creates a platform package from a cargo build:
 //
 //   node scripts/stage-platform.js [release|debug] [--out DIR]
+//   node scripts/stage-platform.js --platform NAME --addon FILE [--out DIR]
+//
+// The first stages this machine's platform from target/<profile>/; the second any platform of
+// scripts/platforms.js from a file built elsewhere (`cargo xtask cross` lays them out as
+// target/cross/<triple>/soe-node.<platform>.node).
 //
 // writes DIR/<platform>/ (default DIR: npm/ in the package) with a package.json (name
 // soe-node-<platform>, the main package's version, and the os, cpu and libc fields that make
@@ -13,7 +18,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { platformName } = require('../binding.js');
-const { PLATFORMS, packageName, addonFile } = require('./platforms.js');
+const { PLATFORMS, builtFile, packageName, addonFile } = require('./platforms.js');
 
 const pkgDir = path.join(__dirname, '..');
 const args = process.argv.slice(2);
@@ -21,14 +26,15 @@ const profile = args.find((a) => a === 'release' || a === 'debug') || 'release';
 const outAt = args.indexOf('--out');
 const outDir = outAt >= 0 ? path.resolve(args[outAt + 1]) : path.join(pkgDir, 'npm');
 
-const platform = platformName();
+const option = (name) => (args.indexOf(name) >= 0 ? args[args.indexOf(name) + 1] : undefined);
+const platform = option('--platform') || platformName();
 const spec = PLATFORMS[platform];
 if (!spec) {
   console.error(`stage-platform: ${platform} is not among the platforms the package ships (scripts/platforms.js)`);
   process.exit(1);
 }
 const targetDir = process.env.CARGO_TARGET_DIR || path.join(pkgDir, '..', '..', 'target');
-const built = path.join(targetDir, profile, spec.built);
+const built = option('--addon') ? path.resolve(option('--addon')) : path.join(targetDir, profile, builtFile(platform));
 if (!fs.existsSync(built)) {
   console.error(`stage-platform: no ${built}; run cargo build${profile === 'release' ? ' --release' : ''} -p soe-node first`);
   process.exit(1);

@@ -1,74 +1,67 @@
 //! SOE sessions for Node.js: the native half of the `soe-node` npm package (see its README and
 //! `index.js`, which wraps this in `SoeServer`, `SoeClient` and `SoeSession` classes).
 //!
-//! Each endpoint runs on soe-tokio inside a tokio runtime of the addon's own, off the JS thread:
-//! acks, resends and timeouts never wait for JavaScript. Events reach JS in batches (one N-API
-//! call for up to 256 events), at most 64 batches in flight: when JS falls
-//! behind, the pump waits and each session's messages wait in its receive queue, bounded by
-//! `receiveQueueBytes` (default 8 MiB). Acks, resends and heartbeats go on meanwhile. A session
+//! Each endpoint runs on soe-runtime's blocking event loop, on a thread of its own (the pump,
+//! `src/pump.rs`), off the JS thread: acks, resends and timeouts never wait for JavaScript. The
+//! pump blocks in the kernel between wake-ups and hands events to JS in batches (one N-API call
+//! for up to 256 events), at most 64 batches in flight: when JS falls behind, the pump stops
+//! taking events and each session's messages wait in the endpoint's receive queue, bounded by
+//! `receiveQueueBytes` (default 8 MiB), while acks, resends and heartbeats go on. A session
 //! whose reader stays behind past that bound is closed with `reliableOverflow` (both sides are
-//! told) rather than let a peer fill memory. Sends that meet a full queue are kept in order and
-//! go out as room appears; `send` returns `false` then, and a `drain` event follows, as with
-//! `stream.write`. While any wait, later sends and RC4 switches queue behind them, so that
-//! nothing overtakes a message on its way and each message is encrypted (or not) as it was when
-//! the application sent it.
+//! told) rather than let a peer fill memory.
+//!
+//! JS sends at the end of each tick, every message of every session in one call
+//! ([`NativeEndpoint::send_batch`]): reliable, unreliable and ordered ones, queued under one
+//! lock, and their datagrams sent from the JS thread (one `sendmmsg` on Linux), with no
+//! hand-off to the pump. Reliable messages that meet a full queue are kept in order
+//! (`src/pending.rs`) and the pump passes them on as room appears; `send` returns `false` then,
+//! and a `drain` event follows, as with `stream.write`. While any wait, later sends and RC4
+//! switches queue behind them, so that nothing overtakes a message on its way and each message
+//! is encrypted (or not) as it was when the application sent it.
 //!
 //! Errors thrown to JS carry a code in front of their message (`ERR_SOE_...: ...`), which
 //! `index.js` moves to the `code` property.
 
 #![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
-use std::collections::{HashMap, VecDeque};
-use std::future::Future;
+mod pending;
+mod pump;
+mod recording;
+
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use napi::bindgen_prelude::{Buffer, Float64Array};
-use napi::threadsafe_function::{
-    ErrorStrategy, ThreadSafeCallContext, ThreadsafeFunction, ThreadsafeFunctionCallMode,
-};
+use napi::threadsafe_function::ThreadSafeCallContext;
 use napi::{Env, Error, JsFunction, Result, Status};
 use napi_derive::napi;
-use soe_tokio::bytes::Bytes;
-use soe_tokio::soe_session::ReliableConfig;
-use soe_tokio::{
-    Channel, Config, Connection, Delivery, DisconnectReason, Endpoint, EndpointConfig,
-    EndpointEvent, EventMode, SessionConfig, SocketConfig, TrySendError,
+use soe_runtime::blocking::{EventLoop, EventLoopHandle};
+use soe_runtime::bytes::Bytes;
+use soe_runtime::soe_session::ReliableConfig;
+use soe_runtime::{
+    Channel, Config, Connection, DisconnectReason, EndpointConfig, EventMode, SessionConfig,
+    SocketConfig, TrySendError,
 };
-use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::sync::{Notify, mpsc};
 
-/// Events handed to JS in one call, at most.
-const BATCH: usize = 256;
-/// Batches handed to the JS thread and not yet taken, at most: the pump waits for JS to take
-/// one before it gathers the next, so whatever arrives while JS is busy rides in one batch
-/// instead of a call each (a call into JS costs far more than a message).
-const JS_QUEUE: usize = 64;
-
-/// The addon's tokio runtime: one thread of its own ("soe-node"), shared by every endpoint of
-/// the process. The endpoints' drivers and their event pumps all run on it, so the only
-/// hand-offs between threads are the ones Node needs: events to the JS thread in batches, and
-/// the JS thread's sends to the runtime. (With several workers the drivers and pumps woke each
-/// other across threads for every batch, and the workers woke each other to steal the work.)
-fn runtime() -> &'static tokio::runtime::Handle {
-    static HANDLE: OnceLock<tokio::runtime::Handle> = OnceLock::new();
-    HANDLE.get_or_init(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("the soe-node runtime starts");
-        let handle = runtime.handle().clone();
-        std::thread::Builder::new()
-            .name("soe-node".into())
-            .spawn(move || runtime.block_on(std::future::pending::<()>()))
-            .expect("the soe-node runtime thread starts");
-        handle
-    })
-}
+use crate::pending::Pending;
+use crate::pump::{EventsFn, Flow, lock};
 
 fn code_error(code: &str, message: impl std::fmt::Display) -> Error {
     Error::new(Status::GenericFailure, format!("{code}: {message}"))
+}
+
+/// Why an endpoint did not start: `ERR_SOE_RANDOM` when the OS random generator failed (no
+/// endpoint is made without it), else `ERR_SOE_BIND`.
+fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Error {
+    let random = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<soe_runtime::soe_session::EndpointError>());
+    match random {
+        Some(random) => code_error("ERR_SOE_RANDOM", random),
+        None => code_error("ERR_SOE_BIND", format!("cannot bind {addr}: {e}")),
+    }
 }
 
 /// Endpoint settings (see `index.d.ts` for the JS names and defaults).
@@ -117,6 +110,19 @@ pub struct NativeOptions {
     /// Apply the per-IP limits (SessionRequests a minute, stateless replies a second) to
     /// loopback sources too. Default false: relays and tests on the same host are not limited.
     pub limit_loopback: Option<bool>,
+    /// A known peer's settings (`free-realms`, `osfr-libsoe`, `h1z1`, `planetside2`), under the
+    /// other options. Default none.
+    pub preset: Option<String>,
+    /// The most bytes in flight per reliable channel. Default 204800 (200 KiB).
+    pub max_outstanding_bytes: Option<u32>,
+    /// The flight recorder records every session. Default false.
+    pub record_sessions: Option<bool>,
+    /// The most bytes one session's recording holds. Default 65536.
+    pub record_session_bytes: Option<u32>,
+    /// The most bytes the endpoint's recordings hold together. Default 67108864.
+    pub record_endpoint_bytes: Option<u32>,
+    /// Recordings hold the RC4 key. Default false: keys are never written.
+    pub record_keys: Option<bool>,
 }
 
 /// The default of [`NativeOptions::event_batch_ms`]: 1 ms. A call into JS costs tens of
@@ -125,106 +131,6 @@ pub struct NativeOptions {
 /// come one at a time and each would pay it. Held for at most a millisecond after the previous
 /// call, they go in batches; the first event after a quiet millisecond goes at once.
 const DEFAULT_EVENT_BATCH_MS: u32 = 1;
-
-/// One event, before it is packed into a batch.
-struct Ev {
-    kind: u8,
-    id: u64,
-    channel: u8,
-    delivery: u8,
-    data: Option<Bytes>,
-    /// The disconnect reason, or the SOE session id of an accepted session.
-    reason: u32,
-    by_peer: bool,
-    remote: Option<String>,
-    protocol: Option<String>,
-}
-
-impl Ev {
-    fn new(kind: u8, id: u64) -> Self {
-        Self {
-            kind,
-            id,
-            channel: 0,
-            delivery: 0,
-            data: None,
-            reason: 0,
-            by_peer: false,
-            remote: None,
-            protocol: None,
-        }
-    }
-}
-
-/// Event kinds in a batch's `meta`.
-const ACCEPTED: u8 = 1;
-const MESSAGE: u8 = 2;
-const DISCONNECT: u8 = 3;
-const DRAIN: u8 = 4;
-const END: u8 = 5;
-/// Numbers per event in `meta`: kind, id, channel, delivery, offset, length, reason (the SOE
-/// session id for an accepted session), by_peer.
-const META: usize = 8;
-
-/// A batch of events for JS, packed so that one N-API call carries hundreds of them: `meta`
-/// holds 8 numbers per event, `data` every message's bytes back to back (each message
-/// is a view into it), `remotes` the address and `protocols` the application protocol name of
-/// each accepted session, in order.
-#[napi(object)]
-pub struct NativeBatch {
-    /// Kind, id, channel, delivery (0 reliable, 1 unreliable, 2 ordered), offset and length in
-    /// `data`, reason code (or the session id of an accepted session), by_peer (0 or 1), for
-    /// each event.
-    pub meta: Float64Array,
-    /// The messages' bytes.
-    pub data: Buffer,
-    /// Remote addresses of accepted sessions.
-    pub remotes: Vec<String>,
-    /// Application protocol names of accepted sessions.
-    pub protocols: Vec<String>,
-}
-
-fn pack(events: Vec<Ev>) -> NativeBatch {
-    let mut meta = Vec::with_capacity(events.len() * META);
-    let bytes: usize = events
-        .iter()
-        .filter_map(|e| e.data.as_ref())
-        .map(Bytes::len)
-        .sum();
-    let mut data = Vec::with_capacity(bytes);
-    let mut remotes = Vec::new();
-    let mut protocols = Vec::new();
-    for e in events {
-        let (offset, len) = match &e.data {
-            Some(d) => {
-                let at = data.len();
-                data.extend_from_slice(d);
-                (at, d.len())
-            }
-            None => (0, 0),
-        };
-        if let Some(r) = e.remote {
-            remotes.push(r);
-            protocols.push(e.protocol.unwrap_or_default());
-        }
-        meta.extend_from_slice(&[
-            f64::from(e.kind),
-            e.id as f64,
-            f64::from(e.channel),
-            f64::from(e.delivery),
-            offset as f64,
-            len as f64,
-            f64::from(e.reason),
-            f64::from(u8::from(e.by_peer)),
-        ]);
-    }
-    NativeBatch {
-        meta: Float64Array::new(meta),
-        data: Buffer::from(data),
-        remotes,
-        protocols,
-    }
-}
 
 /// A session's counters.
 #[napi(object)]
@@ -270,73 +176,53 @@ pub struct NativeStats {
     pub pending_messages: f64,
     /// Bytes of those.
     pub pending_bytes: f64,
+    /// Unreliable and ordered messages dropped because the session's datagram queue was full
+    /// (256 not yet sent).
+    pub unreliable_dropped: f64,
 }
 
-/// What waits for room in a session's queue, in the order the application asked for it.
-enum Item {
-    /// A reliable message.
-    Message(Channel, Bytes),
-    /// An RC4 switch, which must fall between the messages sent before it and after it.
-    Encryption(bool),
-}
+/// The longest the pump waits in the kernel on a port shared with `reusePort`, where a wake-up
+/// from the JS thread can miss it (see `pump::Pump`): 100 ms.
+const SHARED_PORT_MAX_WAIT: Duration = Duration::from_millis(100);
 
-/// A session's writes that met a full queue, in order.
-#[derive(Default)]
-struct Pending {
-    queue: VecDeque<Item>,
-    /// Messages in `queue` (it also holds RC4 switches), and their bytes.
-    messages: usize,
-    bytes: usize,
-    /// Whether a flushing task runs. While it does, it may hold a message it took from `queue`
-    /// and has not yet handed to the session: everything else queues behind it, even when
-    /// `queue` is empty.
-    flushing: bool,
-    /// Counts the flushing tasks started: a `drain` names the task that sent it, so that JS
-    /// can tell a late `drain` of an earlier task from the one it waits for.
-    epoch: u32,
-}
+/// The kinds of message in `send_batch`'s `meta`, beside the reliable channels 0 to 3.
+const SEND_UNRELIABLE: u32 = 4;
+const SEND_ORDERED: u32 = 5;
 
-impl Pending {
-    fn push(&mut self, item: Item) {
-        if let Item::Message(_, data) = &item {
-            self.messages += 1;
-            self.bytes += data.len();
-        }
-        self.queue.push_back(item);
-    }
-
-    fn pop(&mut self) -> Option<Item> {
-        let item = self.queue.pop_front()?;
-        if let Item::Message(_, data) = &item {
-            self.messages -= 1;
-            self.bytes -= data.len();
-        }
-        Some(item)
-    }
-
-    fn clear(&mut self) {
-        self.queue.clear();
-        self.messages = 0;
-        self.bytes = 0;
-        self.flushing = false;
-    }
-}
-
-struct Session {
+/// One session, as the binding keeps it.
+pub(crate) struct Session {
     conn: Connection,
-    pending: Arc<Mutex<Pending>>,
+    /// Its writes that wait for room.
+    pending: Pending,
+    /// Unreliable and ordered messages dropped because its datagram queue was full.
+    dropped: u64,
 }
 
-struct Shared {
-    endpoint: Endpoint,
+impl Session {
+    pub(crate) fn new(conn: Connection) -> Self {
+        Self {
+            conn,
+            pending: Pending::default(),
+            dropped: 0,
+        }
+    }
+}
+
+/// What the JS thread and the pump share.
+pub(crate) struct Shared {
+    /// The endpoint's event loop, driven by the pump.
+    events: EventLoopHandle,
+    local_addr: SocketAddr,
+    /// The open sessions by id. Lock order: this, then the endpoint's own lock (taken by its
+    /// calls); nothing takes this while holding that.
     sessions: Mutex<HashMap<u64, Session>>,
-    internal: mpsc::UnboundedSender<Ev>,
+    /// Sessions with writes waiting for room, for the pump to flush.
+    flushing: Mutex<Vec<u64>>,
+    /// The key written into recordings (`recordKeys`), if any.
+    record_key: Option<Bytes>,
 }
 
-/// The function that takes the event batches, as the pump calls it from the runtime.
-type EventsFn = ThreadsafeFunction<NativeBatch, ErrorStrategy::Fatal>;
-
-/// An endpoint with its event pump.
+/// An endpoint with its pump.
 #[napi]
 pub struct NativeEndpoint {
     shared: Arc<Shared>,
@@ -344,13 +230,18 @@ pub struct NativeEndpoint {
     /// itself, whichever handle calls them); given up by `release` once the endpoint has ended,
     /// so that it no longer keeps the process alive.
     events: Option<EventsFn>,
-    /// Whether the application let the endpoint stop keeping the process alive (`unref`).
-    unrefed: bool,
 }
 
 fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     let invalid = |what: String| code_error("ERR_INVALID_ARG_VALUE", what);
-    let mut reliable = ReliableConfig::default();
+    let base = match &o.preset {
+        Some(name) => SessionConfig::preset(name.parse().map_err(|e| invalid(format!("{e}")))?),
+        None => SessionConfig::default(),
+    };
+    let mut reliable: ReliableConfig = (**base.reliable()).clone();
+    if let Some(n) = o.max_outstanding_bytes {
+        reliable = reliable.with_max_outstanding_bytes(n.max(1) as usize);
+    }
     if let Some(n) = o.max_queued_messages {
         reliable = reliable.with_max_queued_messages(n.max(1) as usize);
     }
@@ -360,11 +251,17 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(on) = o.bundle_messages {
         reliable = reliable.with_bundle_messages(on);
     }
-    let mut s = SessionConfig::new(o.protocol.clone().unwrap_or_else(|| "SoeEcho".into()))
+    let protocol = match &o.protocol {
+        Some(name) => name.as_bytes().to_vec(),
+        None if !base.application_protocol().is_empty() => base.application_protocol().to_vec(),
+        None => b"SoeEcho".to_vec(),
+    };
+    let mut s = base
+        .with_application_protocol(protocol)
         .with_reliable(Arc::new(reliable))
         .map_err(|e| invalid(e.to_string()))?;
     if let Some(n) = o.udp_length {
-        if !(soe_tokio::soe_session::MIN_UDP_LENGTH..=soe_tokio::soe_session::MAX_UDP_LENGTH)
+        if !(soe_runtime::soe_session::MIN_UDP_LENGTH..=soe_runtime::soe_session::MAX_UDP_LENGTH)
             .contains(&n)
         {
             return Err(invalid(format!("udpLength {n} is not 64 to 65507")));
@@ -373,7 +270,7 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     }
     if let Some(n) = o.crc_length {
         let crc = match n {
-            0 | 2 | 4 => soe_tokio::soe_session::CrcLength::new(n as u8),
+            0 | 2 | 4 => soe_runtime::soe_session::CrcLength::new(n as u8),
             _ => None,
         }
         .ok_or_else(|| invalid(format!("crcLength {n} is not 0, 2 or 4")))?;
@@ -414,7 +311,7 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
     if let Some(on) = o.limit_loopback {
         e = e.with_limit_loopback(on);
     }
-    let mut config = Config::from(e).with_event_mode(EventMode::Stream);
+    let mut config = Config::from(recording::configure(e, o)).with_event_mode(EventMode::Stream);
     if o.reuse_port == Some(true) {
         config = config.with_socket(SocketConfig::default().with_reuse_port(true));
     }
@@ -422,214 +319,6 @@ fn endpoint_config(o: &NativeOptions) -> Result<Config> {
         config = config.with_receive_queue_bytes(n.max(1) as usize);
     }
     Ok(config)
-}
-
-fn reason_event(id: u64, reason: DisconnectReason, by_peer: bool) -> Ev {
-    let mut ev = Ev::new(DISCONNECT, id);
-    ev.reason = u32::from(reason.to_u16());
-    ev.by_peer = by_peer;
-    ev
-}
-
-/// Forwards the endpoint's events to JS in batches until the endpoint ends.
-async fn pump(
-    shared: Arc<Shared>,
-    mut internal: mpsc::UnboundedReceiver<Ev>,
-    js: ThreadsafeFunction<NativeBatch, ErrorStrategy::Fatal>,
-    flow: Arc<(AtomicUsize, Notify)>,
-    moderation: Duration,
-) {
-    let mut ended = false;
-    let mut last_call: Option<std::time::Instant> = None;
-    // Whether the last batch was full: then events come faster than batches carry them, and
-    // holding the next batch would only cap the rate (at BATCH per timer tick), not save calls.
-    let mut last_full = false;
-    while !ended {
-        // Wait until JS has taken the batch before (backpressure: the pump never drops, and no
-        // runtime thread blocks on JS); what arrives meanwhile waits in the endpoint's queue and
-        // goes in the next batch.
-        loop {
-            let room = flow.1.notified();
-            if flow.0.load(Ordering::Acquire) < JS_QUEUE {
-                break;
-            }
-            room.await;
-        }
-        // Events keep coming: hold them until `moderation` after the last call, so they go in
-        // one (see DEFAULT_EVENT_BATCH_MS).
-        if let Some(until) = last_call.map(|last| last + moderation) {
-            if !moderation.is_zero() && !last_full && std::time::Instant::now() < until {
-                hold_until(until).await;
-            }
-        }
-        let mut batch = Vec::new();
-        tokio::select! {
-            biased;
-            Some(ev) = internal.recv() => batch.push(ev),
-            ev = shared.endpoint.next_event() => match ev {
-                Some(ev) => batch.extend(convert(&shared, ev)),
-                None => ended = true,
-            },
-        }
-        // Whatever else is ready now rides in the same call.
-        while batch.len() < BATCH && !ended {
-            if let Ok(ev) = internal.try_recv() {
-                batch.push(ev);
-                continue;
-            }
-            match futures_now(shared.endpoint.next_event()) {
-                Some(Some(ev)) => batch.extend(convert(&shared, ev)),
-                Some(None) => ended = true,
-                None => break,
-            }
-        }
-        last_full = batch.len() >= BATCH;
-        if ended {
-            batch.push(Ev::new(END, 0));
-        }
-        let batch = pack(batch);
-        flow.0.fetch_add(1, Ordering::AcqRel);
-        last_call = Some(std::time::Instant::now());
-        let status = js.call(batch, ThreadsafeFunctionCallMode::NonBlocking);
-        if status != Status::Ok {
-            break;
-        }
-    }
-}
-
-/// Waits until `deadline` on the addon's hold timer (see [`Hold`]).
-async fn hold_until(deadline: std::time::Instant) {
-    std::future::poll_fn(|cx| hold_timer().poll(deadline, cx)).await;
-}
-
-/// The hold timer: one thread of its own ("soe-node-hold") that wakes the pumps that hold
-/// events back (`eventBatchMs`) when their window ends. Tokio's timer counts whole
-/// milliseconds and rounds a sleep up, to its next tick and then the poller's timeout again,
-/// so a 1 ms hold lasted 1 to 3 ms (2.2 ms at the median); a condition variable's timed wait
-/// ends within the OS's timer slack (about 50 µs on Linux).
-struct Hold {
-    waiting: Mutex<Vec<(std::time::Instant, std::task::Waker)>>,
-    changed: std::sync::Condvar,
-}
-
-fn hold_timer() -> &'static Hold {
-    static HOLD: OnceLock<&'static Hold> = OnceLock::new();
-    HOLD.get_or_init(|| {
-        let hold: &'static Hold = Box::leak(Box::new(Hold {
-            waiting: Mutex::new(Vec::new()),
-            changed: std::sync::Condvar::new(),
-        }));
-        std::thread::Builder::new()
-            .name("soe-node-hold".into())
-            .spawn(move || hold.run())
-            .expect("the soe-node hold timer thread starts");
-        hold
-    })
-}
-
-impl Hold {
-    /// Ready once `deadline` has passed; until then the waker is filed for the timer thread.
-    fn poll(
-        &self,
-        deadline: std::time::Instant,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if std::time::Instant::now() >= deadline {
-            return std::task::Poll::Ready(());
-        }
-        if let Ok(mut waiting) = self.waiting.lock() {
-            waiting.push((deadline, cx.waker().clone()));
-            self.changed.notify_one();
-        }
-        std::task::Poll::Pending
-    }
-
-    /// The timer thread: wakes each filed waker at its deadline.
-    fn run(&self) {
-        let Ok(mut waiting) = self.waiting.lock() else {
-            return;
-        };
-        loop {
-            let now = std::time::Instant::now();
-            waiting.retain(|(deadline, waker)| {
-                let due = *deadline <= now;
-                if due {
-                    waker.wake_by_ref();
-                }
-                !due
-            });
-            let next = waiting.iter().map(|(deadline, _)| *deadline).min();
-            let resumed = match next {
-                Some(deadline) => self
-                    .changed
-                    .wait_timeout(waiting, deadline.saturating_duration_since(now))
-                    .map(|(guard, _)| guard)
-                    .map_err(|_| ()),
-                None => self.changed.wait(waiting).map_err(|_| ()),
-            };
-            let Ok(guard) = resumed else {
-                return;
-            };
-            waiting = guard;
-        }
-    }
-}
-
-/// Polls a future once: its output if it is ready now.
-fn futures_now<F: Future>(f: F) -> Option<F::Output> {
-    let mut f = std::pin::pin!(f);
-    let waker = std::task::Waker::noop();
-    let mut cx = std::task::Context::from_waker(waker);
-    match f.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(v) => Some(v),
-        std::task::Poll::Pending => None,
-    }
-}
-
-fn convert(shared: &Shared, ev: EndpointEvent) -> Option<Ev> {
-    match ev {
-        EndpointEvent::Accepted(conn) => {
-            let id = conn.id().value();
-            let mut out = Ev::new(ACCEPTED, id);
-            out.remote = Some(conn.remote_addr().to_string());
-            out.reason = conn.session_id().unwrap_or_default();
-            out.protocol = conn
-                .application_protocol()
-                .map(|p| String::from_utf8_lossy(&p).into_owned());
-            shared.sessions.lock().ok()?.insert(
-                id,
-                Session {
-                    conn,
-                    pending: Arc::default(),
-                },
-            );
-            Some(out)
-        }
-        EndpointEvent::Message {
-            connection,
-            channel,
-            data,
-            kind,
-        } => {
-            let mut out = Ev::new(MESSAGE, connection.value());
-            out.channel = channel.index() as u8;
-            out.delivery = match kind {
-                Delivery::Reliable => 0,
-                Delivery::Ordered => 2,
-                _ => 1,
-            };
-            out.data = Some(data);
-            Some(out)
-        }
-        EndpointEvent::Closed { connection, reason } => {
-            let id = connection.value();
-            if let Ok(mut s) = shared.sessions.lock() {
-                s.remove(&id);
-            }
-            Some(reason_event(id, reason.reason, reason.by_peer))
-        }
-        _ => None,
-    }
 }
 
 fn bad_session(id: f64) -> Error {
@@ -640,31 +329,12 @@ fn bad_session(id: f64) -> Error {
 }
 
 impl NativeEndpoint {
-    fn with_session<T>(&self, id: f64, f: impl FnOnce(&Session) -> Result<T>) -> Result<T> {
-        let sessions = self
-            .shared
-            .sessions
-            .lock()
-            .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
-        let session = sessions.get(&(id as u64)).ok_or_else(|| bad_session(id))?;
+    fn with_session<T>(&self, id: f64, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
+        let mut sessions = lock(&self.shared.sessions);
+        let session = sessions
+            .get_mut(&(id as u64))
+            .ok_or_else(|| bad_session(id))?;
         f(session)
-    }
-}
-
-fn send_error(e: TrySendError) -> Error {
-    match e {
-        TrySendError::Session(e @ soe_tokio::soe_session::SendError::TooLarge { .. }) => {
-            code_error("ERR_SOE_MESSAGE_TOO_LARGE", e)
-        }
-        TrySendError::Session(
-            e @ (soe_tokio::soe_session::SendError::EmptyUnreliable
-            | soe_tokio::soe_session::SendError::ZeroFirstByte),
-        ) => code_error("ERR_INVALID_ARG_VALUE", e),
-        TrySendError::Session(soe_tokio::soe_session::SendError::Closed) => {
-            code_error("ERR_SOE_SESSION_CLOSED", "the session is closing")
-        }
-        TrySendError::Closed(_) => code_error("ERR_SOE_SESSION_CLOSED", "the session is closed"),
-        other => code_error("ERR_SOE_SEND", other),
     }
 }
 
@@ -675,82 +345,33 @@ fn channel_of(channel: u32) -> Result<Channel> {
         .ok_or_else(|| code_error("ERR_INVALID_ARG_VALUE", "channel must be 0 to 3"))
 }
 
-/// Queues a reliable message of session `s`: into the session through `try_send` when nothing
-/// waits before it, else behind the others in its pending queue, sent by a flushing task as room
-/// appears; returns the flushing task's epoch when the queue is in use (its `drain` reports
-/// it).
-fn submit_with(
-    shared: &Shared,
-    s: &Session,
-    id: u64,
-    channel: Channel,
-    data: Bytes,
-    try_send: impl FnOnce(Bytes) -> std::result::Result<(), TrySendError>,
-) -> Result<Option<u32>> {
-    let mut pending = s
-        .pending
-        .lock()
-        .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
-    // Straight to the session only when nothing waits and no flushing task holds a message.
-    if pending.queue.is_empty() && !pending.flushing {
-        match try_send(data) {
-            Ok(()) => return Ok(None),
-            Err(TrySendError::Full(data)) => pending.push(Item::Message(channel, data)),
-            Err(e) => return Err(send_error(e)),
-        }
-    } else {
-        pending.push(Item::Message(channel, data));
+/// The refusal of the addon's address family check, or `None` when `addr` can be reached from
+/// a socket bound to `local`.
+fn family_error(addr: SocketAddr, local: SocketAddr) -> Option<Error> {
+    if addr.is_ipv4() == local.is_ipv4() {
+        return None;
     }
-    if !pending.flushing {
-        pending.flushing = true;
-        pending.epoch = pending.epoch.wrapping_add(1);
-        spawn_flush(shared, s, id, pending.epoch);
-    }
-    Ok(Some(pending.epoch))
-}
-
-/// Sends what waits in a session's queue, in order, as room appears; reports `drain` when it is
-/// empty. Started with `flushing` set; clears it when it finds the queue empty (under the lock,
-/// so a send either sees it set or finds the queue empty and the task gone).
-fn spawn_flush(shared: &Shared, s: &Session, id: u64, epoch: u32) {
-    let conn = s.conn.clone();
-    let pending = s.pending.clone();
-    let internal = shared.internal.clone();
-    runtime().spawn(async move {
-        loop {
-            let next = pending.lock().ok().and_then(|mut p| {
-                let item = p.pop();
-                if item.is_none() {
-                    p.flushing = false;
-                }
-                item
-            });
-            let sent = match next {
-                None => {
-                    let mut drain = Ev::new(DRAIN, id);
-                    drain.reason = epoch;
-                    let _ = internal.send(drain);
-                    return;
-                }
-                Some(Item::Encryption(on)) => {
-                    conn.set_encryption(on);
-                    Ok(())
-                }
-                Some(Item::Message(channel, data)) => conn.send_on(channel, data).await,
-            };
-            if sent.is_err() {
-                if let Ok(mut p) = pending.lock() {
-                    p.clear();
-                }
-                return;
-            }
-        }
-    });
+    let family = |a: &SocketAddr| if a.is_ipv4() { "IPv4" } else { "IPv6" };
+    Some(code_error(
+        "ERR_SOE_ADDRESS_FAMILY",
+        format!(
+            "cannot reach {addr} ({}) from a client bound to {local} ({}): bind the client to an \
+             {} address (options.bind, e.g. {:?})",
+            family(&addr),
+            family(&local),
+            family(&addr),
+            if addr.is_ipv4() {
+                "0.0.0.0:0"
+            } else {
+                "[::]:0"
+            },
+        ),
+    ))
 }
 
 #[napi]
 impl NativeEndpoint {
-    /// Binds an endpoint; `on_events` receives arrays of events.
+    /// Binds an endpoint and starts its pump; `on_events` receives the event batches.
     #[napi(constructor)]
     pub fn new(options: NativeOptions, on_events: JsFunction) -> Result<Self> {
         let config = endpoint_config(&options)?;
@@ -760,45 +381,71 @@ impl NativeEndpoint {
                 format!("{:?} is not an IP address and port", options.bind),
             )
         })?;
-        // Batches handed to JS and not yet taken by it (see `pump`).
-        let flow = Arc::new((AtomicUsize::new(0), Notify::new()));
+        let events = EventLoop::bind(addr, config).map_err(|e| bind_error(addr, &e))?;
+        let flow = Arc::new(Flow::new(events.handle()));
         let taken = flow.clone();
         let js: EventsFn = on_events.create_threadsafe_function(
             0,
-            move |ctx: ThreadSafeCallContext<NativeBatch>| {
-                taken.0.fetch_sub(1, Ordering::AcqRel);
-                taken.1.notify_one();
-                Ok(vec![ctx.value])
+            move |ctx: ThreadSafeCallContext<pump::Packed>| {
+                taken.taken();
+                let env = ctx.env;
+                let batch = ctx.value;
+                let texts = if batch.texts.is_empty() {
+                    env.get_undefined()?.into_unknown()
+                } else {
+                    let mut array = env.create_array_with_length(batch.texts.len())?;
+                    for (i, text) in batch.texts.iter().enumerate() {
+                        array.set_element(
+                            u32::try_from(i).unwrap_or(u32::MAX),
+                            env.create_string(text)?,
+                        )?;
+                    }
+                    array.into_unknown()
+                };
+                Ok(vec![
+                    env.create_buffer_copy(&batch.bytes)?
+                        .into_raw()
+                        .into_unknown(),
+                    env.create_uint32(batch.events)?.into_unknown(),
+                    texts,
+                ])
             },
         )?;
-        let endpoint = {
-            let _guard = runtime().enter();
-            Endpoint::bind(addr, config)
-                .map_err(|e| code_error("ERR_SOE_BIND", format!("cannot bind {addr}: {e}")))?
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
-            endpoint,
+            events: events.handle(),
+            local_addr: events.local_addr(),
             sessions: Mutex::new(HashMap::new()),
-            internal: tx,
+            flushing: Mutex::new(Vec::new()),
+            record_key: recording::key(&options),
         });
-        let events = Some(js.clone());
         let moderation = Duration::from_millis(u64::from(
             options.event_batch_ms.unwrap_or(DEFAULT_EVENT_BATCH_MS),
         ));
-        runtime().spawn(pump(shared.clone(), rx, js, flow, moderation));
+        // See `Pump::max_wait`.
+        let max_wait = if options.reuse_port == Some(true) {
+            SHARED_PORT_MAX_WAIT
+        } else {
+            Duration::MAX
+        };
+        pump::start(
+            events,
+            shared.clone(),
+            js.clone(),
+            flow,
+            moderation,
+            max_wait,
+        )
+        .map_err(|e| code_error("ERR_SOE_INTERNAL", format!("cannot start a thread: {e}")))?;
         Ok(Self {
             shared,
-            events,
-            unrefed: false,
+            events: Some(js),
         })
     }
 
-    /// Lets the process exit while this endpoint is open (Node's `unref`); connects started
-    /// afterwards do not keep it alive either.
+    /// Lets the process exit while this endpoint is open (Node's `unref`), sessions and
+    /// connects in progress included.
     #[napi]
     pub fn unref(&mut self, env: Env) -> Result<()> {
-        self.unrefed = true;
         match self.events.as_mut() {
             Some(events) => events.unref(&env),
             None => Ok(()),
@@ -808,7 +455,6 @@ impl NativeEndpoint {
     /// Undoes `unref`: the open endpoint keeps the process alive again.
     #[napi(js_name = "ref")]
     pub fn refer(&mut self, env: Env) -> Result<()> {
-        self.unrefed = false;
         match self.events.as_mut() {
             Some(events) => events.refer(&env),
             None => Ok(()),
@@ -824,145 +470,99 @@ impl NativeEndpoint {
     /// The bound address, `host:port`.
     #[napi]
     pub fn local_address(&self) -> String {
-        self.shared.endpoint.local_addr().to_string()
+        self.shared.local_addr.to_string()
     }
 
-    /// Opens a session to `address`; `callback(error, id)` follows. An address of the other
-    /// family than the bound socket's is refused at once: the socket cannot send to it.
+    /// Opens a session to `address` and returns its id at once; a `connected` (with its session
+    /// id) or a `connectFailed` event (with the error) follows in a batch. An address of the
+    /// other family than the bound socket's is refused at once: the socket cannot send to it.
     #[napi]
-    pub fn connect(&self, env: Env, address: String, callback: JsFunction) -> Result<()> {
+    pub fn connect(&self, address: String) -> Result<f64> {
         let addr: SocketAddr = address.parse().map_err(|_| {
             code_error(
                 "ERR_INVALID_ARG_VALUE",
                 format!("{address:?} is not an IP address and port"),
             )
         })?;
-        let local = self.shared.endpoint.local_addr();
-        if addr.is_ipv4() != local.is_ipv4() {
-            let family = |a: &SocketAddr| if a.is_ipv4() { "IPv4" } else { "IPv6" };
-            return Err(code_error(
-                "ERR_SOE_ADDRESS_FAMILY",
-                format!(
-                    "cannot reach {addr} ({}) from a client bound to {local} ({}): bind the \
-                     client to an {} address (options.bind, e.g. {:?})",
-                    family(&addr),
-                    family(&local),
-                    family(&addr),
-                    if addr.is_ipv4() {
-                        "0.0.0.0:0"
-                    } else {
-                        "[::]:0"
-                    },
-                ),
-            ));
+        if let Some(e) = family_error(addr, self.shared.local_addr) {
+            return Err(e);
         }
-        type Connected = std::result::Result<(f64, f64), String>;
-        let mut done: ThreadsafeFunction<Connected, ErrorStrategy::Fatal> = callback
-            .create_threadsafe_function(0, |ctx: ThreadSafeCallContext<Connected>| {
-                let env = ctx.env;
-                Ok(match ctx.value {
-                    Ok((id, session_id)) => vec![
-                        env.get_null()?.into_unknown(),
-                        env.create_double(id)?.into_unknown(),
-                        env.create_double(session_id)?.into_unknown(),
-                    ],
-                    Err(m) => vec![env.create_string(&m)?.into_unknown()],
-                })
-            })?;
-        if self.unrefed {
-            done.unref(&env)?;
-        }
-        let shared = self.shared.clone();
-        runtime().spawn(async move {
-            let result = match shared.endpoint.connect(addr).await {
-                Ok(conn) => {
-                    let id = conn.id().value();
-                    let session_id = f64::from(conn.session_id().unwrap_or_default());
-                    if let Ok(mut s) = shared.sessions.lock() {
-                        s.insert(
-                            id,
-                            Session {
-                                conn,
-                                pending: Arc::default(),
-                            },
-                        );
-                    }
-                    Ok((id as f64, session_id))
-                }
-                Err(e) => Err(format!("ERR_SOE_CONNECT: {e}")),
-            };
-            done.call(result, ThreadsafeFunctionCallMode::NonBlocking);
-        });
-        Ok(())
+        // Held across the connect, so that the pump finds the session filed when its
+        // `connected` comes.
+        let mut sessions = lock(&self.shared.sessions);
+        let conn = self
+            .shared
+            .events
+            .connect(addr)
+            .map_err(|e| code_error("ERR_SOE_CONNECT", e))?;
+        let id = conn.id().value();
+        sessions.insert(id, Session::new(conn));
+        Ok(id as f64)
     }
 
-    /// Queues many reliable messages in one call: `meta` holds (id, channel, length) for each,
-    /// `data` their bytes back to back. Messages of sessions that have closed are dropped.
-    /// Returns (id, epoch) pairs for the sessions whose queue is full now: the flushing task
-    /// `epoch` of each reports a `drain` carrying that epoch.
+    /// Queues many messages in one call: `meta` holds (id, kind, length) for each, the kind a
+    /// reliable channel (0 to 3), 4 for unreliable or 5 for ordered; `data` holds their bytes
+    /// back to back. They are sent from this thread, at once. Messages of sessions that have
+    /// closed are dropped (their `disconnect` is on its way), and so are unreliable ones that
+    /// find the session's datagram queue full (counted in its stats). Returns (id, epoch)
+    /// pairs for the sessions whose reliable queue is full now: the `drain` of each carries
+    /// that epoch.
     #[napi]
     pub fn send_batch(&self, meta: Float64Array, data: Buffer) -> Result<Vec<f64>> {
         let all = Bytes::copy_from_slice(&data);
-        let sessions = self
-            .shared
-            .sessions
-            .lock()
-            .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
-        let mut full = Vec::new();
+        let mut sessions = lock(&self.shared.sessions);
+        let mut full: Vec<f64> = Vec::new();
+        let mut started = Vec::new();
         let mut offset = 0usize;
-        // One lock for the whole batch, and its datagrams sent from this (the JS) thread, in as
-        // few system calls as the socket allows, rather than a wake-up of the runtime's thread.
-        self.shared.endpoint.send_batch(|batch| {
+        self.shared.events.send_batch(|batch| -> Result<()> {
             for item in meta.chunks_exact(3) {
-                let (id, channel, len) = (item[0], item[1], item[2] as usize);
+                let (id, kind, len) = (item[0] as u64, item[1] as u32, item[2] as usize);
                 let end = offset.saturating_add(len).min(all.len());
                 let message = all.slice(offset..end);
                 offset = end;
-                let Some(s) = sessions.get(&(id as u64)) else {
+                let Some(s) = sessions.get_mut(&id) else {
                     continue;
                 };
-                let channel = channel_of(channel as u32)?;
-                let submitted = submit_with(&self.shared, s, id as u64, channel, message, |data| {
-                    batch.try_send_on(&s.conn, channel, data)
-                });
-                match submitted {
-                    Ok(None) => {}
-                    Ok(Some(epoch)) => {
-                        let epoch = f64::from(epoch);
-                        if full.len() >= 2 && full[full.len() - 2] == id {
-                            let at = full.len() - 1;
-                            full[at] = epoch;
+                let sent = match kind {
+                    SEND_UNRELIABLE => batch.send_unreliable(&s.conn, message),
+                    SEND_ORDERED => batch.send_ordered(&s.conn, message),
+                    channel => {
+                        let channel = channel_of(channel)?;
+                        let refused = if s.pending.in_use() {
+                            Some(message)
                         } else {
-                            full.push(id);
-                            full.push(epoch);
+                            match batch.try_send_on(&s.conn, channel, message) {
+                                Err(TrySendError::Full(message)) => Some(message),
+                                // Sent, or the session is closing: its disconnect follows.
+                                _ => None,
+                            }
+                        };
+                        let Some(message) = refused else { continue };
+                        if s.pending.push_message(channel, message) {
+                            started.push(id);
                         }
+                        let epoch = f64::from(s.pending.epoch());
+                        match full.len() {
+                            n if n >= 2 && full[n - 2] == id as f64 => full[n - 1] = epoch,
+                            _ => full.extend([id as f64, epoch]),
+                        }
+                        continue;
                     }
-                    // A session that is closing takes nothing more; its disconnect event follows.
-                    Err(_) => {}
+                };
+                // Closed: its disconnect follows. Refused for its size: JS checked that first,
+                // against the session's own limit, so only a full queue is left in practice.
+                if let Err(TrySendError::Full(_) | TrySendError::Session(_)) = sent {
+                    s.dropped += 1;
                 }
             }
-            Ok(full)
-        })
-    }
-
-    /// Sends an unreliable message (one datagram; first byte not 0).
-    #[napi]
-    pub fn send_unreliable(&self, id: f64, data: Buffer) -> Result<()> {
-        self.with_session(id, |s| {
-            s.conn
-                .send_unreliable(Bytes::copy_from_slice(&data))
-                .map_err(send_error)
-        })
-    }
-
-    /// Sends an ordered message (one datagram; first byte not 0; stale ones dropped on arrival).
-    #[napi]
-    pub fn send_ordered(&self, id: f64, data: Buffer) -> Result<()> {
-        self.with_session(id, |s| {
-            s.conn
-                .send_ordered(Bytes::copy_from_slice(&data))
-                .map_err(send_error)
-        })
+            Ok(())
+        })?;
+        drop(sessions);
+        if !started.is_empty() {
+            lock(&self.shared.flushing).extend(started);
+            self.shared.events.wake();
+        }
+        Ok(full)
     }
 
     /// Closes a session with a reason code.
@@ -980,15 +580,11 @@ impl NativeEndpoint {
     #[napi]
     pub fn set_encryption(&self, id: f64, on: bool) -> Result<bool> {
         self.with_session(id, |s| {
-            let mut pending = s
-                .pending
-                .lock()
-                .map_err(|_| code_error("ERR_SOE_INTERNAL", "lock poisoned"))?;
-            if pending.queue.is_empty() && !pending.flushing {
-                return Ok(s.conn.set_encryption(on));
+            if s.pending.in_use() {
+                s.pending.push_encryption(on);
+                return Ok(true);
             }
-            pending.push(Item::Encryption(on));
-            Ok(true)
+            Ok(s.conn.set_encryption(on))
         })
     }
 
@@ -997,11 +593,7 @@ impl NativeEndpoint {
     pub fn stats(&self, id: f64) -> Result<NativeStats> {
         self.with_session(id, |s| {
             let st = s.conn.stats().ok_or_else(|| bad_session(id))?;
-            let (pending_messages, pending_bytes) = s
-                .pending
-                .lock()
-                .map(|p| (p.messages as f64, p.bytes as f64))
-                .unwrap_or_default();
+            let (pending_messages, pending_bytes) = s.pending.counts();
             Ok(NativeStats {
                 rtt_ms: st.rtt.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
                 reliable_packets_sent: st.reliable_packets_sent as f64,
@@ -1021,22 +613,40 @@ impl NativeEndpoint {
                 duplicates: st.duplicates as f64,
                 acks_sent: st.acks_sent as f64,
                 acks_received: st.acks_received as f64,
-                pending_messages,
-                pending_bytes,
+                pending_messages: pending_messages as f64,
+                pending_bytes: pending_bytes as f64,
+                unreliable_dropped: s.dropped as f64,
             })
+        })
+    }
+
+    /// Starts or stops recording one session with the flight recorder; `false` once it ended.
+    #[napi]
+    pub fn set_recording(&self, id: f64, on: bool) -> Result<bool> {
+        self.with_session(id, |s| Ok(s.conn.set_recording(on)))
+    }
+
+    /// A live session's recording so far as a pcapng capture (it goes on recording, from
+    /// empty), or `null` when it is not recorded.
+    #[napi]
+    pub fn take_recording(&self, id: f64) -> Result<Option<Buffer>> {
+        let local = self.shared.local_addr;
+        let key = self.shared.record_key.as_ref();
+        self.with_session(id, |s| {
+            Ok(recording::capture(&s.conn, local, key).map(|b| Buffer::from(b.to_vec())))
         })
     }
 
     /// Sessions open on the endpoint.
     #[napi]
     pub fn session_count(&self) -> u32 {
-        u32::try_from(self.shared.endpoint.session_count()).unwrap_or(u32::MAX)
+        u32::try_from(self.shared.events.session_count()).unwrap_or(u32::MAX)
     }
 
     /// Datagrams the endpoint sent and received: `[sent, received]`.
     #[napi]
     pub fn datagrams(&self) -> Vec<f64> {
-        let s = self.shared.endpoint.stats();
+        let s = self.shared.events.stats();
         vec![s.datagrams_sent as f64, s.datagrams_received as f64]
     }
 
@@ -1044,6 +654,6 @@ impl NativeEndpoint {
     #[napi]
     pub fn close(&self, reason: u32) {
         let reason = DisconnectReason::from_u16(u16::try_from(reason).unwrap_or(4));
-        self.shared.endpoint.close(reason);
+        self.shared.events.close(reason);
     }
 }

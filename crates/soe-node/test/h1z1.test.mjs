@@ -264,6 +264,22 @@ test('stop() resolves, and every client hears a Disconnect', T, async (t) => {
   await server.stop(); // a second stop does nothing
 });
 
+test('SOEServer.preset (an addition) reaches start(): an unknown name is refused, free-realms echoes', T, async (t) => {
+  const unknown = new SOEServer(0, cryptoKey);
+  unknown._serverAddress = '127.0.0.1';
+  unknown.preset = 'eq2';
+  assert.throws(() => unknown.start(), { code: 'ERR_INVALID_ARG_VALUE', message: /free-realms/ });
+  // The Free Realms client's 64 KiB cap in flight: 20 KB messages still go whole, in order.
+  const server = new EchoServer(0, cryptoKey);
+  server.preset = 'free-realms';
+  started(t, server);
+  const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`, { rc4Key: cryptoKey });
+  release(t, session.client);
+  const echoes = collect(session, 20);
+  for (let i = 0; i < 20; i++) session.send(message(i));
+  (await echoes).forEach(([data], i) => assert.deepEqual(data, message(i), `echo ${i}`));
+});
+
 test('keepAliveTimeoutTime is honoured: a silent client is disconnected', T, async (t) => {
   const server = new SOEServer(0, cryptoKey);
   server.keepAliveTimeoutTime = 400;

@@ -1,6 +1,7 @@
 // What the tests share: the package's paths, the `soe` tool, servers and children that are
 // released when their test ends (passed or failed), and a child `node` run under a deadline.
 import { spawn } from 'node:child_process';
+import dgram from 'node:dgram';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -55,6 +56,29 @@ export function message(i) {
   const buf = Buffer.alloc(len);
   for (let j = 0; j < len; j++) buf[j] = (i * 31 + j * 7) & 0xff;
   return buf;
+}
+
+/**
+ * A UDP relay on the JS thread, in front of a server on 127.0.0.1:`serverPort`; resolves with
+ * the relay's port, for a client to connect to. Every datagram either way waits for the JS
+ * thread, so that while JS runs (a handler, a loop of sends), nothing crosses: no ack reaches a
+ * sender, however fast the addon's own threads are. A test whose precondition is "the queue
+ * could not drain" makes it certain this way instead of likely.
+ */
+export async function jsThreadRelay(t, serverPort) {
+  const socket = dgram.createSocket('udp4');
+  await new Promise((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  let client = null;
+  socket.on('message', (datagram, from) => {
+    if (from.port === serverPort) {
+      if (client !== null) socket.send(datagram, client.port, client.address);
+    } else {
+      client = from;
+      socket.send(datagram, serverPort, '127.0.0.1');
+    }
+  });
+  t.after(() => socket.close());
+  return socket.address().port;
 }
 
 /** The next `count` messages of `emitter`'s `event`, as [data, info] pairs. */

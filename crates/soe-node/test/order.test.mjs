@@ -1,6 +1,6 @@
-// Order under backpressure (issue 30, 8): while the addon's flushing task holds a message it
-// took from a session's waiting queue, a send must not find the queue empty and go straight to
-// the session ahead of it.
+// Order under backpressure (issue 30, 8): while the addon passes a session's waiting messages
+// on as room appears (its pump thread, one at a time with a queue of one), a send must not go
+// straight to the session ahead of them.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { release } from './helpers.mjs';
@@ -24,8 +24,8 @@ test(`${COUNT.toLocaleString('en-US')} messages sent with maxQueuedMessages: 1 a
   });
   const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`, { maxQueuedMessages: 1 });
   release(t, session.client);
-  // 'drain' means that nothing waits any more: a late drain of an earlier flushing task, which
-  // came after newer messages had to wait, must not be taken for it.
+  // 'drain' means that nothing waits any more: a late drain of an earlier wait, which came
+  // after newer messages had to wait, must not be taken for it.
   let drains = 0;
   const early = [];
   session.on('drain', () => {
@@ -33,9 +33,9 @@ test(`${COUNT.toLocaleString('en-US')} messages sent with maxQueuedMessages: 1 a
     const waiting = session.stats().pendingMessages;
     if (waiting !== 0 && early.length < 5) early.push(waiting);
   });
-  // A few messages a turn, so that the waiting queue is often down to the one message the
-  // flushing task is handing over when the next send comes; send()'s false is not waited on
-  // (the message is kept and must go out in order all the same).
+  // A few messages a turn, so that the waiting queue is often down to the last message the
+  // pump passes on when the next send comes; send()'s false is not waited on (the message is
+  // kept and must go out in order all the same).
   let sent = 0;
   let refused = 0;
   await new Promise((resolve) => {

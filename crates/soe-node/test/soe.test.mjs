@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { runSoe, startServe } from '../scripts/soe-tool.mjs';
-import { T, release, reap, echoServer, message, collect, soeBin, needsSoe, pkgDir, rc4Keystream, xor } from './helpers.mjs';
+import { T, release, reap, echoServer, message, collect, soeBin, needsSoe, pkgDir, rc4Keystream, xor, jsThreadRelay } from './helpers.mjs';
 import soe from '../index.js';
 
 const { SoeServer, SoeClient, REASONS } = soe;
@@ -59,6 +59,27 @@ test('unreliable and ordered messages arrive flagged as such', T, async (t) => {
   ]);
 });
 
+test('every unreliable message is sent or counted as dropped, none lost unsaid', T, async (t) => {
+  // Unreliable messages go at the end of the tick; one that finds the session's datagram queue
+  // full (256 not yet sent) is dropped and counted. 20,000 in one tick: however many the
+  // addon's threads manage to send meanwhile, sent + dropped must account for each.
+  const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0 }));
+  const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`);
+  release(t, session.client);
+  const COUNT = 20_000;
+  const datagram = Buffer.from([1, 2, 3, 4]);
+  for (let i = 0; i < COUNT; i++) session.sendUnreliable(datagram);
+  const started = Date.now();
+  let s = session.stats();
+  while (s.unreliableSent + s.unreliableDropped < COUNT && Date.now() - started < 10_000) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    s = session.stats();
+  }
+  console.log(`${s.unreliableSent} sent, ${s.unreliableDropped} dropped`);
+  assert.equal(s.unreliableSent + s.unreliableDropped, COUNT);
+  assert.ok(s.unreliableSent >= 256, `${s.unreliableSent} sent`);
+});
+
 test('RC4 switched on for one session after its login request, as the H1Z1 gateway does', T, async (t) => {
   const rc4Key = Buffer.from('gateway key');
   const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, rc4Key, rc4AtStart: false }));
@@ -83,7 +104,9 @@ test('RC4 switched on for one session after its login request, as the H1Z1 gatew
 });
 
 test('an RC4 switch waits behind messages that wait for room: each goes out as it was sent', T, async (t) => {
-  // A queue of 4: most of the 300 plaintext messages wait in the addon when the switch comes.
+  // A queue of 4, and the client's acks relayed by the JS thread, which runs the handler: no
+  // ack reaches the server while it sends, so at most the queue and one send window (196
+  // packets at most) of the 300 plaintext messages can leave the addon before the switch comes.
   const rc4Key = Buffer.from('gateway key');
   const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, rc4Key, rc4AtStart: false, maxQueuedMessages: 4 }));
   const plain = Array.from({ length: 300 }, (_, i) => Buffer.from(`plaintext message ${i} `.repeat(20)));
@@ -98,7 +121,8 @@ test('an RC4 switch waits behind messages that wait for room: each goes out as i
     });
   });
   // A client without the key reads the wire: plaintext, then the keystream from its start.
-  const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`);
+  const relay = await jsThreadRelay(t, server.address().port);
+  const session = await SoeClient.connect(`127.0.0.1:${relay}`);
   release(t, session.client);
   const got = collect(session, 600);
   session.send(Buffer.from('go'));
@@ -140,7 +164,10 @@ test('a close reaches the other side with its reason', T, async (t) => {
 
 test('backpressure: send() returns false when the queue is full, then drain', T, async (t) => {
   const server = await echoServer(t);
-  const session = await SoeClient.connect(`127.0.0.1:${server.address().port}`, { maxQueuedMessages: 4 });
+  // Through a relay on the JS thread: no ack comes back while the loop below sends, so the
+  // queue of 4 and the first send window (8 packets) fill, whatever the addon's threads do.
+  const relay = await jsThreadRelay(t, server.address().port);
+  const session = await SoeClient.connect(`127.0.0.1:${relay}`, { maxQueuedMessages: 4 });
   release(t, session.client);
   const echoes = collect(session, 100);
   let refused = 0;
@@ -185,6 +212,36 @@ test('bad arguments throw errors with a code, and never crash the process', T, a
   await session.close();
   assert.equal(code(() => session.send(Buffer.from('late'))), 'ERR_SOE_SESSION_CLOSED');
   assert.equal(code(() => session.stats()), 'ERR_SOE_SESSION_CLOSED');
+});
+
+test('a preset sets what it names (h1z1: its gateway protocol name); preset and maxOutstandingBytes are checked', T, async (t) => {
+  const server = await echoServer(t, { preset: 'h1z1', maxOutstandingBytes: 4096 });
+  const url = `127.0.0.1:${server.address().port}`;
+  const protocols = [];
+  server.on('session', (s) => protocols.push(s.protocol));
+  // A cap below one packet still lets each packet go out alone: nothing is lost.
+  const session = await SoeClient.connect(url, { preset: 'h1z1', maxOutstandingBytes: 1 });
+  release(t, session.client);
+  const echoes = collect(session, 10);
+  for (let i = 0; i < 10; i++) session.send(message(i));
+  (await echoes).forEach(([data], i) => assert.deepEqual(data, message(i), `echo ${i}`));
+  assert.deepEqual(protocols, ['ExternalGatewayApi_3'], 'the preset named the protocol on both sides');
+  // A client without the preset asks for SoeEcho, which the h1z1 server refuses.
+  const plain = release(t, new SoeClient({ connectTimeout: 2000 }));
+  await assert.rejects(plain.connect(url), { code: 'ERR_SOE_CONNECT' });
+  assert.deepEqual(protocols, ['ExternalGatewayApi_3']);
+  const code = (options) => {
+    try {
+      new SoeServer({ port: 0, ...options });
+    } catch (e) {
+      return e.code;
+    }
+    return 'no error';
+  };
+  assert.equal(code({ preset: 'eq2' }), 'ERR_INVALID_ARG_VALUE');
+  assert.equal(code({ preset: 2 }), 'ERR_INVALID_ARG_TYPE');
+  assert.equal(code({ maxOutstandingBytes: 0 }), 'ERR_INVALID_ARG_VALUE');
+  assert.equal(code({ maxOutstandingBytes: '64k' }), 'ERR_INVALID_ARG_TYPE');
 });
 
 test('connecting where nobody serves rejects with ERR_SOE_CONNECT', T, async (t) => {

@@ -289,6 +289,13 @@ impl ReliableChannel {
         self.tx.congestion_window()
     }
 
+    /// The bytes sequenced and not yet cumulatively acknowledged, ack elicitors aside: what
+    /// [`ReliableConfig::max_outstanding_bytes`](crate::ReliableConfig::max_outstanding_bytes)
+    /// caps.
+    pub fn bytes_in_flight(&self) -> usize {
+        self.tx.bytes_in_flight()
+    }
+
     /// Turns RC4 on or off for both directions of a channel created with a key, as h1z1-server's
     /// `setEncryption` does for a session: messages sent from now on are encrypted (or not),
     /// and so are messages completed from now on. Each direction's keystream runs only while

@@ -46,6 +46,21 @@ pub struct ReliableConfig {
     /// unacknowledged one); caps the congestion window. Keep it at or below the peer's receive
     /// window (256 in known peers). Default 196; 1 to `MAX_WINDOW - 1`.
     pub max_send_window: u16,
+    /// The most bytes in flight beside the packet window: a new packet is sequenced only while
+    /// the packets sequenced and not yet cumulatively acknowledged (selectively acknowledged ones
+    /// included: the peer holds them) plus one whole packet stay within it, so the bytes the
+    /// peer may have to take at once never exceed it. Counted as each reliable packet's encoded
+    /// length (opcode, sequence, fragment header, data: what the CRC, compression flag and
+    /// MultiPacket framing wrap). An ack elicitor (at most 7 bytes, no application data) is
+    /// not counted and may go past it, as a probe may go past `max_send_window`: a peer that
+    /// never re-acknowledges duplicates would otherwise stall a full window whose acks were
+    /// lost. When nothing is in flight one packet always goes, so a cap below one packet sends
+    /// one at a time. Default 200 KiB (204,800; the original library's default), which never
+    /// binds at the default 512-byte `udp_length` (196 packets of at most 512 bytes are 98 KiB)
+    /// and bounds the data kept for resending per channel when `udp_length` is raised (196
+    /// packets of 65,507 bytes would be 12.5 MiB). The Free Realms client needs 64 KiB (see
+    /// `SessionConfig::preset`). At least 1.
+    pub max_outstanding_bytes: usize,
     /// The congestion window (packets in flight) at the start. Losses never shrink the window
     /// below half of this (and never below 2, unless this is 1). Default 8; 1 to
     /// `max_send_window` (larger values are capped).
@@ -149,6 +164,7 @@ impl Default for ReliableConfig {
             max_message_size: 4 * 1024 * 1024,
             receive_window: 256,
             max_send_window: 196,
+            max_outstanding_bytes: 200 * 1024,
             initial_send_window: 8,
             ack_delay: Duration::from_millis(2),
             ack_every: 16,
@@ -192,6 +208,10 @@ impl ReliableConfig {
     setter!(
         /// Sets [`ReliableConfig::max_send_window`].
         with_max_send_window, max_send_window: u16
+    );
+    setter!(
+        /// Sets [`ReliableConfig::max_outstanding_bytes`].
+        with_max_outstanding_bytes, max_outstanding_bytes: usize
     );
     setter!(
         /// Sets [`ReliableConfig::initial_send_window`].
@@ -302,6 +322,12 @@ impl ReliableConfig {
             "1 to 32767",
         )?;
         check(
+            self.max_outstanding_bytes >= 1,
+            "max_outstanding_bytes",
+            self.max_outstanding_bytes as u64,
+            "at least 1",
+        )?;
+        check(
             self.initial_send_window >= 1,
             "initial_send_window",
             self.initial_send_window.into(),
@@ -359,6 +385,12 @@ mod tests {
         assert!(
             ReliableConfig::default()
                 .with_max_send_window(MAX_WINDOW)
+                .validate()
+                .is_err()
+        );
+        assert!(
+            ReliableConfig::default()
+                .with_max_outstanding_bytes(0)
                 .validate()
                 .is_err()
         );

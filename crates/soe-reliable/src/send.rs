@@ -53,6 +53,8 @@ struct InFlight {
     /// cumulative ack covers it, out of the window count and out of loss detection, and a
     /// retransmission timeout still resends it if the cumulative ack never comes.
     sacked: bool,
+    /// An ack elicitor: not counted in [`Sender::bytes`].
+    elicitor: bool,
 }
 
 impl InFlight {
@@ -131,6 +133,12 @@ pub(crate) struct Sender {
     resend: VecDeque<u64>,
     /// Packets counted toward the congestion window ([`InFlight::counted`]).
     flight: u32,
+    /// The encoded bytes of the packets in `in_flight` but ack elicitors: what
+    /// `max_outstanding_bytes` caps.
+    bytes: usize,
+    /// The longest packet `poll_transmit` was last asked for (the room a new packet needs
+    /// under `max_outstanding_bytes`).
+    packet_len: usize,
     /// The highest sequence acknowledged so far.
     largest_acked: Option<u64>,
     /// The latest send time of a packet known delivered (RACK): an unacknowledged packet sent
@@ -202,6 +210,8 @@ impl Sender {
             rto_cursor: None,
             resend: VecDeque::new(),
             flight: 0,
+            bytes: 0,
+            packet_len: 0,
             largest_acked: None,
             rack_sent: None,
             loss_time: None,
@@ -369,6 +379,18 @@ impl Sender {
         self.next - self.base < limit
     }
 
+    /// Whether `max_outstanding_bytes` leaves room for one more packet of up to `packet_len`
+    /// bytes (always, when nothing is in flight).
+    fn bytes_open(&self, config: &ReliableConfig, packet_len: usize) -> bool {
+        self.bytes == 0 || self.bytes.saturating_add(packet_len) <= config.max_outstanding_bytes
+    }
+
+    /// The encoded bytes of the packets sequenced and not yet cumulatively acknowledged, ack
+    /// elicitors aside (what `max_outstanding_bytes` caps).
+    pub(crate) fn bytes_in_flight(&self) -> usize {
+        self.bytes
+    }
+
     /// Checks the running count of packets in flight against the table (debug builds only).
     fn check_flight(&self) {
         debug_assert_eq!(
@@ -379,6 +401,16 @@ impl Sender {
                 .filter(|p| p.counted())
                 .count(),
             "packets in flight"
+        );
+        debug_assert_eq!(
+            self.bytes,
+            self.in_flight
+                .iter()
+                .flatten()
+                .filter(|p| !p.elicitor)
+                .map(InFlight::encoded_len)
+                .sum::<usize>(),
+            "bytes in flight"
         );
     }
 
@@ -447,6 +479,7 @@ impl Sender {
         ops: &Opcodes,
         stats: &mut ChannelStats,
     ) -> Option<usize> {
+        self.packet_len = max_packet_len;
         let window = self.congestion.window();
         // Whether the pacer holds back a packet sent within the window (a timer's probes and
         // budgeted resends are not paced).
@@ -509,7 +542,7 @@ impl Sender {
             stats.ack_elicitors += 1;
             (Header::Whole, false, Bytes::from_static(payload))
         } else {
-            if self.behind_elicitor() {
+            if self.behind_elicitor() || !self.bytes_open(config, max_packet_len) {
                 return None;
             }
             let within = self.flight < window && self.span_open(config, false);
@@ -542,7 +575,11 @@ impl Sender {
             fast: false,
             declared_lost: false,
             sacked: false,
+            elicitor: elicitor.is_some(),
         };
+        if !packet.elicitor {
+            self.bytes += packet.encoded_len();
+        }
         let sequence = self.next;
         self.next += 1;
         stats.packets_sent += 1;
@@ -666,6 +703,9 @@ impl Sender {
         };
         for sequence in self.base..=last {
             if let Some(Some(packet)) = self.in_flight.pop_front() {
+                if !packet.elicitor {
+                    self.bytes = self.bytes.saturating_sub(packet.encoded_len());
+                }
                 if packet.sacked {
                     // Counted as delivered when its selective ack came.
                     self.sacked = self.sacked.saturating_sub(1);
@@ -929,7 +969,9 @@ impl Sender {
         // send: a probe or resend the pacer holds back, or none at all, must not leave the
         // deadline in the past, or the caller is woken at the same instant forever.
         self.last_send = Some(now);
-        let new_data = self.has_new_data() && self.span_open(config, true);
+        let new_data = self.has_new_data()
+            && self.span_open(config, true)
+            && self.bytes_open(config, self.packet_len);
         let mut resends = u8::from(self.pto_count >= 2);
         if self.pto_count >= 2 {
             let base = self.base;
@@ -992,7 +1034,11 @@ impl Sender {
                     resends += 1;
                 }
             }
+            // Never between two fragments of one message (the peer would take the elicitor
+            // as a whole packet inside the message), which only `max_outstanding_bytes` can
+            // hold back.
             if !new_data
+                && self.fragmenting.is_none()
                 && config.ack_elicitor != AckElicitor::Off
                 && self.span_open(config, true)
                 && self.may_elicit()

@@ -1,12 +1,16 @@
 //! A blocking API on std threads only: no async runtime needed.
 //!
 //! [`Endpoint::bind`] starts one background thread that owns a std `UdpSocket` and drives the
-//! protocol endpoint: it blocks in `recv_from` with the read timeout set to the endpoint's next
-//! deadline. Handles wake it (after queuing a send or a close) by sending an empty datagram to the
-//! socket's own address; no SOE packet is empty, so the thread just takes it as a wake-up.
+//! protocol endpoint: it blocks until the socket is readable, the endpoint's next deadline, or a
+//! wake-up from a handle (after queuing a send or a close), then reads what arrived. On Unix it
+//! blocks in `poll(2)` on the socket and on a socket pair that the handles write to, so a wake-up
+//! reaches this thread even when shards share the port (`SO_REUSEPORT`). On Windows it blocks in
+//! a peeking receive with a read timeout, and the handles send an empty datagram to the socket's
+//! own address (no SOE packet is empty, so the thread just takes it as a wake-up); see
+//! [`platform`](crate::platform).
 //!
-//! [`EventLoop`] (Unix) runs the endpoint on the caller's thread instead: no thread of its own,
-//! no hand-over of events or sends between threads, batched receives and sends.
+//! [`EventLoop`] runs the endpoint on the caller's thread instead: no thread of its own, no
+//! hand-over of events or sends between threads, batched receives and sends.
 //!
 //! ```no_run
 //! use soe_runtime::blocking::Endpoint;
@@ -21,7 +25,7 @@
 
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,12 +39,12 @@ use soe_wire::{Channel, DisconnectReason};
 
 use crate::config::Config;
 use crate::connection::{self, CloseReason, ConnectionId};
-use crate::driver::max_datagram_size;
+use crate::driver::{RECV_BUDGET, max_datagram_size};
 use crate::endpoint::Core;
 use crate::error::{ConnectError, RecvTimeoutError, SendError, TrySendError};
+use crate::platform::{Notify, Waiter};
 use crate::shared::{Shared, is_port_unreachable};
 
-#[cfg(unix)]
 pub use crate::event_loop::{EventLoop, EventLoopHandle};
 
 /// An endpoint driven by a background thread; see the [module documentation](self).
@@ -63,16 +67,16 @@ impl Endpoint {
         Self::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), config)
     }
 
-    /// Runs an endpoint on an already bound socket, which must not be connected (the driver
-    /// thread wakes itself with a datagram to its own address).
+    /// Runs an endpoint on an already bound socket. On Windows it must not be connected (the
+    /// handles wake the driver thread there with a datagram to the socket's own address).
     pub fn with_socket(socket: UdpSocket, config: Config) -> io::Result<Self> {
-        socket.set_nonblocking(false)?;
+        socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
-        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));
+        let (waiter, notify) = crate::platform::waker_pair(&socket)?;
         let waker = Arc::new(SelfWake {
-            socket: socket.try_clone()?,
-            target: wake_target(local_addr),
+            notify,
             armed: AtomicBool::new(false),
         });
         shared.lock().driver_waker = Some(Waker::from(waker.clone()));
@@ -80,7 +84,7 @@ impl Endpoint {
         let thread_shared = shared.clone();
         let thread = thread::Builder::new()
             .name(format!("soe-endpoint {local_addr}"))
-            .spawn(move || run(&thread_shared, &socket, &waker, buf_len))?;
+            .spawn(move || run(&thread_shared, &socket, &waiter, &waker, buf_len))?;
         Ok(Self {
             core: Core::new(shared, local_addr),
             thread: Arc::new(Mutex::new(Some(thread))),
@@ -93,9 +97,8 @@ impl Endpoint {
     }
 
     /// How many times the socket reported that a datagram it sent met a closed port; see
-    /// [`Endpoint::port_unreachable`](crate::Endpoint::port_unreachable). The driver thread
-    /// wakes itself with a datagram to its own socket, so the socket must not be connected:
-    /// on Windows it hears of closed ports all the same.
+    /// [`Endpoint::port_unreachable`](crate::Endpoint::port_unreachable). On Windows the
+    /// socket hears of closed ports without being connected.
     pub fn port_unreachable(&self) -> u64 {
         self.core.shared().lock().port_unreachable
     }
@@ -205,14 +208,26 @@ impl Connection {
     pub fn stats(&self) -> Option<SessionStats> {
         self.0.stats()
     }
+
+    /// Starts or stops recording this session (see
+    /// [`Connection::set_recording`](crate::Connection::set_recording)).
+    pub fn set_recording(&self, on: bool) -> bool {
+        self.0.set_recording(on)
+    }
+
+    /// Takes this session's recording (see
+    /// [`Connection::take_recording`](crate::Connection::take_recording)).
+    pub fn take_recording(&self) -> Option<soe_session::Recording> {
+        self.0.take_recording()
+    }
 }
 
 /// The driver thread's loop.
-fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
+fn run(shared: &Shared, socket: &UdpSocket, waiter: &Waiter, waker: &SelfWake, buf_len: usize) {
     let mut buf = vec![0u8; buf_len];
     let mut tx = Vec::with_capacity(buf_len);
     loop {
-        // From here on, a handle's wake-up sends a datagram (see `SelfWake`).
+        // From here on, a handle's wake-up notifies the waiter (see `SelfWake`).
         waker.armed.store(false, Ordering::SeqCst);
         let now = Instant::now();
         let mut state = shared.lock();
@@ -222,7 +237,7 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
         state.route_events(now);
         while let Some(t) = state.proto.poll_transmit(now, &mut tx) {
             let datagram = tx.get(..t.len).unwrap_or(&tx);
-            if let Err(e) = socket.send_to(datagram, t.destination) {
+            if let Err(e) = send_to(socket, waiter, waker, datagram, t.destination) {
                 tracing::debug!(destination = %t.destination, error = %e, "UDP send error");
                 if is_port_unreachable(&e) {
                     state.port_unreachable += 1;
@@ -244,14 +259,18 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
             .poll_timeout()
             .map(|deadline| deadline.saturating_duration_since(now));
         drop(state);
-        if timeout == Some(Duration::ZERO) {
-            continue;
+        if timeout != Some(Duration::ZERO) {
+            waiter.wait(socket, false, timeout);
         }
-        if let Err(e) = socket.set_read_timeout(timeout) {
-            tracing::debug!(error = %e, "set_read_timeout failed");
-        }
-        match socket.recv_from(&mut buf) {
-            Ok((0, _)) => {} // a wake-up
+        receive(shared, socket, &mut buf);
+    }
+}
+
+/// Reads what the socket holds, at most [`RECV_BUDGET`] datagrams, into the protocol endpoint.
+fn receive(shared: &Shared, socket: &UdpSocket, buf: &mut [u8]) {
+    for _ in 0..RECV_BUDGET {
+        match socket.recv_from(buf) {
+            Ok((0, _)) => {} // a wake-up (Windows)
             Ok((len, from)) => {
                 let mut state = shared.lock();
                 // Once the endpoint is closing, strangers cannot open sessions any more.
@@ -260,13 +279,10 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
                     state.proto.handle_datagram(Instant::now(), from, datagram);
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            // A closed port (Windows reports it on any socket, Linux on a connected one), a
+            // datagram longer than the buffer (Windows), an interrupted call: each concerns one
+            // datagram, not the socket.
             Err(e) => {
                 tracing::debug!(error = %e, "UDP receive error");
                 if is_port_unreachable(&e) {
@@ -277,12 +293,37 @@ fn run(shared: &Shared, socket: &UdpSocket, waker: &SelfWake, buf_len: usize) {
     }
 }
 
-/// Wakes the driver thread out of `recv_from` with an empty datagram to its own socket. `armed`
-/// keeps it to one datagram per loop of the thread.
+/// Sends one datagram, waiting (a few times, briefly) while the socket's buffer is full, as the
+/// blocking socket this driver had did. A wake-up the wait takes is given back, so the loop does
+/// not sleep through it.
+fn send_to(
+    socket: &UdpSocket,
+    waiter: &Waiter,
+    waker: &SelfWake,
+    datagram: &[u8],
+    destination: SocketAddr,
+) -> io::Result<usize> {
+    const WAITS: u32 = 10;
+    const WAIT: Duration = Duration::from_millis(100);
+    let mut waits = 0;
+    loop {
+        match socket.send_to(datagram, destination) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && waits < WAITS => {
+                waits += 1;
+                if waiter.wait(socket, true, Some(WAIT)).woken {
+                    waker.notify.notify();
+                }
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Wakes the driver thread out of its wait. `armed` keeps it to one notification per loop of
+/// the thread.
 #[derive(Debug)]
 struct SelfWake {
-    socket: UdpSocket,
-    target: SocketAddr,
+    notify: Notify,
     armed: AtomicBool,
 }
 
@@ -293,22 +334,9 @@ impl Wake for SelfWake {
 
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.armed.swap(true, Ordering::SeqCst) {
-            if let Err(e) = self.socket.send_to(&[], self.target) {
-                tracing::debug!(error = %e, "wake-up datagram failed");
-            }
+            self.notify.notify();
         }
     }
-}
-
-/// Where to send the wake-up datagram: the socket's own address, with the loopback address for
-/// an unspecified one.
-pub(crate) fn wake_target(local: SocketAddr) -> SocketAddr {
-    let ip = match local.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    SocketAddr::new(ip, local.port())
 }
 
 /// Unparks the thread that blocks on a future.
@@ -337,9 +365,12 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// Like [`block_on`], giving up (`None`) after `timeout`.
+/// Like [`block_on`], giving up (`None`) after `timeout` (never, when `timeout` is too far away
+/// for an [`Instant`] to hold).
 fn block_on_timeout<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
-    let deadline = Instant::now() + timeout;
+    let Some(deadline) = Instant::now().checked_add(timeout) else {
+        return Some(block_on(future));
+    };
     let mut future = pin!(future);
     let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
     let mut cx = Context::from_waker(&waker);

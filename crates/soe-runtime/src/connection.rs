@@ -249,15 +249,20 @@ impl Connection {
     /// a quiet point of the application protocol. Returns `false` (and changes nothing) when
     /// the session has no encryption key or has ended.
     pub fn set_encryption(&self, on: bool) -> bool {
-        let mut state = self.inner.shared.lock();
-        let Some(conn) = state.conns.get(&self.inner.id) else {
-            return false;
-        };
-        if let Phase::Closed(_) = conn.phase {
-            return false;
+        self.inner.shared.lock().set_encryption(self.inner.id, on)
+    }
+
+    /// The longest message [`send_unreliable`](Self::send_unreliable) takes: what fits one
+    /// datagram of the peer's `udp_length` after the session's framing (CRC, compression flag);
+    /// [`send_ordered`](Self::send_ordered) takes 4 bytes less (its header). Known once the
+    /// handshake is done; `None` before, and once the session has left the endpoint.
+    pub fn max_unreliable_len(&self) -> Option<usize> {
+        let state = self.inner.shared.lock();
+        let conn = state.conns.get(&self.inner.id)?;
+        if conn.phase != Phase::Established {
+            return None;
         }
-        let handle = conn.handle;
-        state.proto.set_encryption(handle, on)
+        state.proto.session(conn.handle).map(|s| s.max_packet_len())
     }
 
     /// Waits for the session to end and tells why.
@@ -283,6 +288,36 @@ impl Connection {
             Phase::Closed(reason) => Some(reason),
             _ => None,
         }
+    }
+
+    /// Starts (`on`) or stops recording this session with the flight recorder (see
+    /// [`soe_session::recorder`]; [`EndpointConfig::with_recording`](soe_session::EndpointConfig::with_recording)
+    /// records every session). `false` once the session has ended, or when the endpoint's
+    /// recording budget is under two chunks.
+    pub fn set_recording(&self, on: bool) -> bool {
+        let mut state = self.inner.shared.lock();
+        let Some(conn) = state.conns.get(&self.inner.id) else {
+            return false;
+        };
+        if matches!(conn.phase, Phase::Closed(_)) {
+            return false;
+        }
+        let handle = conn.handle;
+        state.proto.set_recording(handle, on)
+    }
+
+    /// Takes this session's recording: while it runs, what was recorded so far (recording goes
+    /// on from empty); after an abnormal end ([`soe_session::recorder::ends_abnormally`]), the
+    /// whole recording, once. `None` when the session is not recorded, or ended cleanly.
+    /// Write it with `soe_dissect::recording::write_recording`.
+    pub fn take_recording(&self) -> Option<soe_session::Recording> {
+        let mut state = self.inner.shared.lock();
+        let conn = state.conns.get_mut(&self.inner.id)?;
+        if matches!(conn.phase, Phase::Closed(_)) {
+            return conn.recording.take().map(|r| *r);
+        }
+        let handle = conn.handle;
+        state.proto.take_recording(handle)
     }
 
     /// The session's counters; after the close, the last ones seen.

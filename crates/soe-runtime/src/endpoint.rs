@@ -81,7 +81,7 @@ impl<R: Runtime> Endpoint<R> {
         socket.set_nonblocking(true)?;
         let socket = runtime.wrap_udp_socket(socket)?;
         let local_addr = socket.local_addr()?;
-        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));
         let runtime: Arc<dyn Runtime> = Arc::new(runtime);
         {
@@ -208,6 +208,20 @@ pub enum EndpointEvent {
         /// Why.
         reason: CloseReason,
     },
+    /// The handshake of a session opened with
+    /// [`EventLoopHandle::connect`](crate::blocking::EventLoopHandle::connect) finished: its
+    /// messages and its close follow as for an accepted session. (A session opened with
+    /// [`Endpoint::connect`] is handed out by that call instead.)
+    Connected(ConnectionId),
+    /// The handshake of a session opened with
+    /// [`EventLoopHandle::connect`](crate::blocking::EventLoopHandle::connect) failed; nothing
+    /// more follows for it.
+    ConnectFailed {
+        /// The connection.
+        connection: ConnectionId,
+        /// Why, as [`Endpoint::connect`] would have said.
+        error: ConnectError,
+    },
 }
 
 /// Messages queued under one lock and sent from the calling thread; see
@@ -241,6 +255,30 @@ impl SendBatch<'_> {
         self.queue(conn, data, |proto, handle, data| {
             proto.send(handle, channel, data)
         })
+    }
+
+    /// Messages the reliable `channel` of `conn` takes now: a
+    /// [`try_send_on`](Self::try_send_on) finds room for that many. 0 once the session is
+    /// closing, and for another endpoint's connection. Asking costs nothing, where a refused
+    /// `try_send_on` wakes the driver (to make room): a host thread that passes on what waited
+    /// for room, after each turn of an [`EventLoop`](crate::blocking::EventLoop), asks first.
+    pub fn send_capacity(&self, conn: &Connection, channel: Channel) -> usize {
+        if !conn.is_of(self.shared) {
+            return 0;
+        }
+        match self.state.conns.get(&conn.id()) {
+            Some(c) if !matches!(c.phase, Phase::Closed(_)) => {
+                self.state.proto.send_capacity(c.handle, channel)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Turns RC4 on or off for `conn` from now on, as [`Connection::set_encryption`] does:
+    /// between the messages queued on it before and after this call. `false` (and nothing
+    /// changed) when the session has no key, has ended, or is another endpoint's.
+    pub fn set_encryption(&mut self, conn: &Connection, on: bool) -> bool {
+        conn.is_of(self.shared) && self.state.set_encryption(conn.id(), on)
     }
 
     /// Queues `data` as an unreliable datagram of `conn`, as [`Connection::send_unreliable`]
@@ -367,17 +405,28 @@ impl Core {
         Poll::Pending
     }
 
+    /// Starts a session to `remote`; with `report`, its handshake ends in an event
+    /// ([`EndpointEvent::Connected`] or [`EndpointEvent::ConnectFailed`]).
+    pub(crate) fn start_connect(
+        &self,
+        remote: SocketAddr,
+        report: bool,
+    ) -> Result<Connection, ConnectError> {
+        let mut state = self.shared().lock();
+        if state.closing.is_some() || state.driver_done {
+            return Err(ConnectError::EndpointClosed);
+        }
+        let handle = state.proto.connect(Instant::now(), remote)?;
+        let id = state.insert_conn(handle, remote, Phase::Connecting, 1);
+        if let Some(conn) = state.conns.get_mut(&id) {
+            conn.report_connect = report;
+        }
+        state.wake_driver();
+        Ok(Connection::from_counted(self.shared().clone(), id))
+    }
+
     pub(crate) async fn connect(&self, remote: SocketAddr) -> Result<Connection, ConnectError> {
-        let connection = {
-            let mut state = self.shared().lock();
-            if state.closing.is_some() || state.driver_done {
-                return Err(ConnectError::EndpointClosed);
-            }
-            let handle = state.proto.connect(Instant::now(), remote)?;
-            let id = state.insert_conn(handle, remote, Phase::Connecting, 1);
-            state.wake_driver();
-            Connection::from_counted(self.shared().clone(), id)
-        };
+        let connection = self.start_connect(remote, false)?;
         let timeout = self.connect_timeout();
         poll_fn(|cx| {
             let mut state = self.shared().lock();
@@ -452,6 +501,11 @@ impl Core {
                     connection: id,
                     reason,
                 },
+                RawEvent::Connected(id) => EndpointEvent::Connected(id),
+                RawEvent::ConnectFailed { id, error } => EndpointEvent::ConnectFailed {
+                    connection: id,
+                    error,
+                },
             };
             return Poll::Ready(Some(event));
         }
@@ -469,7 +523,8 @@ impl Core {
 }
 
 /// Maps the close of a session still in its handshake to the connect error it means.
-fn connect_error(reason: CloseReason, timeout: std::time::Duration) -> ConnectError {
+/// The error of a connect whose session ended with `reason` during the handshake.
+pub(crate) fn connect_error(reason: CloseReason, timeout: std::time::Duration) -> ConnectError {
     match reason.reason {
         _ if reason.by_peer => ConnectError::Refused {
             reason: reason.reason,

@@ -9,13 +9,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use quinn_udp::{RecvMeta, UdpSocketState};
+use quinn_udp::RecvMeta;
 use soe_wire::DisconnectReason;
 
 use crate::config::{Config, EventMode};
+use crate::connection::Connection;
 use crate::driver::Driver;
 use crate::endpoint::{Core, EndpointEvent, SendBatch};
-use crate::error::RecvTimeoutError;
+use crate::error::{ConnectError, RecvTimeoutError};
+use crate::platform::{Notify, UdpIo, Waiter};
 use crate::runtime::{AsyncTimer, AsyncUdpSocket, Outgoing, Runtime};
 use crate::shared::Shared;
 
@@ -26,15 +28,19 @@ use crate::shared::Shared;
 /// one wake-up out one by one before it drives again. Messages the application queues while it
 /// handles them (an echo, a reply) go out together on the next call, in one transmit pass for
 /// every session (one `sendmmsg` on Linux), before the thread blocks again. A wake-up is: wait
-/// for the socket or the endpoint's next deadline (`poll(2)` with the deadline as its timeout),
-/// read what arrived in batches (`recvmmsg` through `quinn-udp`, at most 64 datagrams), run the
-/// due timers, hand the events out, then transmit. It is the same driver as the async
+/// for the socket or the endpoint's next deadline (`poll(2)` with the deadline as its timeout;
+/// on Windows a peeking receive with a read timeout), read what arrived in batches (`recvmmsg`
+/// through `quinn-udp` where the platform has it, at most 64 datagrams), run the due timers,
+/// hand the events out, then transmit. It is the same driver as the async
 /// [`Endpoint`](crate::Endpoint)'s, polled by this loop instead of a runtime's executor, so its
 /// bounds and its order of work are the same.
 ///
 /// Other threads may hold [`Connection`](crate::Connection)s and an [`EventLoopHandle`]: what they
-/// queue wakes the loop with an empty datagram to its own socket (sent only while the loop is
-/// blocked; while it runs, a flag is enough).
+/// queue wakes the loop, except a [batch](EventLoopHandle::send_batch), which they send
+/// themselves (only while it is blocked; while it runs, a flag is enough). On Unix the
+/// wake-up goes through a socket pair the loop polls beside its socket, so it reaches this loop
+/// even when shards share the port (`SO_REUSEPORT`); on Windows, which has no `SO_REUSEPORT`,
+/// it is an empty datagram to the socket's own address (see [`platform`](crate::platform)).
 ///
 /// ```no_run
 /// use soe_runtime::blocking::EventLoop;
@@ -91,29 +97,43 @@ impl EventLoop {
         Self::with_socket(socket, config)
     }
 
-    /// Runs the loop on an already bound socket, which must not be connected (other threads
-    /// wake the loop with a datagram to the socket's own address).
+    /// Runs the loop on an already bound socket. On Windows it must not be connected (other
+    /// threads wake the loop there with a datagram to the socket's own address).
     pub fn with_socket(socket: UdpSocket, config: Config) -> io::Result<Self> {
+        let io = UdpIo::new((&socket).into());
+        Self::with_io(socket, io, config)
+    }
+
+    /// [`with_socket`](Self::with_socket) with the socket's datagram I/O chosen: the plain
+    /// path's tests run it where the batched layer would start.
+    #[doc(hidden)]
+    pub fn with_io(socket: UdpSocket, io: UdpIo, config: Config) -> io::Result<Self> {
         let config = config.with_event_mode(EventMode::Stream);
         socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
+        let (waiter, notify) = crate::platform::waker_pair(&socket)?;
         let wake = Arc::new(LoopWake {
-            socket: socket.try_clone()?,
-            target: crate::blocking::wake_target(local_addr),
+            notify,
             blocked: AtomicBool::new(false),
             wanted: AtomicBool::new(false),
         });
-        let state = UdpSocketState::new((&socket).into())?;
         let io = Arc::new(LoopSocket {
             socket,
-            state,
+            io,
+            waiter,
             readable: AtomicBool::new(true),
             writable: AtomicBool::new(true),
         });
-        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));
         let waker = Waker::from(wake.clone());
-        shared.lock().driver_waker = Some(waker.clone());
+        {
+            let mut state = shared.lock();
+            state.driver_waker = Some(waker.clone());
+            // A batch queued from another thread is sent from that thread, as the async
+            // endpoint's is (see `EventLoopHandle::send_batch`).
+            state.socket = Some(io.clone());
+        }
         let driver = Driver::new(shared.clone(), io.clone(), Arc::new(LoopRuntime), &config);
         Ok(Self {
             core: Core::new(shared, local_addr),
@@ -145,11 +165,39 @@ impl EventLoop {
     /// Like [`next_event`](Self::next_event), giving up after `timeout`
     /// ([`RecvTimeoutError::Timeout`]); [`RecvTimeoutError::Closed`] once the endpoint is closed
     /// and every session gone. For a loop that has its own work on a schedule (a game tick).
+    /// A timeout too far away for an [`Instant`] to hold (such as [`Duration::MAX`]) is no
+    /// timeout.
     pub fn next_event_timeout(
         &mut self,
         timeout: Duration,
     ) -> Result<EndpointEvent, RecvTimeoutError> {
-        self.next_event_until(Some((Instant::now() + timeout, timeout)))
+        let until = Instant::now().checked_add(timeout).map(|at| (at, timeout));
+        self.next_event_until(until)
+    }
+
+    /// Drives the endpoint for one wake-up without handing out events: blocks until a datagram
+    /// arrives, the endpoint's next deadline, `timeout` (one past what [`Instant`] can hold is
+    /// no limit), or a wake-up from another thread (a send, a close, [`EventLoopHandle::wake`]),
+    /// then receives, runs the timers that are due and transmits. Events wait in the queue,
+    /// counted against [`Config::receive_queue_bytes`], until
+    /// [`try_next_event`](Self::try_next_event) takes them.
+    ///
+    /// For a loop that hands events on to another thread and must keep the sessions going
+    /// (acks, resends, keep-alives) while that thread is busy: a binding's pump thread. Returns
+    /// `false` once the driver has stopped (the endpoint closed and every session gone), and
+    /// then at once.
+    pub fn drive(&mut self, timeout: Duration) -> bool {
+        self.block(Instant::now().checked_add(timeout));
+        self.turn();
+        self.driver.is_some()
+    }
+
+    /// The next event already queued, without driving the endpoint or blocking:
+    /// [`RecvTimeoutError::Timeout`] (of zero) when there is none, [`RecvTimeoutError::Closed`]
+    /// once the endpoint is closed and every event was taken. See [`drive`](Self::drive).
+    pub fn try_next_event(&mut self) -> Result<EndpointEvent, RecvTimeoutError> {
+        self.take()
+            .unwrap_or(Err(RecvTimeoutError::Timeout(Duration::ZERO)))
     }
 
     /// Closes every session with `reason` and stops accepting new ones; the loop ends once
@@ -224,12 +272,14 @@ impl EventLoop {
         // From here on a wake-up from another thread sends a datagram; one that came before
         // is seen in `wanted`.
         self.wake.blocked.store(true, Ordering::SeqCst);
-        if self.wake.wanted.swap(false, Ordering::SeqCst) {
-            self.wake.blocked.store(false, Ordering::SeqCst);
-            return;
-        }
         let timeout = wake_at.map(|at| at.saturating_duration_since(Instant::now()));
-        if timeout != Some(Duration::ZERO) {
+        if self.wake.wanted.swap(false, Ordering::SeqCst) || timeout == Some(Duration::ZERO) {
+            // No wait, so `poll(2)` does not say whether datagrams came: the next turn tries
+            // the socket (a receive that finds it empty costs what a zero-timeout poll would).
+            // Otherwise a loop woken before every block (a host thread's sends, due timers)
+            // would never read its socket again, acknowledgements included.
+            self.io.readable.store(true, Ordering::Relaxed);
+        } else {
             self.io.wait(timeout);
         }
         self.wake.blocked.store(false, Ordering::SeqCst);
@@ -264,23 +314,42 @@ impl EventLoopHandle {
         self.core.local_addr
     }
 
-    /// Queues messages on any of the loop's connections under one lock, and wakes the loop
-    /// once (not once per message) to send them: for a host thread that answers many sessions
-    /// at once (a binding's JS thread, a game tick on a thread of its own). As with
-    /// [`Endpoint::send_batch`](crate::Endpoint::send_batch), `queue` must not call other
-    /// methods of this endpoint or its connections. On the loop's own thread, plain
+    /// Wakes the loop's thread for one turn: a [`drive`](EventLoop::drive) blocked in the
+    /// kernel returns. For a thread that has work for the loop's thread outside the endpoint
+    /// (a binding's host thread that made room for more events).
+    pub fn wake(&self) {
+        self.core.shared().lock().wake_driver();
+    }
+
+    /// Opens a session to `remote` and returns its handle without waiting for the handshake;
+    /// the loop reports how the handshake ended: [`EndpointEvent::Connected`] (then the
+    /// session's messages and its close come as for an accepted session) or
+    /// [`EndpointEvent::ConnectFailed`] (within the connect timeout). Fails at once when the
+    /// endpoint is closed or the protocol endpoint refuses to start the session. Dropping every
+    /// handle before the handshake ended abandons it, and no event follows.
+    pub fn connect(&self, remote: SocketAddr) -> Result<Connection, ConnectError> {
+        self.core.start_connect(remote, true)
+    }
+
+    /// Queues messages on any of the loop's connections under one lock, then sends what they
+    /// made ready from the calling thread, in as few system calls as the socket allows, as
+    /// [`Endpoint::send_batch`](crate::Endpoint::send_batch) does: for a host thread that
+    /// answers many sessions at once (a binding's JS thread, a game tick on a thread of its
+    /// own), one lock for the batch and no wake-up of the loop. The loop still sends what the
+    /// socket refuses, what is due later and, past one wake-up's worth of datagrams (64), the
+    /// rest (the batch wakes it for those). As there, `queue` must not call other methods of
+    /// this endpoint or its connections. On the loop's own thread, plain
     /// [`Connection`](crate::Connection) sends cost no wake-up at all.
     pub fn send_batch<T>(&self, queue: impl FnOnce(&mut SendBatch<'_>) -> T) -> T {
         self.core.send_batch(queue)
     }
 }
 
-/// Wakes the loop from another thread: a flag while it runs, an empty datagram to its own
-/// socket while it is blocked.
+/// Wakes the loop from another thread: a flag while it runs, a [`Notify`] while it is
+/// blocked.
 #[derive(Debug)]
 struct LoopWake {
-    socket: UdpSocket,
-    target: SocketAddr,
+    notify: Notify,
     /// The loop is (about to be) blocked in the kernel.
     blocked: AtomicBool,
     /// Something asked for a wake-up since the loop's last turn.
@@ -295,9 +364,7 @@ impl Wake for LoopWake {
     fn wake_by_ref(self: &Arc<Self>) {
         self.wanted.store(true, Ordering::SeqCst);
         if self.blocked.swap(false, Ordering::SeqCst) {
-            if let Err(e) = self.socket.send_to(&[], self.target) {
-                tracing::debug!(error = %e, "wake-up datagram failed");
-            }
+            self.notify.notify();
         }
     }
 }
@@ -307,41 +374,34 @@ impl Wake for LoopWake {
 #[derive(Debug)]
 struct LoopSocket {
     socket: UdpSocket,
-    state: UdpSocketState,
-    /// Datagrams may be waiting: set by `poll(2)`, cleared by a receive that found fewer than
+    io: UdpIo,
+    waiter: Waiter,
+    /// Datagrams may be waiting: set by the wait, cleared by a receive that found fewer than
     /// it asked for.
     readable: AtomicBool,
-    /// The socket takes datagrams: cleared by a refused send, set by `poll(2)`.
+    /// The socket takes datagrams: cleared by a refused send, set by the wait.
     writable: AtomicBool,
 }
 
 impl LoopSocket {
-    /// Blocks in `poll(2)` until the socket is readable (or writable, if a send was refused) or
-    /// `timeout` passed.
+    /// Blocks until the socket is readable (or writable, if a send was refused), a wake-up
+    /// from another thread, or `timeout` passed.
     fn wait(&self, timeout: Option<Duration>) {
-        use rustix::event::{PollFd, PollFlags, Timespec, poll};
-        let mut flags = PollFlags::IN;
-        if !self.writable.load(Ordering::Relaxed) {
-            flags |= PollFlags::OUT;
-        }
-        let mut fds = [PollFd::new(&self.socket, flags)];
-        let timeout = timeout.map(|t| Timespec {
-            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(t.subsec_nanos()),
-        });
-        if let Err(e) = poll(&mut fds, timeout.as_ref()) {
-            if e != rustix::io::Errno::INTR {
-                tracing::debug!(error = %e, "poll failed");
-            }
-            return;
-        }
-        let revents = fds[0].revents();
-        if revents.intersects(PollFlags::IN | PollFlags::ERR | PollFlags::HUP) {
+        let write = !self.writable.load(Ordering::Relaxed);
+        let ready = self.waiter.wait(&self.socket, write, timeout);
+        if ready.readable {
             self.readable.store(true, Ordering::Relaxed);
         }
-        if revents.intersects(PollFlags::OUT | PollFlags::ERR) {
+        if ready.writable {
             self.writable.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Sends one transmit through the batched layer or the plain path.
+    fn send(&self, transmit: &quinn_udp::Transmit<'_>) -> io::Result<()> {
+        self.io.try_send((&self.socket).into(), transmit, |d, to| {
+            self.socket.send_to(d, to)
+        })
     }
 
     /// Notes a refused send.
@@ -366,10 +426,13 @@ impl AsyncUdpSocket for LoopSocket {
         if !self.readable.load(Ordering::Relaxed) {
             return Poll::Pending;
         }
-        match self.state.recv((&self.socket).into(), bufs, meta) {
+        let asked = bufs.len().min(self.io.batch_size());
+        match self.io.recv((&self.socket).into(), bufs, meta, |buf| {
+            self.socket.recv_from(buf)
+        }) {
             Ok(n) => {
-                // Fewer than asked for: the socket is empty (poll(2) tells of the next).
-                if n < bufs.len() {
+                // Fewer than asked for: the socket is empty (the wait tells of the next).
+                if n < asked {
                     self.readable.store(false, Ordering::Relaxed);
                 }
                 Poll::Ready(Ok(n))
@@ -384,7 +447,7 @@ impl AsyncUdpSocket for LoopSocket {
 
     fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
         let transmit = crate::socket::datagram_transmit(destination, datagram);
-        self.refused(self.state.try_send((&self.socket).into(), &transmit))
+        self.refused(self.send(&transmit))
     }
 
     fn try_send_segments(
@@ -395,7 +458,7 @@ impl AsyncUdpSocket for LoopSocket {
     ) -> io::Result<()> {
         let mut transmit = crate::socket::datagram_transmit(destination, contents);
         transmit.segment_size = Some(segment_size);
-        self.refused(self.state.try_send((&self.socket).into(), &transmit))
+        self.refused(self.send(&transmit))
     }
 
     #[cfg(target_os = "linux")]
@@ -409,7 +472,7 @@ impl AsyncUdpSocket for LoopSocket {
     }
 
     fn max_send_segments(&self) -> usize {
-        self.state.max_gso_segments()
+        self.io.max_gso_segments()
     }
 
     fn poll_writable(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -425,7 +488,7 @@ impl AsyncUdpSocket for LoopSocket {
     }
 
     fn max_receive_segments(&self) -> usize {
-        self.state.gro_segments()
+        self.io.gro_segments()
     }
 
     fn may_be_readable(&self) -> bool {

@@ -8,8 +8,11 @@
 //! * `soe-tokio`: `soe_tokio::Endpoint` on tokio;
 //! * `soe-async-std`: `soe_async_std::Endpoint` on async-io (async-std, smol);
 //! * [`blocking`]: the same endpoint on a std thread, for code without an async runtime.
-//! * [`blocking::EventLoop`] (Unix): the same driver on the application's own thread, which
-//!   blocks in `poll(2)` between wake-ups and sends once per wake-up for every session.
+//! * [`blocking::EventLoop`]: the same driver on the application's own thread, which blocks in
+//!   the kernel between wake-ups and sends once per wake-up for every session.
+//!
+//! What differs between platforms (Linux, the BSDs, Windows) is met in one module,
+//! [`platform`].
 //!
 //! # Shape
 //!
@@ -18,7 +21,9 @@
 //!   actor-style server that routes every session from one task.
 //! * [`Connection`]: a cloneable handle to one session: `send` (waits while the session's send
 //!   queue is full), `try_send`, `recv` (in order; `None` after the close), `close`, `closed`,
-//!   `stats`. Dropping the last clone closes the session with reason `Application`.
+//!   `stats`, and the flight recorder's `set_recording` and `take_recording` (a session that
+//!   ended abnormally keeps its recording for the application). Dropping the last clone closes
+//!   the session with reason `Application`.
 //!
 //! # The driver
 //!
@@ -48,6 +53,26 @@
 //! [`Endpoint::wait_idle`] returns once every session is gone and the last datagram left. The
 //! driver stops when the endpoint is closed (or every `Endpoint` handle dropped) and no session is
 //! left; handles then see their connections closed.
+//!
+//! # Shards
+//!
+//! Endpoints bound to one address with [`SocketConfig::reuse_port`] (`SO_REUSEPORT`, e.g. one
+//! per core) serve one port; the kernel hands each datagram to one of them by a hash of its
+//! addresses and ports. Those of one process share one [`soe_session::ShardGroup`]: one secret
+//! and one set of per-source limits (request rates, sessions held, stateless replies), so a
+//! host that varies its source port to reach every shard still has one share. Endpoints in
+//! other processes, or made with `with_socket` on a socket bound elsewhere, share a group only
+//! when their configs are given one
+//! ([`EndpointConfig::with_shard_group`](soe_session::EndpointConfig::with_shard_group)), and a
+//! group lives in one process. A session stays on the shard that accepted it: a client whose
+//! NAT gives it a new source port usually reaches another shard, which has neither its session
+//! nor its reliable state and does not honour its cookie, so the session is lost (it ends with
+//! `UnreachableConnection` on the client). Steering by source address in the kernel (a
+//! reuseport BPF program), which would keep it, is not done.
+//!
+//! If the operating system's random generator fails, `bind` and `with_socket` return an
+//! [`std::io::Error`] of kind `Other` holding a [`soe_session::EndpointError`]: no endpoint is
+//! made with weaker keys.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
@@ -64,9 +89,10 @@ mod connection;
 mod driver;
 mod endpoint;
 mod error;
-#[cfg(unix)]
 mod event_loop;
+pub mod platform;
 pub mod runtime;
+mod shards;
 mod shared;
 pub mod socket;
 mod tx;
@@ -81,7 +107,10 @@ pub use socket::SocketConfig;
 /// The batched UDP I/O layer (`quinn-udp`) the adapters use.
 pub use quinn_udp as udp;
 /// The protocol types an application uses most.
-pub use soe_session::{Delivery, EndpointConfig, EndpointStats, SessionConfig, SessionStats};
+pub use soe_session::{
+    Delivery, EndpointConfig, EndpointStats, Recording, RecordingConfig, SessionConfig,
+    SessionStats,
+};
 pub use soe_wire::{Channel, DisconnectReason};
 /// The protocol crates, re-exported so applications need only this one (or an adapter).
 pub use {bytes, soe_session, soe_wire};

@@ -18,7 +18,7 @@ use soe_wire::{Channel, DisconnectReason};
 
 use crate::config::{Config, EventMode};
 use crate::connection::{CloseReason, ConnectionId};
-use crate::error::TrySendError;
+use crate::error::{ConnectError, TrySendError};
 use crate::runtime::AsyncUdpSocket;
 use crate::tx::{self, TxBatch};
 
@@ -174,6 +174,13 @@ pub(crate) struct ConnState {
     pub(crate) refs: usize,
     /// The last statistics seen, kept for after the close.
     pub(crate) last_stats: Option<SessionStats>,
+    /// A session this side opened whose handshake ends in an event (stream mode):
+    /// [`RawEvent::Connected`] or [`RawEvent::ConnectFailed`] (see
+    /// [`EventLoopHandle::connect`](crate::blocking::EventLoopHandle::connect)).
+    pub(crate) report_connect: bool,
+    /// The flight recorder's recording of a session that ended abnormally, until the
+    /// application takes it ([`Connection::take_recording`](crate::Connection::take_recording)).
+    pub(crate) recording: Option<Box<soe_session::Recording>>,
 }
 
 /// An event as queued in stream mode (a `Connection` is built only when it is taken, so no
@@ -190,6 +197,13 @@ pub(crate) enum RawEvent {
     Closed {
         id: ConnectionId,
         reason: CloseReason,
+    },
+    /// The handshake of a session with `report_connect` finished.
+    Connected(ConnectionId),
+    /// The handshake of a session with `report_connect` failed.
+    ConnectFailed {
+        id: ConnectionId,
+        error: ConnectError,
     },
 }
 
@@ -226,7 +240,7 @@ pub(crate) struct State {
     /// port (see [`is_port_unreachable`]).
     pub(crate) port_unreachable: u64,
     /// The socket, for sends made from an application's thread ([`State::transmit_inline`]);
-    /// `None` for the blocking driver, whose thread does all the sending.
+    /// `None` for `blocking::Endpoint`, whose thread does all the sending.
     pub(crate) socket: Option<Arc<dyn AsyncUdpSocket>>,
     /// The driver's runtime, for its clock.
     pub(crate) runtime: Option<Arc<dyn crate::runtime::Runtime>>,
@@ -274,6 +288,8 @@ impl State {
                 blocked_channels: 0,
                 refs,
                 last_stats: None,
+                report_connect: false,
+                recording: None,
             },
         );
         self.by_handle.insert(handle, id);
@@ -367,6 +383,19 @@ impl State {
         }
     }
 
+    /// Turns RC4 on or off for `id`'s session (see
+    /// [`Connection::set_encryption`](crate::Connection::set_encryption)).
+    pub(crate) fn set_encryption(&mut self, id: ConnectionId, on: bool) -> bool {
+        let Some(conn) = self.conns.get(&id) else {
+            return false;
+        };
+        if let Phase::Closed(_) = conn.phase {
+            return false;
+        }
+        let handle = conn.handle;
+        self.proto.set_encryption(handle, on)
+    }
+
     /// Notes a datagram the socket refused with an error other than a full buffer: it is lost,
     /// like any datagram, and the protocol resends what matters. A connected socket may report
     /// an earlier datagram's ICMP error here instead of on the next receive.
@@ -379,7 +408,7 @@ impl State {
 
     /// Sends, from the calling thread, what the sessions have ready, up to [`SEND_BUDGET`]
     /// datagrams; the driver sends the rest. Leaves it to the driver (and wakes it) when it
-    /// holds datagrams the socket refused, when there is no socket here (the blocking driver),
+    /// holds datagrams the socket refused, when there is no socket here (`blocking::Endpoint`),
     /// and when the socket refuses this batch (which the driver then sends first). Wakes the
     /// driver too when the endpoint's next deadline moved before the one its timer is set for.
     ///
@@ -458,14 +487,7 @@ impl State {
         while let Some((handle, event)) = self.proto.poll_event() {
             match event {
                 Event::Accepted => self.on_accepted(now, handle),
-                Event::Connected => {
-                    if let Some(conn) = self.conn_of(handle) {
-                        if conn.phase == Phase::Connecting {
-                            conn.phase = Phase::Established;
-                        }
-                        conn.wakers.wake_all();
-                    }
-                }
+                Event::Connected => self.on_connected(handle),
                 Event::Message {
                     channel,
                     data,
@@ -477,11 +499,6 @@ impl State {
                 _ => {}
             }
         }
-    }
-
-    fn conn_of(&mut self, handle: SessionHandle) -> Option<&mut ConnState> {
-        let id = self.by_handle.get(&handle)?;
-        self.conns.get_mut(id)
     }
 
     fn on_accepted(&mut self, now: Instant, handle: SessionHandle) {
@@ -510,6 +527,24 @@ impl State {
                 self.events.push_back(RawEvent::Accepted(id));
                 self.event_wakers.wake_all();
             }
+        }
+    }
+
+    fn on_connected(&mut self, handle: SessionHandle) {
+        let Some(&id) = self.by_handle.get(&handle) else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if conn.phase != Phase::Connecting {
+            return;
+        }
+        conn.phase = Phase::Established;
+        conn.wakers.wake_all();
+        if conn.report_connect && conn.refs > 0 && self.mode == EventMode::Stream {
+            self.events.push_back(RawEvent::Connected(id));
+            self.event_wakers.wake_all();
         }
     }
 
@@ -575,6 +610,8 @@ impl State {
         };
         let was_connecting = conn.phase == Phase::Connecting;
         conn.phase = Phase::Closed(reason);
+        // Kept by the protocol endpoint only when the session ended abnormally.
+        conn.recording = self.proto.take_recording(handle).map(Box::new);
         if stats.is_some() {
             conn.last_stats = stats;
         }
@@ -584,6 +621,10 @@ impl State {
             self.conns.remove(&id);
         } else if mode == EventMode::Stream && !was_connecting {
             self.events.push_back(RawEvent::Closed { id, reason });
+            self.event_wakers.wake_all();
+        } else if mode == EventMode::Stream && conn.report_connect {
+            let error = crate::endpoint::connect_error(reason, self.connect_timeout);
+            self.events.push_back(RawEvent::ConnectFailed { id, error });
             self.event_wakers.wake_all();
         }
         self.idle_wakers.wake_all();

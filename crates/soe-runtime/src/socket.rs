@@ -11,7 +11,8 @@ pub const DEFAULT_BUFFER_SIZE: usize = 4 * 1024 * 1024;
 /// Options for the UDP socket an endpoint binds.
 ///
 /// The defaults ask for 4 MiB kernel buffers each way (the OS may grant less, silently: on Linux
-/// the ceiling is `net.core.rmem_max` / `wmem_max`) and do not share the port.
+/// the ceiling is `net.core.rmem_max` / `wmem_max`; Windows grants what is asked) and do not
+/// share the port. What differs between platforms is listed in [`platform`](crate::platform).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SocketConfig {
@@ -19,8 +20,13 @@ pub struct SocketConfig {
     pub recv_buffer_size: Option<usize>,
     /// The `SO_SNDBUF` size to ask for, in bytes; `None` keeps the OS default.
     pub send_buffer_size: Option<usize>,
-    /// Sets `SO_REUSEPORT` (Unix only) so several endpoints ("shards", e.g. one per core) can bind
-    /// the same address; the kernel spreads peers over them by address hash.
+    /// Sets `SO_REUSEPORT` (Linux and the BSDs) so several endpoints ("shards", e.g. one per
+    /// core) can bind the same address; the kernel spreads peers over them by a hash of their
+    /// addresses and ports. The endpoints of one process bound to one address this way share one
+    /// secret and one set of per-source limits (a `soe_session::ShardGroup`), so a host that
+    /// varies its source port still has one share; a session stays on its shard (see the crate
+    /// docs). Binding fails with [`io::ErrorKind::Unsupported`] where the option does not exist
+    /// (Windows). Without it, a second bind of a bound port fails on every platform.
     pub reuse_port: bool,
 }
 
@@ -70,42 +76,11 @@ impl SocketConfig {
             }
         }
         if self.reuse_port {
-            set_reuse_port(&socket)?;
+            crate::platform::set_reuse_port(&socket)?;
         }
         socket.bind(&addr.into())?;
         Ok(socket.into())
     }
-}
-
-#[cfg(all(
-    unix,
-    not(any(
-        target_os = "solaris",
-        target_os = "illumos",
-        target_os = "cygwin",
-        target_os = "nuttx",
-        target_os = "wasi"
-    ))
-))]
-fn set_reuse_port(socket: &Socket) -> io::Result<()> {
-    socket.set_reuse_port(true)
-}
-
-#[cfg(not(all(
-    unix,
-    not(any(
-        target_os = "solaris",
-        target_os = "illumos",
-        target_os = "cygwin",
-        target_os = "nuttx",
-        target_os = "wasi"
-    ))
-)))]
-fn set_reuse_port(_socket: &Socket) -> io::Result<()> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "SO_REUSEPORT is not available on this platform",
-    ))
 }
 
 /// The quinn-udp [`Transmit`](quinn_udp::Transmit) for one SOE datagram: no ECN, no segmentation
@@ -218,6 +193,32 @@ mod tests {
         // The OS may grant less than asked, but never less than its default (> 0).
         assert!(sock.recv_buffer_size().unwrap() > 0);
         assert_ne!(socket.local_addr().unwrap().port(), 0);
+        // Windows has no system ceiling: it grants what was asked.
+        if cfg!(windows) {
+            assert_eq!(sock.recv_buffer_size().unwrap(), DEFAULT_BUFFER_SIZE);
+            assert_eq!(sock.send_buffer_size().unwrap(), DEFAULT_BUFFER_SIZE);
+        }
+    }
+
+    #[test]
+    fn a_second_bind_of_a_bound_port_fails() {
+        let first = SocketConfig::default()
+            .bind("127.0.0.1:0".parse().unwrap())
+            .unwrap();
+        let addr = first.local_addr().unwrap();
+        let second = SocketConfig::default().bind(addr).unwrap_err();
+        assert_eq!(second.kind(), io::ErrorKind::AddrInUse, "{second}");
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn reuse_port_is_a_clear_unsupported_error_on_windows() {
+        let e = SocketConfig::default()
+            .with_reuse_port(true)
+            .bind("127.0.0.1:0".parse().unwrap())
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+        assert!(e.to_string().contains("SO_REUSEPORT"), "{e}");
     }
 
     #[cfg(target_os = "linux")]

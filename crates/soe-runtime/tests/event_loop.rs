@@ -1,16 +1,17 @@
 //! The blocking event loop (`blocking::EventLoop`) over real loopback UDP: a server whose
-//! endpoint runs on the test's own thread, against clients on the blocking driver.
-#![cfg(unix)]
+//! endpoint runs on the test's own thread, against clients on the blocking driver; and the
+//! loop's wake-ups from other threads, with shards on one port too (issue 43 §2).
 #![allow(missing_docs)]
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::{Arc, mpsc};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use soe_runtime::blocking::{Endpoint, EventLoop};
+use soe_runtime::platform::UdpIo;
 use soe_runtime::{
     Config, Connection, ConnectionId, Delivery, DisconnectReason, EndpointConfig, EndpointEvent,
     RecvTimeoutError, SessionConfig,
@@ -20,9 +21,12 @@ fn session() -> SessionConfig {
     SessionConfig::new("SoeEventLoopTest").with_connect_timeout(Duration::from_secs(2))
 }
 
+fn server_config(session: SessionConfig) -> Config {
+    Config::new(Arc::new(EndpointConfig::server(Arc::new(session))))
+}
+
 fn server(session: SessionConfig) -> EventLoop {
-    let config = Config::new(Arc::new(EndpointConfig::server(Arc::new(session))));
-    EventLoop::bind("127.0.0.1:0".parse().unwrap(), config).unwrap()
+    EventLoop::bind("127.0.0.1:0".parse().unwrap(), server_config(session)).unwrap()
 }
 
 fn client() -> Endpoint {
@@ -76,7 +80,19 @@ fn echo(mut events: EventLoop) -> Seen {
 
 #[test]
 fn many_clients_get_every_message_back_in_order_then_the_loop_closes() {
-    let events = server(session());
+    many_clients_echo(server(session()));
+}
+
+#[test]
+fn the_plain_send_to_and_recv_from_path_serves_as_well() {
+    // Where quinn-udp cannot set its socket up (IPv4 sockets under wine), the loop runs on
+    // plain send_to/recv_from: the same scenario on that path, on every platform.
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let events = EventLoop::with_io(socket, UdpIo::plain(), server_config(session())).unwrap();
+    many_clients_echo(events);
+}
+
+fn many_clients_echo(events: EventLoop) {
     let addr: SocketAddr = events.local_addr();
     let handle = events.handle();
     let looping = thread::spawn(move || echo(events));
@@ -250,4 +266,451 @@ fn a_batch_from_another_thread_reaches_every_session_while_the_loop_blocks() {
             "{got:?}"
         );
     }
+}
+
+/// Runs each loop on a thread of its own until it ends; returns the channel each reports its
+/// index on when it did, with what it saw.
+fn run_loops(loops: Vec<EventLoop>) -> mpsc::Receiver<(usize, Seen)> {
+    let (done, ended) = mpsc::channel();
+    for (i, events) in loops.into_iter().enumerate() {
+        let done = done.clone();
+        thread::spawn(move || {
+            let seen = echo(events);
+            let _ = done.send((i, seen));
+        });
+    }
+    ended
+}
+
+/// Which of `count` loops report within `within`.
+fn ended_within(
+    ended: &mpsc::Receiver<(usize, Seen)>,
+    count: usize,
+    within: Duration,
+) -> Vec<usize> {
+    let deadline = Instant::now() + within;
+    let mut which = Vec::new();
+    while which.len() < count {
+        match ended.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((i, _)) => which.push(i),
+            Err(_) => break,
+        }
+    }
+    which.sort_unstable();
+    which
+}
+
+/// `count` loops sharing one port through `SO_REUSEPORT`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn shards(count: usize, session: SessionConfig) -> Vec<EventLoop> {
+    let config = || {
+        server_config(session.clone())
+            .with_socket(soe_runtime::SocketConfig::default().with_reuse_port(true))
+    };
+    let first = EventLoop::bind("127.0.0.1:0".parse().unwrap(), config()).unwrap();
+    let addr = first.local_addr();
+    let mut loops = vec![first];
+    for _ in 1..count {
+        loops.push(EventLoop::bind(addr, config()).unwrap());
+    }
+    loops
+}
+
+/// Issue 43 §2: the wake-up datagram went to the shared port, where the kernel gave every
+/// shard's to one socket, so `close` ended 1 (or 0) of 4 loops. A loop with no session has no
+/// deadline: only a wake-up that reaches it can end it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn close_wakes_every_shard_on_a_shared_port() {
+    let loops = shards(4, session());
+    let handles: Vec<_> = loops.iter().map(EventLoop::handle).collect();
+    assert!(handles.iter().all(|h| h.session_count() == 0));
+    let ended = run_loops(loops);
+    // The loops block (none has a deadline); close holds whether or not they did yet.
+    thread::sleep(Duration::from_millis(200));
+    for handle in &handles {
+        handle.close(DisconnectReason::ManagerDeleted);
+    }
+    assert_eq!(
+        ended_within(&ended, 4, Duration::from_secs(20)),
+        [0, 1, 2, 3],
+        "loops that ended after close"
+    );
+}
+
+/// Issue 43 §2, for sends: a message queued from another thread on each shard's session goes
+/// out at once. The sessions keep no timers (no heartbeat, no idle timeout), so a loop whose
+/// wake-up is lost would never send it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn sends_from_other_threads_wake_every_shard() {
+    let quiet = || {
+        session()
+            .with_heartbeat_interval(None)
+            .with_idle_timeout(None)
+    };
+    let loops = shards(4, quiet());
+    let addr = loops[0].local_addr();
+    let handles: Vec<_> = loops.iter().map(EventLoop::handle).collect();
+    // Each shard reports the sessions it accepts, then idles in its loop.
+    let (accepted_tx, accepted) = mpsc::channel();
+    for (i, mut events) in loops.into_iter().enumerate() {
+        let accepted_tx = accepted_tx.clone();
+        thread::spawn(move || {
+            while let Some(event) = events.next_event() {
+                if let EndpointEvent::Accepted(conn) = event {
+                    let _ = accepted_tx.send((i, conn));
+                }
+            }
+        });
+    }
+    // Clients from new ports until every shard holds a session (the kernel spreads them by
+    // address hash; 200 leave a shard without one with odds of 1 in 10^24).
+    let client_config = Arc::new(EndpointConfig::client(Arc::new(quiet())));
+    let mut per_shard: Vec<Option<(Connection, Endpoint, soe_runtime::blocking::Connection)>> =
+        (0..4).map(|_| None).collect();
+    for _ in 0..200 {
+        if per_shard.iter().all(Option::is_some) {
+            break;
+        }
+        let endpoint =
+            Endpoint::bind("127.0.0.1:0".parse().unwrap(), client_config.clone()).unwrap();
+        let conn = endpoint.connect(addr).unwrap();
+        let (shard, server_conn) = accepted.recv_timeout(Duration::from_secs(5)).unwrap();
+        if per_shard[shard].is_none() {
+            per_shard[shard] = Some((server_conn, endpoint, conn));
+        }
+    }
+    let per_shard: Vec<_> = per_shard
+        .into_iter()
+        .map(|s| s.expect("a session on every shard"))
+        .collect();
+    // Sends from this thread (a plain send on shards 0 and 1, a batch on 2 and 3).
+    thread::sleep(Duration::from_millis(200));
+    for (i, (server_conn, _, _)) in per_shard.iter().enumerate() {
+        let message = Bytes::from(vec![i as u8; 8]);
+        if i < 2 {
+            server_conn.try_send(message).unwrap();
+        } else {
+            handles[i].send_batch(|batch| {
+                batch
+                    .try_send_on(server_conn, soe_runtime::Channel::ZERO, message)
+                    .unwrap();
+            });
+        }
+    }
+    for (i, (_, _, conn)) in per_shard.iter().enumerate() {
+        assert_eq!(
+            conn.recv_timeout(Duration::from_secs(20)),
+            Ok(Bytes::from(vec![i as u8; 8])),
+            "shard {i}"
+        );
+    }
+    for handle in &handles {
+        handle.close(DisconnectReason::ManagerDeleted);
+    }
+}
+
+/// Issue 43 §2: `next_event_timeout(Duration::MAX)` overflowed `Instant + Duration` and
+/// panicked. A timeout past what an `Instant` holds is no timeout.
+#[test]
+fn a_timeout_past_what_an_instant_holds_is_no_timeout() {
+    let mut events = server(session());
+    let handle = events.handle();
+    let closer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        handle.close(DisconnectReason::ManagerDeleted);
+    });
+    assert_eq!(
+        events.next_event_timeout(Duration::MAX).unwrap_err(),
+        RecvTimeoutError::Closed
+    );
+    closer.join().unwrap();
+}
+
+/// Lets `events` read what strangers sent it (one turn, while no client is there yet), checks
+/// that it answered at least one of them, then runs it on a thread of its own: a client gets
+/// `echoes` messages back, and `close` ends the loop.
+fn answers_strangers_then_serves(mut events: EventLoop, echoes: u8) {
+    let addr = events.local_addr();
+    let handle = events.handle();
+    assert!(matches!(
+        events.next_event_timeout(Duration::from_millis(200)),
+        Err(RecvTimeoutError::Timeout(_))
+    ));
+    assert!(
+        handle.stats().unknown_sender_sent >= 1,
+        "{:?}",
+        handle.stats()
+    );
+    let ended = run_loops(vec![events]);
+    let client = client();
+    let conn = client.connect(addr).unwrap();
+    for i in 0..echoes {
+        let message = Bytes::from(vec![i; 100]);
+        conn.send(message.clone()).unwrap();
+        assert_eq!(conn.recv_timeout(Duration::from_secs(5)).unwrap(), message);
+    }
+    handle.close(DisconnectReason::ManagerDeleted);
+    assert_eq!(ended_within(&ended, 1, Duration::from_secs(20)), [0]);
+}
+
+/// A server that sends to a port nobody serves keeps serving: Windows reports the ICMP answer
+/// to such a datagram as `WSAECONNRESET` on a later receive, which must concern that datagram
+/// only. (Linux, and wine on it, report nothing to an unconnected socket: there the test shows
+/// that the sends do no harm.)
+#[test]
+fn a_loop_that_sends_to_a_closed_port_keeps_serving() {
+    let events = server(session());
+    // Datagrams from strangers that the endpoint answers (UnknownSender), whose ports close
+    // before the loop runs: each answer goes to a closed port.
+    for _ in 0..3 {
+        let gone = UdpSocket::bind("127.0.0.1:0").unwrap();
+        gone.send_to(&[0, 9, 0, 0], events.local_addr()).unwrap();
+    }
+    answers_strangers_then_serves(events, 20);
+}
+
+/// A datagram longer than the receive buffer (9,000 bytes by default) is truncated on Linux and
+/// fails the receive with `WSAEMSGSIZE` on Windows: either way it is dropped alone, and the loop
+/// serves on (it answers the stranger's next datagram).
+#[test]
+fn a_datagram_longer_than_the_buffer_is_dropped_alone() {
+    let events = server(session());
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    stranger
+        .send_to(&vec![0x5A; 20_000], events.local_addr())
+        .unwrap();
+    stranger
+        .send_to(&[0, 9, 0, 0], events.local_addr())
+        .unwrap();
+    answers_strangers_then_serves(events, 5);
+}
+
+/// A client on the event loop: `EventLoopHandle::connect` returns at once, and the loop tells
+/// how the handshake ended, as an event.
+fn client_loop(session: SessionConfig) -> EventLoop {
+    let config = Config::new(Arc::new(EndpointConfig::client(Arc::new(session))));
+    EventLoop::bind("127.0.0.1:0".parse().unwrap(), config).unwrap()
+}
+
+/// The next event, driving the loop for at most 5 s.
+fn next(events: &mut EventLoop) -> EndpointEvent {
+    events.next_event_timeout(Duration::from_secs(5)).unwrap()
+}
+
+#[test]
+fn a_client_on_the_loop_hears_how_each_handshake_ended() {
+    let echo_loop = server(session());
+    let addr = echo_loop.local_addr();
+    let echo_handle = echo_loop.handle();
+    let echoing = thread::spawn(move || echo(echo_loop));
+
+    let mut events = client_loop(session());
+    let handle = events.handle();
+    let conn = handle.connect(addr).unwrap();
+    assert_eq!(
+        conn.max_unreliable_len(),
+        None,
+        "not known before the handshake"
+    );
+    let EndpointEvent::Connected(id) = next(&mut events) else {
+        panic!("expected Connected");
+    };
+    assert_eq!(id, conn.id());
+    // 512-byte datagrams with a 2-byte CRC: what is left after the framing.
+    assert_eq!(conn.max_unreliable_len(), Some(510));
+    conn.try_send(Bytes::from_static(b"round trip")).unwrap();
+    let EndpointEvent::Message {
+        connection, data, ..
+    } = next(&mut events)
+    else {
+        panic!("expected the echo");
+    };
+    assert_eq!((connection, &data[..]), (id, &b"round trip"[..]));
+
+    // Nobody there: the connect timeout ends it.
+    let nobody = {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.local_addr().unwrap()
+    };
+    let mut quick = client_loop(session().with_connect_timeout(Duration::from_millis(300)));
+    let lost = quick.handle().connect(nobody).unwrap();
+    match next(&mut quick) {
+        EndpointEvent::ConnectFailed { connection, error } => {
+            assert_eq!(connection, lost.id());
+            assert!(
+                matches!(error, soe_runtime::ConnectError::TimedOut { .. }),
+                "{error}"
+            );
+        }
+        other => panic!("expected ConnectFailed, got {other:?}"),
+    }
+    // A server of another protocol refuses it.
+    let mut other = client_loop(SessionConfig::new("AnotherProtocol"));
+    let refused = other.handle().connect(addr).unwrap();
+    match next(&mut other) {
+        EndpointEvent::ConnectFailed { connection, error } => {
+            assert_eq!(connection, refused.id());
+            assert!(
+                matches!(error, soe_runtime::ConnectError::Refused { .. }),
+                "{error}"
+            );
+        }
+        other => panic!("expected ConnectFailed, got {other:?}"),
+    }
+    // A closed endpoint starts nothing.
+    quick.close(DisconnectReason::Application);
+    assert!(quick.handle().connect(addr).is_err());
+
+    echo_handle.close(DisconnectReason::Application);
+    drop((conn, lost, refused));
+    echoing.join().unwrap();
+}
+
+#[test]
+fn drive_keeps_sessions_going_while_their_events_wait_and_wake_ends_its_wait() {
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let endpoint = client();
+    let sender = thread::spawn(move || {
+        let conn = endpoint.connect(addr).unwrap();
+        for i in 0..3u8 {
+            conn.send(Bytes::from(vec![i + 1; 4])).unwrap();
+        }
+        (endpoint, conn)
+    });
+    // Only `drive`: the handshake completes and the messages are taken in (and acknowledged)
+    // while every event stays queued.
+    let started = Instant::now();
+    while handle.session_count() == 0 || !sender.is_finished() {
+        assert!(events.drive(Duration::from_millis(20)));
+        assert!(started.elapsed() < Duration::from_secs(5), "no session");
+    }
+    let (_endpoint, conn) = sender.join().unwrap();
+    while conn.stats().unwrap().acks_received == 0 {
+        assert!(events.drive(Duration::from_millis(20)));
+        assert!(started.elapsed() < Duration::from_secs(5), "no ack");
+    }
+    let EndpointEvent::Accepted(_accepted) = events.try_next_event().unwrap() else {
+        panic!("expected Accepted");
+    };
+    for i in 0..3u8 {
+        let EndpointEvent::Message { data, .. } = events.try_next_event().unwrap() else {
+            panic!("expected message {i}");
+        };
+        assert_eq!(data, vec![i + 1; 4]);
+    }
+    assert_eq!(
+        events.try_next_event().unwrap_err(),
+        RecvTimeoutError::Timeout(Duration::ZERO)
+    );
+    // Once closed and every session gone, `drive` says so and the events end.
+    handle.close(DisconnectReason::Application);
+    while events.drive(Duration::from_millis(50)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the loop did not end"
+        );
+    }
+    loop {
+        match events.try_next_event() {
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e, RecvTimeoutError::Closed);
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn wake_ends_a_drive_that_has_nothing_to_wait_for() {
+    // No session, so no deadline: without the wake-up this `drive` would block for good.
+    let mut events = server(session());
+    let handle = events.handle();
+    let (done, finished) = mpsc::channel();
+    thread::spawn(move || {
+        let started = Instant::now();
+        let running = events.drive(Duration::MAX);
+        done.send((running, started.elapsed())).unwrap();
+    });
+    thread::sleep(Duration::from_millis(100));
+    handle.wake();
+    let (running, waited) = finished.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(running);
+    assert!(
+        waited >= Duration::from_millis(90),
+        "returned after {waited:?}"
+    );
+}
+
+#[test]
+fn a_loop_woken_before_every_wait_still_reads_its_socket() {
+    // Another thread wakes the loop without pause, so that it never waits in poll(2), which is
+    // what tells it that datagrams came: it must read them all the same.
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waking = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                handle.wake();
+            }
+        })
+    };
+    let client = thread::spawn(move || {
+        let endpoint = client();
+        let conn = endpoint.connect(addr).unwrap();
+        conn.send(Bytes::from_static(b"through the noise")).unwrap();
+        (endpoint, conn)
+    });
+    let mut got = None;
+    let started = Instant::now();
+    while got.is_none() && started.elapsed() < Duration::from_secs(5) {
+        if let Ok(EndpointEvent::Message { data, .. }) =
+            events.next_event_timeout(Duration::from_millis(100))
+        {
+            got = Some(data);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    waking.join().unwrap();
+    let _client = client.join();
+    assert_eq!(got.as_deref(), Some(&b"through the noise"[..]));
+}
+
+#[test]
+fn a_batch_is_sent_by_the_thread_that_queues_it() {
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let client = thread::spawn(move || {
+        let endpoint = client();
+        let conn = endpoint.connect(addr).unwrap();
+        (endpoint, conn)
+    });
+    let EndpointEvent::Accepted(conn) = next(&mut events) else {
+        panic!("expected Accepted");
+    };
+    let (_endpoint, client_conn) = client.join().unwrap();
+    // Nobody drives the loop from here on: only the batch's own thread can send.
+    let loop_parked = events;
+    handle.send_batch(|batch| {
+        batch
+            .try_send_on(
+                &conn,
+                soe_runtime::Channel::ZERO,
+                Bytes::from_static(b"inline"),
+            )
+            .unwrap();
+    });
+    assert_eq!(
+        client_conn.recv_timeout(Duration::from_secs(5)).unwrap(),
+        Bytes::from_static(b"inline")
+    );
+    drop(loop_parked);
 }

@@ -4,6 +4,7 @@
 //! documented range, and the two setters that can fail (RC4 key, reliable config) return a
 //! [`ConfigError`].
 
+use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,27 @@ use bytes::Bytes;
 use soe_reliable::ReliableConfig;
 use soe_wire::CrcLength;
 
-use crate::ConfigError;
+use crate::address::NAT64_LENGTHS;
+use crate::recorder::RecordingConfig;
+use crate::{ConfigError, ShardGroup, SourceLevel};
+
+/// The default levels of the per-source limits: hosts (an IPv4 address, an IPv6 /64), IPv6
+/// sites (a /56, what an ISP delegates to one subscriber) and networks (an IPv4 /24, the
+/// smallest block routed on the Internet; an IPv6 /48, what a tunnel broker or 6to4 hands out
+/// for free).
+fn default_source_levels() -> Vec<SourceLevel> {
+    vec![
+        SourceLevel::new(Some(32), Some(64))
+            .with_requests_per_minute(30)
+            .with_session_percent(1),
+        SourceLevel::new(None, Some(56))
+            .with_requests_per_minute(120)
+            .with_session_percent(2),
+        SourceLevel::new(Some(24), Some(48))
+            .with_requests_per_minute(600)
+            .with_session_percent(5),
+    ]
+}
 
 /// The smallest `udp_length` a session announces or accepts from a peer: below it a datagram
 /// cannot carry a reliable fragment with its framing.
@@ -43,8 +64,8 @@ pub struct SessionConfig {
     disconnect_repeats: u8,
     disconnect_interval: Duration,
     accept_crcless_quirks: Option<bool>,
+    accept_libsoe_quirks: bool,
     max_queued_unreliable: usize,
-    rng_seed: Option<u64>,
     encryption_at_start: bool,
     any_application_protocol: bool,
     any_protocol_version: bool,
@@ -69,8 +90,8 @@ impl Default for SessionConfig {
             disconnect_repeats: 5,
             disconnect_interval: Duration::from_millis(100),
             accept_crcless_quirks: None,
+            accept_libsoe_quirks: false,
             max_queued_unreliable: 256,
-            rng_seed: None,
             encryption_at_start: true,
             any_application_protocol: false,
             any_protocol_version: false,
@@ -284,21 +305,27 @@ impl SessionConfig {
         self
     }
 
+    /// Whether a client session accepts, from its server's address, the two CRC-less shapes
+    /// that the Free Realms emulator's own server (OSFR's LibSOE, C#) sends: its answer to a
+    /// Heartbeat, a bare `00 06` even when compression was negotiated, and its Disconnect,
+    /// without a CRC (with the compression flag when negotiated), which must carry this
+    /// session's id. Without it an idle session to that server dies of its idle timeout, and
+    /// the server's close is never heard. What it costs: neither shape proves where it came
+    /// from, so anyone who can send from the server's address can keep a dead session alive
+    /// with bare Heartbeats, and anyone who also knows the session id (it crosses the wire in
+    /// clear in the handshake) can end it. Datagrams from any other address never reach a
+    /// session. Server sessions ignore it. Default `false`.
+    #[must_use]
+    pub fn with_accept_libsoe_quirks(mut self, on: bool) -> Self {
+        self.accept_libsoe_quirks = on;
+        self
+    }
+
     /// Unreliable and ordered messages queued for sending, and received but not yet polled,
     /// each; more received ones are dropped (they are unreliable). Default 256; at least 1.
     #[must_use]
     pub fn with_max_queued_unreliable(mut self, max: usize) -> Self {
         self.max_queued_unreliable = max.max(1);
-        self
-    }
-
-    /// Seeds the generator of session ids of an endpoint whose
-    /// [`EndpointConfig`] has no seed of its own (see
-    /// [`EndpointConfig::with_rng_seed`]), for reproducible tests and simulators only.
-    /// Default: none (a CSPRNG keyed from the OS).
-    #[must_use]
-    pub fn with_rng_seed(mut self, seed: u64) -> Self {
-        self.rng_seed = Some(seed);
         self
     }
 
@@ -379,13 +406,13 @@ impl SessionConfig {
     pub fn accept_crcless_quirks(&self) -> Option<bool> {
         self.accept_crcless_quirks
     }
+    /// See [`with_accept_libsoe_quirks`](Self::with_accept_libsoe_quirks).
+    pub fn accept_libsoe_quirks(&self) -> bool {
+        self.accept_libsoe_quirks
+    }
     /// See [`with_max_queued_unreliable`](Self::with_max_queued_unreliable).
     pub fn max_queued_unreliable(&self) -> usize {
         self.max_queued_unreliable
-    }
-    /// See [`with_rng_seed`](Self::with_rng_seed).
-    pub fn rng_seed(&self) -> Option<u64> {
-        self.rng_seed
     }
 }
 
@@ -400,7 +427,8 @@ pub struct EndpointConfig {
     client: Arc<SessionConfig>,
     max_sessions: usize,
     max_half_open: usize,
-    requests_per_source_per_minute: u32,
+    source_levels: Vec<SourceLevel>,
+    nat64_prefixes: Vec<(Ipv6Addr, u8)>,
     source_table_size: usize,
     stateless_reply_rate: u32,
     stateless_replies_per_source: u32,
@@ -410,12 +438,15 @@ pub struct EndpointConfig {
     remap_interval: Duration,
     max_tombstones: usize,
     limit_loopback: bool,
+    shard_group: Option<ShardGroup>,
     rng_seed: Option<u64>,
     secret: Option<FixedSecret>,
+    recording: RecordingConfig,
 }
 
-/// A secret fixed by [`EndpointConfig::with_secret`]; kept out of `Debug` output.
+/// A secret fixed by `EndpointConfig::with_secret`; kept out of `Debug` output.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 struct FixedSecret(u128);
 
 impl std::fmt::Debug for FixedSecret {
@@ -431,7 +462,8 @@ impl Default for EndpointConfig {
             client: Arc::new(SessionConfig::default()),
             max_sessions: 10_000,
             max_half_open: 1024,
-            requests_per_source_per_minute: 30,
+            source_levels: default_source_levels(),
+            nat64_prefixes: vec![(Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0), 96)],
             source_table_size: 4096,
             stateless_reply_rate: 200,
             stateless_replies_per_source: 4,
@@ -441,8 +473,10 @@ impl Default for EndpointConfig {
             remap_interval: Duration::from_secs(1),
             max_tombstones: 4096,
             limit_loopback: false,
+            shard_group: None,
             rng_seed: None,
             secret: None,
+            recording: RecordingConfig::default(),
         }
     }
 }
@@ -493,31 +527,96 @@ impl EndpointConfig {
         self
     }
 
-    /// SessionRequests answered per source per minute (a token bucket of this size, refilled
-    /// evenly). A source is a host, not an address: every port of one IPv4 address counts as
-    /// one source, and every address of one IPv6 /64 (see [`PeerAddress`](crate::PeerAddress)),
-    /// so a host gets no more sessions for using more ports. RemapConnections that move or
-    /// rebuild a session count here too, against the new address's host. Default 30 (a
-    /// client resends once a second while unanswered); at least 1.
+    /// SessionRequests answered per host per minute: the rate of the first of the
+    /// [source levels](Self::with_source_levels) (a token bucket of this size, refilled
+    /// evenly). A host is a source, not an address: every port of one IPv4 address counts as
+    /// one, and every address of one IPv6 /64, so a host gets no more sessions for using more
+    /// ports. RemapConnections that move or rebuild a session count here too, against the new
+    /// address's host. Default 30 (a client resends once a second while unanswered); at least 1.
     #[must_use]
     pub fn with_requests_per_source_per_minute(mut self, n: u32) -> Self {
-        self.requests_per_source_per_minute = n.max(1);
+        if let Some(host) = self.source_levels.first_mut() {
+            *host = host.with_requests_per_minute(n);
+        }
         self
     }
 
-    /// Sources (hosts) tracked by the per-source request limit; when full, the least recently
-    /// added one is forgotten. Default 4096; at least 1.
+    /// The levels of the per-source limits: the prefix lengths at which addresses count as
+    /// one source, each with its own SessionRequest rate and its own cap on the sessions
+    /// (established and half-open) one source may hold, as a share of
+    /// [`max_sessions`](Self::with_max_sessions). A SessionRequest must be within every
+    /// level's rate and cap, so a network cannot take more by spreading over many hosts; past
+    /// a cap it is refused with `ConnectionRefused`.
+    ///
+    /// Default, three levels: hosts (an IPv4 address, an IPv6 /64) 30 requests a minute and
+    /// 1 % of `max_sessions` (100 of 10,000); IPv6 sites (a /56) 120 a minute and 2 %; networks
+    /// (an IPv4 /24, an IPv6 /48) 600 a minute and 5 % (500 of 10,000). So one network holds at
+    /// most 5 % of `max_sessions`, and twenty networks are needed to fill the endpoint. Raise
+    /// them for a server whose players come through few addresses (a relay that is not on
+    /// loopback, a campus, a carrier-grade NAT). At most 4 levels (more are ignored); none
+    /// turns the limits off.
+    #[must_use]
+    pub fn with_source_levels(mut self, levels: impl IntoIterator<Item = SourceLevel>) -> Self {
+        self.source_levels = levels.into_iter().take(crate::MAX_SOURCE_LEVELS).collect();
+        self
+    }
+
+    /// The NAT64 translator prefixes (RFC 6052): an IPv6 source inside one is charged as the
+    /// IPv4 address it embeds, so that the IPv4 clients of a translator are sources of their
+    /// own instead of one IPv6 /64. Each is a prefix and its length, one of 32, 40, 48, 56, 64
+    /// or 96 bits (anything else is refused). Default: the well-known prefix `64:ff9b::/96`;
+    /// add a network-specific prefix, or the local-use `64:ff9b:1::/48` (RFC 8215), when the
+    /// clients' translator uses one. The list replaces the previous one.
+    pub fn with_nat64_prefixes(
+        mut self,
+        prefixes: impl IntoIterator<Item = (Ipv6Addr, u8)>,
+    ) -> Result<Self, ConfigError> {
+        let prefixes: Vec<(Ipv6Addr, u8)> = prefixes.into_iter().collect();
+        if let Some(&(_, len)) = prefixes
+            .iter()
+            .find(|(_, len)| !NAT64_LENGTHS.contains(len))
+        {
+            return Err(ConfigError::OutOfRange {
+                field: "nat64 prefix length",
+                value: u64::from(len),
+                range: "32, 40, 48, 56, 64 or 96",
+            });
+        }
+        self.nat64_prefixes = prefixes;
+        Ok(self)
+    }
+
+    /// Sources tracked per level by the per-source request limit; when full, the least
+    /// recently added one is forgotten, and what it had spent is remembered in a fixed table
+    /// of 1,024 buckets under a keyed hash, so that forgetting a source never gives it more
+    /// than waiting would. Default 4096; at least 1.
     #[must_use]
     pub fn with_source_table_size(mut self, n: usize) -> Self {
         self.source_table_size = n.max(1);
         self
     }
 
-    /// Whether the per-source limits (the request rate and the share of stateless replies)
-    /// apply to loopback sources (`127.0.0.0/8`, `::1`). Off by default: a loopback source is
-    /// this machine, which needs no defending against, and either local tools (a benchmark
-    /// opening a hundred sessions at once) or a relay on this machine that forwards every
-    /// player (all of whom would then be one source). The endpoint-wide limits still apply.
+    /// Makes endpoints built with this config share one secret and one set of per-source
+    /// limits with every other endpoint given the same group: the shards of one server on one
+    /// port (see [`ShardGroup`]). Default: none (each endpoint draws a group of its own).
+    #[must_use]
+    pub fn with_shard_group(mut self, group: Option<ShardGroup>) -> Self {
+        self.shard_group = group;
+        self
+    }
+
+    /// Whether the per-source limits (the request rates, the sessions held and the share of
+    /// stateless replies) apply to loopback sources: `127.0.0.0/8`, `::1`, and
+    /// `::ffff:127.0.0.0/104` (IPv4 loopback on a dual-stack socket); nothing else, not the
+    /// NAT64 spelling `64:ff9b::127.0.0.1`, which is global unicast. Off by default: a loopback
+    /// source is this machine, which needs no defending against, and either local tools (a
+    /// benchmark opening a hundred sessions at once) or a relay on this machine that forwards
+    /// every player (all of whom would then be one source). The endpoint-wide limits still
+    /// apply.
+    ///
+    /// The exemption trusts the kernel to drop datagrams from outside with a loopback source,
+    /// which Linux does unless `net.ipv4.conf.*.route_localnet` is on (kube-proxy turns it on
+    /// for NodePort services on localhost): on such a host, turn this on.
     #[must_use]
     pub fn with_limit_loopback(mut self, on: bool) -> Self {
         self.limit_loopback = on;
@@ -617,10 +716,12 @@ impl EndpointConfig {
     }
 
     /// Seeds the endpoint's generator of session ids (a [`SplitMix64`](crate::SplitMix64)), for
-    /// reproducible tests and simulators only: its outputs, which go on the wire, give the seed
-    /// away, and with it every later session id. It does not touch the endpoint's secret (see
-    /// [`with_secret`](Self::with_secret)). Default: the client config's seed if it has one,
-    /// else a CSPRNG keyed from the OS ([`KeyedRandom`](crate::KeyedRandom)).
+    /// reproducible tests and simulators only (feature `testing`, so a production build cannot
+    /// set it): its outputs, which go on the wire, give the seed away, and with it every later
+    /// session id. It does not touch the endpoint's secret (see
+    /// [`with_secret`](Self::with_secret)). Default: a CSPRNG keyed from the OS
+    /// ([`KeyedRandom`](crate::KeyedRandom)).
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn with_rng_seed(mut self, seed: u64) -> Self {
         self.rng_seed = Some(seed);
@@ -628,13 +729,28 @@ impl EndpointConfig {
     }
 
     /// Fixes the endpoint's 128-bit secret, which keys its CRC-seed cookies and the buckets of
-    /// its stateless-reply budget, for reproducible tests and simulators only: anyone who knows
-    /// it can compute every CRC seed the endpoint hands out. Default: drawn from the OS
-    /// generator when the endpoint is made, and from nothing else.
+    /// its per-source limits, for reproducible tests and simulators only (feature `testing`):
+    /// anyone who knows it can compute every CRC seed the endpoint hands out. Ignored when a
+    /// [shard group](Self::with_shard_group) is given (the group has its secret). Default:
+    /// drawn from the OS generator when the endpoint is made, and from nothing else.
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn with_secret(mut self, secret: u128) -> Self {
         self.secret = Some(FixedSecret(secret));
         self
+    }
+
+    /// The flight recorder's settings (see [`recorder`](crate::recorder)): off by default (no
+    /// session recorded unless the host asks for one), 64 KiB per session, 64 MiB per endpoint.
+    #[must_use]
+    pub fn with_recording(mut self, recording: RecordingConfig) -> Self {
+        self.recording = recording;
+        self
+    }
+
+    /// See [`with_recording`](Self::with_recording).
+    pub fn recording(&self) -> &RecordingConfig {
+        &self.recording
     }
 
     /// See [`with_server`](Self::with_server).
@@ -655,7 +771,21 @@ impl EndpointConfig {
     }
     /// See [`with_requests_per_source_per_minute`](Self::with_requests_per_source_per_minute).
     pub fn requests_per_source_per_minute(&self) -> u32 {
-        self.requests_per_source_per_minute
+        self.source_levels
+            .first()
+            .map_or(0, SourceLevel::requests_per_minute)
+    }
+    /// See [`with_source_levels`](Self::with_source_levels).
+    pub fn source_levels(&self) -> &[SourceLevel] {
+        &self.source_levels
+    }
+    /// See [`with_nat64_prefixes`](Self::with_nat64_prefixes).
+    pub fn nat64_prefixes(&self) -> &[(Ipv6Addr, u8)] {
+        &self.nat64_prefixes
+    }
+    /// See [`with_shard_group`](Self::with_shard_group).
+    pub fn shard_group(&self) -> Option<&ShardGroup> {
+        self.shard_group.as_ref()
     }
     /// See [`with_source_table_size`](Self::with_source_table_size).
     pub fn source_table_size(&self) -> usize {
@@ -693,11 +823,12 @@ impl EndpointConfig {
     pub fn limit_loopback(&self) -> bool {
         self.limit_loopback
     }
-    /// See [`with_rng_seed`](Self::with_rng_seed).
+    /// The seed of the session-id generator, set by `with_rng_seed` (feature `testing`); `None`
+    /// in any other build.
     pub fn rng_seed(&self) -> Option<u64> {
-        self.rng_seed.or(self.client.rng_seed)
+        self.rng_seed
     }
-    /// See [`with_secret`](Self::with_secret).
+    /// The fixed secret, set by `with_secret` (feature `testing`); `None` in any other build.
     pub fn secret(&self) -> Option<u128> {
         self.secret.map(|s| s.0)
     }
@@ -753,10 +884,17 @@ mod tests {
     }
 
     #[test]
-    fn endpoint_seed_falls_back_to_client_seed() {
-        let c = EndpointConfig::client(Arc::new(SessionConfig::default().with_rng_seed(7)));
-        assert_eq!(c.rng_seed(), Some(7));
-        assert_eq!(c.clone().with_rng_seed(9).rng_seed(), Some(9));
-        assert_eq!(EndpointConfig::default().rng_seed(), None);
+    fn nat64_prefixes_take_rfc_6052_lengths_only() {
+        let p: Ipv6Addr = "2001:db8:64::".parse().unwrap();
+        assert!(
+            EndpointConfig::default()
+                .with_nat64_prefixes([(p, 48)])
+                .is_ok()
+        );
+        let err = EndpointConfig::default()
+            .with_nat64_prefixes([(p, 50)])
+            .unwrap_err();
+        assert!(err.to_string().contains("50"), "{err}");
+        assert_eq!(EndpointConfig::default().nat64_prefixes().len(), 1);
     }
 }

@@ -13,12 +13,16 @@ use soe_wire::{Channel, DisconnectReason, Packet};
 use tracing::{Level, debug, info, warn};
 
 use crate::deadlines::{Deadlines, Records, TimerRecord};
-use crate::rng;
+use crate::limits::Keys;
+use crate::recorder::Recorder;
 use crate::session::{Scratch, check_request, encode_refusal};
 use crate::{
-    ConnectError, EndpointConfig, Event, KeyedRandom, PeerAddress, RandomSource, ReceiveBacklog,
-    SendError, Session, SessionStats, Side, SplitMix64, State,
+    ConnectError, Delivery, EndpointConfig, EndpointError, Event, KeyedRandom, PeerAddress,
+    RandomSource, ReceiveBacklog, SendError, Session, SessionStats, ShardGroup, Side, SplitMix64,
+    State,
 };
+
+mod recording;
 
 /// Seconds per CRC-seed cookie epoch; a cookie is honoured in its epoch and the next.
 const COOKIE_EPOCH_SECS: u64 = 30;
@@ -42,7 +46,7 @@ const RESEND_BURST: u64 = 16;
 /// The generator of an endpoint's client session ids.
 #[derive(Debug)]
 enum EndpointRng {
-    /// Reproducible, for tests ([`EndpointConfig::with_rng_seed`]).
+    /// Reproducible, for tests (`EndpointConfig::with_rng_seed`, feature `testing`).
     Seeded(SplitMix64),
     /// Unpredictable (the default).
     Keyed(KeyedRandom),
@@ -94,6 +98,9 @@ pub struct EndpointStats {
     pub requests_accepted: u64,
     /// SessionRequests dropped by the per-source limit.
     pub requests_rate_limited: u64,
+    /// SessionRequests refused because a source of theirs (a host, a site, a network) held
+    /// all the sessions its level allows (counted in `requests_refused` too).
+    pub requests_source_full: u64,
     /// SessionRequests refused (mismatch, endpoint full).
     pub requests_refused: u64,
     /// Half-open sessions dropped to make room for newer ones.
@@ -126,108 +133,6 @@ pub struct EndpointStats {
     pub sessions_woken: u64,
     /// Sessions asked for a datagram by [`Endpoint::poll_transmit`] (each ask counts).
     pub transmit_visits: u64,
-}
-
-/// A token bucket: `capacity` tokens, refilled at `per_sec`.
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f32,
-    last: Instant,
-}
-
-impl Bucket {
-    fn full(now: Instant, capacity: f32) -> Self {
-        Self {
-            tokens: capacity,
-            last: now,
-        }
-    }
-
-    fn take(&mut self, now: Instant, capacity: f32, per_sec: f32) -> bool {
-        self.refill(now, capacity, per_sec);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn refill(&mut self, now: Instant, capacity: f32, per_sec: f32) {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f32();
-        self.last = self.last.max(now);
-        self.tokens = (self.tokens + elapsed * per_sec).min(capacity);
-    }
-}
-
-/// The budget of stateless replies: the endpoint's bucket, and a fixed table of per-source
-/// buckets, a source's chosen by a keyed hash of its host (see
-/// [`EndpointConfig::with_stateless_replies_per_source`]).
-#[derive(Debug, Default)]
-struct ReplyBudget {
-    endpoint: Option<Bucket>,
-    /// Allocated on the first reply, `stateless_reply_slots` long.
-    sources: Vec<Bucket>,
-}
-
-impl ReplyBudget {
-    /// Takes a token from both the endpoint's bucket and bucket `slot`, or from neither: a
-    /// source past its share takes nothing from everyone else's. A source exempt from the
-    /// per-source limits (`slot` `None`) takes from the endpoint's bucket only.
-    fn take(&mut self, now: Instant, slot: Option<usize>, config: &EndpointConfig) -> bool {
-        let rate = config.stateless_reply_rate() as f32;
-        let per_source = config.stateless_replies_per_source() as f32;
-        let slots = config.stateless_reply_slots().max(1);
-        if self.sources.len() != slots {
-            self.sources = vec![Bucket::full(now, per_source); slots];
-        }
-        let endpoint = self.endpoint.get_or_insert_with(|| Bucket::full(now, rate));
-        endpoint.refill(now, rate, rate);
-        let Some(slot) = slot else {
-            return endpoint.take(now, rate, rate);
-        };
-        let Some(source) = self.sources.get_mut(slot % slots) else {
-            return false;
-        };
-        source.refill(now, per_source, per_source);
-        if source.tokens < 1.0 || endpoint.tokens < 1.0 {
-            return false;
-        }
-        source.tokens -= 1.0;
-        endpoint.tokens -= 1.0;
-        true
-    }
-}
-
-/// The per-source SessionRequest limit: a bounded table of buckets keyed by host (see
-/// [`PeerAddress::host`]), forgetting the oldest source when full.
-#[derive(Debug, Default)]
-struct SourceLimiter {
-    buckets: HashMap<u128, Bucket>,
-    order: VecDeque<u128>,
-}
-
-impl SourceLimiter {
-    fn allow(&mut self, now: Instant, source: u128, size: usize, per_minute: u32) -> bool {
-        let capacity = per_minute as f32;
-        let per_sec = capacity / 60.0;
-        if let Some(b) = self.buckets.get_mut(&source) {
-            return b.take(now, capacity, per_sec);
-        }
-        while self.buckets.len() >= size {
-            match self.order.pop_front() {
-                Some(old) => {
-                    self.buckets.remove(&old);
-                }
-                None => break,
-            }
-        }
-        let mut b = Bucket::full(now, capacity);
-        let ok = b.take(now, capacity, per_sec);
-        self.buckets.insert(source, b);
-        self.order.push_back(source);
-        ok
-    }
 }
 
 /// Rate limit for one kind of log event: at most one event per [`LOG_INTERVAL`], each carrying
@@ -280,6 +185,7 @@ impl SessionLogThrottle {
 #[derive(Debug, Default)]
 struct LogThrottles {
     refused: LogThrottle,
+    source_full: LogThrottle,
     rate_limited: LogThrottle,
     replies_dropped: LogThrottle,
     half_open_evicted: LogThrottle,
@@ -313,6 +219,8 @@ struct Entry<A> {
     half_open: bool,
     /// Filed in the (session id, CRC seed) index used by RemapConnection.
     in_by_id: bool,
+    /// Counted in the sessions its remote's sources hold (a server session not yet closed).
+    charged: bool,
     /// Rate limit of this session's CRC-reject events.
     crc_log: SessionLogThrottle,
     /// When the session was last moved by RemapConnection, in [`REMAP_TICK`]s since the
@@ -332,7 +240,10 @@ struct Entry<A> {
 pub struct Endpoint<A: PeerAddress = SocketAddr> {
     config: Arc<EndpointConfig>,
     rng: EndpointRng,
-    secret: [u64; 2],
+    /// The secret and the per-source limits, shared with the other shards of the group.
+    group: ShardGroup,
+    /// This endpoint's number in its group, which its cookies carry.
+    shard: u32,
     origin: Option<Instant>,
     sessions: Slab<Entry<A>>,
     by_addr: HashMap<A, usize>,
@@ -353,29 +264,40 @@ pub struct Endpoint<A: PeerAddress = SocketAddr> {
     /// its time (the table was full).
     tombstones_lost_until: Option<Instant>,
     replies: VecDeque<(A, [u8; MAX_REPLY], u8)>,
-    reply_budget: ReplyBudget,
-    sources: SourceLimiter,
     scratch: Scratch,
     due: Vec<usize>,
     generation: u32,
     stats: EndpointStats,
     log: LogThrottles,
+    /// The flight recorder ([`crate::recorder`]).
+    recorder: Recorder<A>,
 }
 
 impl<A: PeerAddress> Endpoint<A> {
-    /// An endpoint with no sessions.
-    pub fn new(config: Arc<EndpointConfig>) -> Self {
+    /// An endpoint with no sessions, or the reason it cannot be made: the operating system's
+    /// random generator failed ([`EndpointError::RandomUnavailable`]). The endpoint's secret
+    /// and its session ids come from it and from nothing weaker, so it fails closed.
+    ///
+    /// The secret and the per-source limits are those of the config's
+    /// [shard group](EndpointConfig::with_shard_group), or of a group drawn for this endpoint.
+    pub fn try_new(config: Arc<EndpointConfig>) -> Result<Self, EndpointError> {
         let rng = match config.rng_seed() {
             Some(seed) => EndpointRng::Seeded(SplitMix64::new(seed)),
-            None => EndpointRng::Keyed(KeyedRandom::from_os()),
+            None => EndpointRng::Keyed(KeyedRandom::from_os()?),
         };
         // Straight from the OS, apart from every generator whose output goes on the wire.
-        let secret = config.secret().unwrap_or_else(rng::os_key);
-        let secret = [secret as u64, (secret >> 64) as u64];
-        Self {
+        let group = match (config.shard_group(), config.secret()) {
+            (Some(group), _) => group.clone(),
+            (None, Some(secret)) => ShardGroup::with_key(secret),
+            (None, None) => ShardGroup::new()?,
+        };
+        let shard = group.join();
+        Ok(Self {
+            recorder: Recorder::new(*config.recording()),
             config,
             rng,
-            secret,
+            group,
+            shard,
             origin: None,
             sessions: Slab::new(),
             by_addr: HashMap::new(),
@@ -390,14 +312,31 @@ impl<A: PeerAddress> Endpoint<A> {
             tombstone_order: VecDeque::new(),
             tombstones_lost_until: None,
             replies: VecDeque::new(),
-            reply_budget: ReplyBudget::default(),
-            sources: SourceLimiter::default(),
             scratch: Scratch::default(),
             due: Vec::new(),
             generation: 0,
             stats: EndpointStats::default(),
             log: LogThrottles::default(),
+        })
+    }
+
+    /// [`Endpoint::try_new`] for tests, simulators and programs that cannot go on without
+    /// one.
+    ///
+    /// # Panics
+    ///
+    /// When the operating system's random generator fails (see [`Endpoint::try_new`]), which
+    /// no supported platform's does; bindings and servers use `try_new` and report it.
+    pub fn new(config: Arc<EndpointConfig>) -> Self {
+        match Self::try_new(config) {
+            Ok(endpoint) => endpoint,
+            Err(e) => panic!("cannot make an SOE endpoint: {e}"),
         }
+    }
+
+    /// The shard group this endpoint shares its secret and per-source limits with.
+    pub fn shard_group(&self) -> &ShardGroup {
+        &self.group
     }
 
     /// The config.
@@ -478,6 +417,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Starts a client session with `remote`.
     pub fn connect(&mut self, now: Instant, remote: A) -> Result<SessionHandle, ConnectError> {
         self.origin.get_or_insert(now);
+        self.recorder.tick(now);
         if let Some(&key) = self.by_addr.get(&remote) {
             if self
                 .sessions
@@ -506,7 +446,9 @@ impl<A: PeerAddress> Endpoint<A> {
         data: Bytes,
     ) -> Result<(), SendError> {
         let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let copy = self.recorded_copy(key, &data);
         let r = self.sessions[key].session.send(channel, data);
+        self.record_queued(key, copy, &r, channel, Delivery::Reliable);
         self.touched(key);
         r
     }
@@ -514,7 +456,9 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Queues an unreliable message (see [`Session::send_unreliable`]).
     pub fn send_unreliable(&mut self, h: SessionHandle, data: Bytes) -> Result<(), SendError> {
         let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let copy = self.recorded_copy(key, &data);
         let r = self.sessions[key].session.send_unreliable(data);
+        self.record_queued(key, copy, &r, Channel::ZERO, Delivery::Unreliable);
         self.touched(key);
         r
     }
@@ -529,7 +473,9 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Queues an ordered unreliable message (see [`Session::send_ordered`]).
     pub fn send_ordered(&mut self, h: SessionHandle, data: Bytes) -> Result<(), SendError> {
         let key = self.key_of(h).ok_or(SendError::UnknownSession)?;
+        let copy = self.recorded_copy(key, &data);
         let r = self.sessions[key].session.send_ordered(data);
+        self.record_queued(key, copy, &r, Channel::ZERO, Delivery::Ordered);
         self.touched(key);
         r
     }
@@ -583,6 +529,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Handles one datagram from `remote`.
     pub fn handle_datagram(&mut self, now: Instant, remote: A, datagram: &[u8]) {
         self.origin.get_or_insert(now);
+        self.recorder.tick(now);
         self.stats.datagrams_received += 1;
         if let Some(&key) = self.by_addr.get(&remote) {
             self.route(now, key, remote, datagram);
@@ -669,10 +616,12 @@ impl<A: PeerAddress> Endpoint<A> {
             self.touched(key);
             return;
         }
+        let mut rejected = false;
         if let Some(e) = self.sessions.get_mut(key) {
             let rejects = e.session.crc_rejects();
             e.session.handle_datagram(now, datagram);
-            if e.session.crc_rejects() != rejects {
+            rejected = e.session.crc_rejects() != rejects;
+            if rejected {
                 let origin = self.origin.unwrap_or(now);
                 let second = u32::try_from(now.saturating_duration_since(origin).as_secs())
                     .unwrap_or(u32::MAX);
@@ -688,6 +637,7 @@ impl<A: PeerAddress> Endpoint<A> {
             }
         }
         self.touched(key);
+        self.record_received(key, now, datagram, rejected);
     }
 
     /// Whether a SessionRequest with a new session id may replace the established session
@@ -773,17 +723,22 @@ impl<A: PeerAddress> Endpoint<A> {
             );
             return;
         }
+        let seed = self.cookie(self.epoch(now), &remote, r.session_id);
+        let Ok(session) = Session::server(now, config, r, seed) else {
+            return;
+        };
+        if !self.charge(remote, false) {
+            self.refuse_source_full(now, remote, r.session_id);
+            return;
+        }
         while self.half_open_count >= self.config.max_half_open() {
             if !self.evict_oldest_half_open(now) {
                 break;
             }
         }
-        let seed = self.cookie(self.epoch(now), &remote, r.session_id);
-        let Ok(session) = Session::server(now, config, r, seed) else {
-            return;
-        };
         self.stats.requests_accepted += 1;
         let key = self.insert(remote, session, true);
+        self.sessions[key].charged = true;
         let generation = self.sessions[key].generation;
         self.half_open.push_back((key, generation));
         self.half_open_count += 1;
@@ -796,6 +751,21 @@ impl<A: PeerAddress> Endpoint<A> {
                     .is_some_and(|e| e.generation == g && e.half_open)
             });
         }
+    }
+
+    /// Refuses a request from a source that holds all the sessions its level allows.
+    fn refuse_source_full(&mut self, now: Instant, remote: A, session_id: u32) {
+        self.stats.requests_refused += 1;
+        self.stats.requests_source_full += 1;
+        if let Some(refused) = self.log.source_full.hit(now) {
+            warn!(
+                ?remote,
+                session_id,
+                refused,
+                "flood limit: session refused: its source holds all the sessions it may"
+            );
+        }
+        self.refuse(now, remote, session_id, DisconnectReason::ConnectionRefused);
     }
 
     fn evict_oldest_half_open(&mut self, now: Instant) -> bool {
@@ -855,7 +825,12 @@ impl<A: PeerAddress> Endpoint<A> {
                 return;
             };
             e.remapped_at = tick;
+            let charged = e.charged;
             let old = std::mem::replace(&mut e.remote, remote);
+            if charged {
+                self.uncharge(old);
+                self.charge(remote, true);
+            }
             if self.by_addr.get(&old) == Some(&key) {
                 self.by_addr.remove(&old);
             }
@@ -890,6 +865,7 @@ impl<A: PeerAddress> Endpoint<A> {
         if !ours
             || self.established() >= self.config.max_sessions()
             || !self.allow_request(now, remote)
+            || !self.charge(remote, false)
         {
             return;
         }
@@ -904,7 +880,10 @@ impl<A: PeerAddress> Endpoint<A> {
                 "session recovered from its CRC-seed cookie after its half-open state was lost"
             );
         }
-        self.insert(remote, session, false);
+        let key = self.insert(remote, session, false);
+        if let Some(e) = self.sessions.get_mut(key) {
+            e.charged = true;
+        }
     }
 
     fn on_unknown_contextual(&mut self, now: Instant, remote: A, len: usize) {
@@ -927,8 +906,8 @@ impl<A: PeerAddress> Endpoint<A> {
         if self.replies.len() >= self.config.max_queued_replies()
             || bytes.len() > MAX_REPLY
             || !self
-                .reply_budget
-                .take(now, self.reply_slot(remote), &self.config)
+                .group
+                .take_reply(now, self.keys(remote).as_ref(), &self.config)
         {
             self.stats.replies_dropped += 1;
             if let Some(dropped) = self.log.replies_dropped.hit(now) {
@@ -953,15 +932,10 @@ impl<A: PeerAddress> Endpoint<A> {
     /// Whether a SessionRequest (or a RemapConnection that would move or rebuild a session)
     /// from `remote` is within its host's limit; counts it if so.
     fn allow_request(&mut self, now: Instant, remote: A) -> bool {
-        if self.exempt(remote) {
+        let Some(keys) = self.keys(remote) else {
             return true;
-        }
-        let ok = self.sources.allow(
-            now,
-            remote.host(),
-            self.config.source_table_size(),
-            self.config.requests_per_source_per_minute(),
-        );
+        };
+        let ok = self.group.allow_request(now, &keys, &self.config);
         if !ok {
             self.stats.requests_rate_limited += 1;
             if let Some(dropped) = self.log.rate_limited.hit(now) {
@@ -981,6 +955,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// the turn also asks every session touched during it for its deadline (once each).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit<A>> {
         buf.clear();
+        self.recorder.tick(now);
         if let Some((destination, data, len)) = self.replies.pop_front() {
             buf.extend_from_slice(data.get(..usize::from(len)).unwrap_or_default());
             self.stats.datagrams_sent += 1;
@@ -1002,6 +977,8 @@ impl<A: PeerAddress> Endpoint<A> {
             match e.session.poll_transmit_with(now, buf, &mut self.scratch) {
                 Some(len) => {
                     let destination = e.remote;
+                    let sent = buf.get(..len).unwrap_or_default();
+                    self.recorder.sent(key, generation, now, sent);
                     // Round-robin: this session goes to the back, if it may have more.
                     self.tx_queue.pop_front();
                     if e.session.may_transmit() {
@@ -1048,6 +1025,7 @@ impl<A: PeerAddress> Endpoint<A> {
     /// they were last asked are asked first).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.stats.timer_wakes += 1;
+        self.recorder.tick(now);
         self.timers.set_now(now);
         self.ask_touched();
         let mut due = std::mem::take(&mut self.due);
@@ -1112,6 +1090,7 @@ impl<A: PeerAddress> Endpoint<A> {
                     e.in_ev = false;
                     self.ev_queue.pop_front();
                 }
+                self.record_event(key, generation, &event);
                 return Some((handle(key, generation), event));
             }
             e.in_ev = false;
@@ -1140,11 +1119,13 @@ impl<A: PeerAddress> Endpoint<A> {
             in_ev: false,
             half_open,
             in_by_id: false,
+            charged: false,
             crc_log: SessionLogThrottle::default(),
             remapped_at: 0,
             resends_seen: 0,
         });
         self.by_addr.insert(remote, key);
+        self.record_from_start(key, !half_open);
         self.touched(key);
         key
     }
@@ -1158,7 +1139,16 @@ impl<A: PeerAddress> Endpoint<A> {
         if e.half_open && !e.session.is_half_open() {
             e.half_open = false;
             self.half_open_count -= 1;
+            self.recorder.start_every(key, e.generation);
         }
+        if e.charged && e.session.is_closed() {
+            e.charged = false;
+            let remote = e.remote;
+            self.uncharge(remote);
+        }
+        let Some(e) = self.sessions.get_mut(key) else {
+            return;
+        };
         if e.session.is_drained() && e.session.events_done() {
             self.reap(key);
             return;
@@ -1249,6 +1239,10 @@ impl<A: PeerAddress> Endpoint<A> {
             return;
         }
         let e = self.sessions.remove(key);
+        self.recorder.reaped(key);
+        if e.charged {
+            self.uncharge(e.remote);
+        }
         self.timers.settle(&mut self.sessions);
         if self.by_addr.get(&e.remote) == Some(&key) {
             self.by_addr.remove(&e.remote);
@@ -1379,24 +1373,34 @@ impl<A: PeerAddress> Endpoint<A> {
         !self.config.limit_loopback() && remote.is_loopback()
     }
 
-    /// The bucket of `remote`'s stateless-reply share: a keyed hash of its host (all its ports
-    /// share one), so that nobody outside can tell which sources share one; `None` when exempt.
-    fn reply_slot(&self, remote: A) -> Option<usize> {
-        if self.exempt(remote) {
-            return None;
-        }
-        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.secret[0], self.secret[1]);
-        // Domain separation from the cookies, which hash under the same secret.
-        h.write(b"stateless reply slot");
-        h.write_u128(remote.host());
-        Some((h.finish() % self.config.stateless_reply_slots().max(1) as u64) as usize)
+    /// The sources `remote` is charged to, one per level; `None` when exempt.
+    fn keys(&self, remote: A) -> Option<Keys> {
+        (!self.exempt(remote)).then(|| self.group.keys(remote, &self.config))
     }
 
-    /// The CRC seed for a client: a keyed hash of the epoch, its address and its session id
-    /// under the endpoint's 128-bit secret (SipHash-1-3 keyed with it).
+    /// Counts a new server session with `remote` in what its sources hold, if each holds less
+    /// than its level allows (`force`: whatever they hold, for a live session that moved).
+    fn charge(&self, remote: A, force: bool) -> bool {
+        match self.keys(remote) {
+            Some(keys) => self.group.charge(&keys, &self.config, force),
+            None => true,
+        }
+    }
+
+    /// Gives back a session charged to `remote`'s sources.
+    fn uncharge(&self, remote: A) {
+        if let Some(keys) = self.keys(remote) {
+            self.group.uncharge(&keys);
+        }
+    }
+
+    /// The CRC seed for a client: a keyed hash of the epoch, this shard's number, its address
+    /// and its session id under the group's 128-bit secret (SipHash-1-3 keyed with it).
     fn cookie(&self, epoch: u64, remote: &A, session_id: u32) -> u32 {
-        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.secret[0], self.secret[1]);
+        let mut h = self.group.hasher();
         h.write_u64(epoch);
+        // Only the shard that holds the session may rebuild it.
+        h.write_u32(self.shard);
         remote.hash(&mut h);
         h.write_u32(session_id);
         let x = h.finish();

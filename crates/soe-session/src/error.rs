@@ -95,3 +95,20 @@ pub enum ConfigError {
     #[error("reliable channel setup rejected: {0}")]
     Reliable(#[from] soe_reliable::ReliableError),
 }
+
+/// Why an [`Endpoint`](crate::Endpoint) (or a [`ShardGroup`](crate::ShardGroup)) could not be
+/// made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EndpointError {
+    /// The operating system's random generator (`getrandom`) failed. The endpoint's secret
+    /// (its CRC-seed cookies) and its session ids must be what no peer can predict, and
+    /// nothing else the process has is, so no endpoint is made: it fails closed.
+    #[error("the operating system's random generator failed: {message}")]
+    RandomUnavailable {
+        /// What the generator reported.
+        message: String,
+        /// The OS error code, where there is one (`errno`, or a Windows error).
+        raw_os_error: Option<i32>,
+    },
+}

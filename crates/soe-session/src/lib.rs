@@ -93,19 +93,32 @@
 //!   when the cap is reached the oldest is dropped for the new one. They surface no event.
 //! * Established sessions are capped (`max_sessions`, 10,000); past it requests are refused,
 //!   and a half-open session is refused (not promoted) whatever datagram would complete it.
-//! * Requests per source are rate limited (30 per minute, a bounded table of 4096 sources).
-//!   Replies sent without a session (UnknownSender, refusals) share one budget (200 per
-//!   second) and one bounded queue, and each source has a share of its own (4 per second, in a
-//!   fixed table of 1,024 buckets under a keyed hash of the source), so a flood from a few
-//!   sources cannot use up everyone's replies, nor aim at another source's share. A *source*
-//!   is a host, never an address ([`PeerAddress`]): every port of one IPv4 address, every
-//!   address of one IPv6 /64, an IPv4-mapped IPv6 address as its IPv4. A host that sends
-//!   from 50,000 ports has one share, like a host that sends from one; the port gets no share
-//!   of its own. Loopback sources (this machine) are exempt unless
-//!   [`EndpointConfig::with_limit_loopback`].
+//! * Per-source limits hold at several prefix lengths at once ([`SourceLevel`]): a *host*
+//!   (every port of one IPv4 address, every address of one IPv6 /64), an IPv6 *site* (/56) and
+//!   a *network* (an IPv4 /24, an IPv6 /48), never an address ([`PeerAddress`]); an
+//!   IPv4-mapped IPv6 address, or one inside a NAT64 translator prefix
+//!   ([`EndpointConfig::with_nat64_prefixes`], `64:ff9b::/96` by default), counts as its IPv4.
+//!   At each level a source has its own SessionRequest rate (30, 120 and 600 a minute) and
+//!   its own cap on the sessions, established and half-open, it holds (1 %, 2 % and 5 % of
+//!   `max_sessions`): a host that sends from 50,000 ports has one share, and one network,
+//!   over however many hosts, holds at most 5 % of the endpoint, so a /48 (free from a tunnel
+//!   broker, or 6to4's `2002:V4::/48`) cannot lock everyone else out. The request buckets sit
+//!   in a bounded table (4,096 sources a level) that remembers what a forgotten source spent,
+//!   so forgetting never gives more than waiting.
+//! * Replies sent without a session (UnknownSender, refusals) share one budget (200 per
+//!   second) and one bounded queue, and each host has a share of its own (4 per second, in a
+//!   fixed table of 1,024 buckets under a keyed hash), so a flood from a few sources cannot
+//!   use up everyone's replies, nor aim at another source's share.
+//! * Loopback sources (`127.0.0.0/8`, `::1`, `::ffff:127.0.0.0/104`: this machine) are exempt
+//!   from the per-source limits unless [`EndpointConfig::with_limit_loopback`]; the exemption
+//!   trusts the kernel to drop forged loopback sources, which Linux does unless
+//!   `route_localnet` is on.
+//! * Shards of one server (endpoints on one port with `SO_REUSEPORT`) given one
+//!   [`ShardGroup`] share the secret and every per-source limit; a cookie is honoured only by
+//!   the shard that issued it.
 //! * CRC seeds are **cookies**: a keyed hash (SipHash under a 128-bit secret drawn once from
-//!   the OS generator, and from nothing else) of a 30-second epoch, the client's address and its
-//!   session id. A real
+//!   the OS generator, and from nothing else: without it [`Endpoint::try_new`] fails) of a
+//!   30-second epoch, the shard, the client's address and its session id. A real
 //!   client whose half-open state was evicted by a fast flood is not lost: its first packet
 //!   draws an UnknownSender, it answers with RemapConnection (session id, CRC seed), and the
 //!   server, finding no live session, recognises its own cookie (this epoch or the last) and
@@ -122,7 +135,10 @@
 //!   packet counts, not only the answer). A heartbeat that does not answer ours is answered;
 //!   ours are counted, so that with a round trip longer than `retry_interval` the late
 //!   answers of the resent ones are taken as answers too, and two sides never answer each
-//!   other's answers. `idle_timeout` (30 s) of silence ends the session with `Timeout`.
+//!   other's answers. The count holds only what can still be answered: Heartbeats sent within
+//!   the last 8 s (the answer window: paths up to 6 s round trip), so a probe whose answer was
+//!   lost never swallows the peer's later keep-alive. `idle_timeout` (30 s) of silence ends
+//!   the session with `Timeout`.
 //! * A datagram whose CRC fails is dropped and counted, never fatal; with
 //!   `accept_crcless_quirks` (by default on client sessions only) a Heartbeat or selective
 //!   Acknowledge with no CRC at all is accepted, as h1z1-server sends them; that exact shape
@@ -139,10 +155,10 @@
 //!   the CRC seed match, at most once per `remap_interval` (1 s) per session, and within the
 //!   per-source request limit of the new address. A client told UnknownSender by its server
 //!   sends RemapConnection (once per `retry_interval`, ten times at most, then
-//!   `UnreachableConnection`). A client whose Heartbeat has gone unanswered for a
-//!   `retry_interval` sends one too, unprompted, with each retry of the Heartbeat: its NAT may
-//!   have rebound and the UnknownSender been lost, or withheld by the server's reply budget
-//!   during a flood. A RemapConnection from the address the server already knows for the
+//!   `UnreachableConnection`). A client whose Heartbeat has gone unanswered for twice the
+//!   round trip it knows of (at least a `retry_interval`, at most the 8 s answer window)
+//!   sends one too, unprompted, with each retry of the Heartbeat: its NAT may have rebound and
+//!   the UnknownSender been lost, or withheld by the server's reply budget during a flood. A RemapConnection from the address the server already knows for the
 //!   session changes nothing there.
 //! * A second SessionRequest from the address of a live session with the same session id is
 //!   answered again. One with another session id (a client restarted on the same address, or
@@ -194,6 +210,10 @@ mod event;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod keepalive;
+mod limits;
+mod preset;
+pub mod recorder;
 mod rng;
 mod session;
 mod stats;
@@ -202,8 +222,13 @@ mod timer;
 pub use address::PeerAddress;
 pub use config::{EndpointConfig, MAX_UDP_LENGTH, MIN_UDP_LENGTH, SessionConfig};
 pub use endpoint::{Endpoint, EndpointStats, SessionHandle, Transmit};
-pub use error::{ConfigError, ConnectError, SendError};
+pub use error::{ConfigError, ConnectError, EndpointError, SendError};
 pub use event::{Delivery, Event};
+pub use limits::{MAX_SOURCE_LEVELS, ShardGroup, SourceLevel, WeakShardGroup};
+pub use preset::{Preset, UnknownPreset};
+pub use recorder::{Recording, RecordingConfig};
+#[cfg(any(test, feature = "testing"))]
+pub use rng::fail_os_random;
 pub use rng::{KeyedRandom, RandomSource, SplitMix64, os_key};
 pub use session::{Session, Side, State, check_request, encode_refusal};
 pub use stats::SessionStats;

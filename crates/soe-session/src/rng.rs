@@ -4,12 +4,15 @@
 //! [`Session`](crate::Session) draws its session id from a [`RandomSource`] it is given. An
 //! [`Endpoint`](crate::Endpoint) gives its sessions a [`KeyedRandom`] (a CSPRNG keyed once from
 //! the OS generator), or a [`SplitMix64`] from a fixed seed for reproducible tests and simulators
-//! only ([`EndpointConfig::with_rng_seed`](crate::EndpointConfig::with_rng_seed)).
+//! only (`EndpointConfig::with_rng_seed`, feature `testing`).
 //!
 //! The endpoint's 128-bit secret (which keys its CRC-seed cookies and the buckets of its reply
 //! budget) is drawn straight from the OS generator ([`os_key`]) and from nothing else: no
 //! generator whose output goes on the wire ever makes a secret, so no session id an observer
-//! sees says anything about it.
+//! sees says anything about it. When the OS generator fails, nothing is drawn from anything
+//! weaker: [`os_key`] returns the error and no endpoint is made.
+
+use crate::EndpointError;
 
 /// A source of random 64-bit values.
 pub trait RandomSource {
@@ -26,7 +29,7 @@ pub trait RandomSource {
 ///
 /// Not for values a peer must not predict: two outputs give its state away. For tests,
 /// simulators and network emulators; an endpoint uses it only under
-/// [`EndpointConfig::with_rng_seed`](crate::EndpointConfig::with_rng_seed).
+/// `EndpointConfig::with_rng_seed` (feature `testing`).
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {
     state: u64,
@@ -40,8 +43,8 @@ impl SplitMix64 {
 
     /// A generator seeded once from the operating system's random generator (see
     /// [`os_key`]).
-    pub fn from_os() -> Self {
-        Self::new(os_key() as u64)
+    pub fn from_os() -> Result<Self, EndpointError> {
+        Ok(Self::new(os_key()? as u64))
     }
 }
 
@@ -66,8 +69,8 @@ pub struct KeyedRandom {
 
 impl KeyedRandom {
     /// A generator keyed from the operating system's random generator (see [`os_key`]).
-    pub fn from_os() -> Self {
-        Self::with_key(os_key())
+    pub fn from_os() -> Result<Self, EndpointError> {
+        Ok(Self::with_key(os_key()?))
     }
 
     /// A generator under `key`: equal keys give equal sequences.
@@ -94,34 +97,42 @@ impl RandomSource for KeyedRandom {
     }
 }
 
-/// 128 bits from the operating system's random generator (`getrandom`).
-///
-/// Should the OS have none (a sandbox without `getrandom`, which no supported platform is),
-/// the bits come from the standard library's per-thread hash keys (themselves drawn from the
-/// OS when it can) mixed with the clock, and a warning is logged.
-pub fn os_key() -> u128 {
+/// 128 bits from the operating system's random generator (`getrandom`), or its error: there
+/// is no fallback to anything weaker (the clock, std's hash keys), since everything drawn here
+/// keys a secret or names a session that a peer must not predict.
+pub fn os_key() -> Result<u128, EndpointError> {
     let mut bytes = [0u8; 16];
-    match getrandom::fill(&mut bytes) {
-        Ok(()) => u128::from_le_bytes(bytes),
-        Err(e) => {
-            tracing::warn!(error = %e, "no OS random generator: keys drawn from a weaker source");
-            fallback_key()
-        }
-    }
+    fill(&mut bytes).map_err(|e| EndpointError::RandomUnavailable {
+        message: e.to_string(),
+        raw_os_error: e.raw_os_error(),
+    })?;
+    Ok(u128::from_le_bytes(bytes))
 }
 
-fn fallback_key() -> u128 {
-    use std::hash::{BuildHasher, Hasher};
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let half = |salt: u8| {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u8(salt);
-        h.write_u128(now);
-        h.finish()
-    };
-    u128::from(half(0)) | (u128::from(half(1)) << 64)
+#[cfg(not(any(test, feature = "testing")))]
+fn fill(bytes: &mut [u8]) -> Result<(), getrandom::Error> {
+    getrandom::fill(bytes)
+}
+
+#[cfg(any(test, feature = "testing"))]
+fn fill(bytes: &mut [u8]) -> Result<(), getrandom::Error> {
+    if FAIL.with(std::cell::Cell::get) {
+        return Err(getrandom::Error::UNSUPPORTED);
+    }
+    getrandom::fill(bytes)
+}
+
+#[cfg(any(test, feature = "testing"))]
+thread_local! {
+    static FAIL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes the OS random generator fail (`on`), or work again, for the calling thread: the
+/// failure path of every constructor that draws from it, for tests only (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub fn fail_os_random(on: bool) {
+    FAIL.with(|f| f.set(on));
 }
 
 #[cfg(test)]
@@ -144,8 +155,8 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(a.next_u32(), b.next_u32());
         }
-        let mut os1 = SplitMix64::from_os();
-        let mut os2 = SplitMix64::from_os();
+        let mut os1 = SplitMix64::from_os().unwrap();
+        let mut os2 = SplitMix64::from_os().unwrap();
         assert_ne!(
             (os1.next_u64(), os1.next_u64()),
             (os2.next_u64(), os2.next_u64())
@@ -167,8 +178,19 @@ mod tests {
             KeyedRandom::with_key(1).next_u64(),
             KeyedRandom::with_key(2).next_u64()
         );
-        assert_ne!(os_key(), os_key());
-        assert_ne!(fallback_key(), fallback_key());
+        assert_ne!(os_key().unwrap(), os_key().unwrap());
         assert!(!format!("{r:?}").contains("key"));
+    }
+
+    #[test]
+    fn a_failing_generator_is_an_error_not_a_weaker_key() {
+        fail_os_random(true);
+        let err = os_key().unwrap_err();
+        fail_os_random(false);
+        assert!(
+            matches!(err, EndpointError::RandomUnavailable { .. }),
+            "{err}"
+        );
+        assert!(KeyedRandom::from_os().is_ok());
     }
 }

@@ -14,6 +14,7 @@ use soe_wire::{
 };
 
 use crate::config::MIN_UDP_LENGTH;
+use crate::keepalive::{ANSWER_WINDOW, OwnHeartbeats};
 use crate::timer::{Timer, TimerTable};
 use crate::{Delivery, Event, RandomSource, SendError, SessionConfig, SessionStats};
 
@@ -151,13 +152,13 @@ pub struct Session {
     heartbeat_outstanding: bool,
     /// The pending Heartbeat ([`P_HEARTBEAT`]) answers one of the peer's.
     heartbeat_answer_owed: bool,
-    /// Our own Heartbeats (keep-alives and probes, not answers) sent since the current round of
-    /// keep-alives began and not yet answered. Each Heartbeat that arrives while some are is
-    /// one's answer, however late, and is not answered: with a round trip longer than the
-    /// retry interval, a resent Heartbeat's answer comes after the first one's, and answering
-    /// it as a new Heartbeat would have both sides answer each other's answers for as long as
-    /// the session lives.
-    heartbeats_unanswered: u8,
+    /// Our own Heartbeats (keep-alives and probes, not answers) that may still be answered.
+    /// Each Heartbeat that arrives while some are is one's answer, however late, and is not
+    /// answered: with a round trip longer than the retry interval, a resent Heartbeat's answer
+    /// comes after the first one's, and answering it as a new Heartbeat would have both sides
+    /// answer each other's answers for as long as the session lives. Bounded by those sent
+    /// within the time an answer can take (see [`crate::keepalive`]).
+    own_heartbeats: OwnHeartbeats,
     /// Client: whether the server has been heard since the handshake (it knows our session).
     server_confirmed: bool,
     probes_sent: u8,
@@ -329,7 +330,7 @@ impl Session {
             closed_by_peer: false,
             heartbeat_outstanding: false,
             heartbeat_answer_owed: false,
-            heartbeats_unanswered: 0,
+            own_heartbeats: OwnHeartbeats::default(),
             server_confirmed: false,
             probes_sent: 0,
             remap_attempts: 0,
@@ -406,6 +407,11 @@ impl Session {
     /// The largest packet (`opcode | body`) that fits one datagram after framing.
     pub fn max_packet_len(&self) -> usize {
         (self.remote_udp_length as usize).saturating_sub(usize::from(self.framing_overhead))
+    }
+
+    /// The framing in use (CRC seed and length, compression) once the handshake gave one.
+    pub fn framing(&self) -> Option<FrameConfig> {
+        self.framer.as_ref().map(|f| *f.config())
     }
 
     fn set_framer(&mut self, frame: FrameConfig) {
@@ -825,11 +831,13 @@ impl Session {
             }
             Timer::Heartbeat => {
                 if self.state == State::Connected {
+                    let ms = self.millis(now);
                     if !self.heartbeat_outstanding {
-                        // A new round, at least a heartbeat interval after the peer was last
-                        // heard: the previous round's answers have come or were lost.
-                        self.heartbeats_unanswered = 0;
-                    } else if self.side == Side::Client {
+                        // A new round, a heartbeat interval after the peer was last heard.
+                        self.own_heartbeats.start_round(ms);
+                    } else if self.side == Side::Client
+                        && self.own_heartbeats.round_age(ms) >= self.remap_patience()
+                    {
                         self.remap_unprompted(now);
                     }
                     self.pending |= P_HEARTBEAT;
@@ -1031,8 +1039,8 @@ impl Session {
             .set(Timer::NetStatus, now + self.config.retry_interval());
     }
 
-    /// A client whose Heartbeat went unanswered for a retry interval sends RemapConnection as
-    /// if told UnknownSender: its NAT may have given it a new address, and the server's
+    /// A client whose Heartbeat went unanswered for its [`Session::remap_patience`] sends
+    /// RemapConnection as if told UnknownSender: its NAT may have given it a new address, and the server's
     /// UnknownSender been lost, or withheld by its reply budget during a flood. (A server of
     /// this crate ignores a RemapConnection from the address it knows for the session.) Not
     /// counted against the remaps before `UnreachableConnection`, and within their pace.
@@ -1040,6 +1048,27 @@ impl Session {
         if self.remap_next.is_none_or(|t| now >= t) {
             self.pending |= P_REMAP;
         }
+    }
+
+    /// How long a client's keep-alives go unanswered before it remaps unprompted: twice the
+    /// round trip it knows of (NetStatus, the reliable channels, the last round of
+    /// keep-alives), at least a retry interval and at most [`ANSWER_WINDOW`]. Sooner, on a path
+    /// whose round trip is longer than the retry interval, every round of keep-alives would
+    /// send one.
+    fn remap_patience(&self) -> Duration {
+        let channels = self
+            .data
+            .iter()
+            .flat_map(|d| d.channels.iter().flatten())
+            .filter_map(|c| c.rtt().map(|e| e.smoothed));
+        let rtt = channels
+            .chain(self.net_rtt_us.map(|us| micros(us.get())))
+            .chain([self.own_heartbeats.last_round()])
+            .max()
+            .unwrap_or_default();
+        rtt.saturating_mul(2)
+            .min(ANSWER_WINDOW)
+            .max(self.config.retry_interval())
     }
 
     fn on_unknown_sender(&mut self, now: Instant) {
@@ -1113,24 +1142,58 @@ impl Session {
                     self.abort(now, reason);
                 }
             }
-            Err(WireError::CrcMismatch { .. }) => match crcless {
-                Some(p @ (Packet::Heartbeat | Packet::Acknowledge(_))) => {
-                    self.counters.crcless_accepted += 1;
-                    self.counters.datagrams_received += 1;
-                    self.counters.bytes_received += datagram.len() as u64;
-                    self.on_peer_heard(now);
-                    if let Err(reason) = self.handle_packet(now, p, false) {
-                        self.abort(now, reason);
+            Err(WireError::CrcMismatch { .. }) => {
+                let accepted = match crcless {
+                    Some(p @ (Packet::Heartbeat | Packet::Acknowledge(_))) => Some(p),
+                    _ => self.libsoe_quirk(datagram, cfg.compression),
+                };
+                match accepted {
+                    Some(p) => {
+                        self.counters.crcless_accepted += 1;
+                        self.counters.datagrams_received += 1;
+                        self.counters.bytes_received += datagram.len() as u64;
+                        self.on_peer_heard(now);
+                        if let Err(reason) = self.handle_packet(now, p, false) {
+                            self.abort(now, reason);
+                        }
                     }
+                    None => self.counters.crc_rejects += 1,
                 }
-                _ => self.counters.crc_rejects += 1,
-            },
+            }
             Err(_) => {
                 // The CRC held but the body would not inflate: corrupt, not noise.
                 self.abort(now, DisconnectReason::CorruptPacket);
             }
         }
         self.framer = Some(framer);
+    }
+
+    /// The two CRC-less shapes OSFR's LibSOE server sends, when the config accepts them on this
+    /// (client) session: a bare `00 06` Heartbeat, and a Disconnect for this session (`00 05`,
+    /// the compression flag when negotiated, session id, reason).
+    fn libsoe_quirk(&self, datagram: &[u8], compression: bool) -> Option<Packet<'static>> {
+        if !self.config.accept_libsoe_quirks()
+            || self.side != Side::Client
+            || self.state == State::Handshake
+        {
+            return None;
+        }
+        let body = match (compression, datagram) {
+            (_, [0x00, 0x06]) => return Some(Packet::Heartbeat),
+            (true, [0x00, 0x05, 0x00, body @ ..]) | (false, [0x00, 0x05, body @ ..]) => body,
+            _ => return None,
+        };
+        let &[a, b, c, d, hi, lo] = body else {
+            return None;
+        };
+        let session_id = u32::from_be_bytes([a, b, c, d]);
+        (session_id == self.session_id).then(|| {
+            Packet::Disconnect(Disconnect {
+                session_id,
+                reason: DisconnectReason::from_u16(u16::from_be_bytes([hi, lo])),
+                bare: false,
+            })
+        })
     }
 
     /// A half-open server session becomes established.
@@ -1163,6 +1226,9 @@ impl Session {
     fn on_peer_heard(&mut self, now: Instant) {
         if self.probe != 0 {
             self.probe |= PROBE_HEARD;
+        }
+        if self.heartbeat_outstanding && self.side == Side::Client {
+            self.own_heartbeats.round_heard(self.millis(now));
         }
         self.heartbeat_outstanding = false;
         if !matches!(self.state, State::Connected | State::Closing) {
@@ -1237,9 +1303,7 @@ impl Session {
                 // An answer to one of ours needs no answer; anything else gets one (so two sides
                 // never ping-pong). Ours are counted as they go out: a probe not sent yet has no
                 // answer.
-                if self.heartbeats_unanswered > 0 {
-                    self.heartbeats_unanswered -= 1;
-                } else {
+                if !self.own_heartbeats.answer(self.millis(now)) {
                     self.pending |= P_HEARTBEAT;
                     self.heartbeat_answer_owed = true;
                 }
@@ -1511,7 +1575,7 @@ impl Session {
             // One Heartbeat that is both an answer and our own keep-alive is an answer: the
             // peer will not answer it.
             if !std::mem::take(&mut self.heartbeat_answer_owed) {
-                self.heartbeats_unanswered = self.heartbeats_unanswered.saturating_add(1);
+                self.own_heartbeats.sent(self.millis(now));
             }
         }
         // A probe after the answer it must not merge with (same MultiPacket or the next).
@@ -1520,7 +1584,7 @@ impl Session {
         {
             self.pending &= !P_PROBE;
             self.counters.heartbeats_sent += 1;
-            self.heartbeats_unanswered = self.heartbeats_unanswered.saturating_add(1);
+            self.own_heartbeats.sent(self.millis(now));
         }
         if self.pending & P_NET_RESPONSE != 0 && multi.push_packet(&self.net_response(now)) {
             self.pending &= !P_NET_RESPONSE;

@@ -91,6 +91,12 @@ fn reliable_defaults_are_the_documented_ones() {
     documented("Reliable receive window", "256 packets");
     assert_eq!((r.max_send_window, r.initial_send_window), (196, 8));
     documented("Send window", "196 / 8 packets");
+    assert_eq!(r.max_outstanding_bytes, 200 * 1024);
+    assert!(usize::from(r.max_send_window) * 512 < r.max_outstanding_bytes);
+    documented(
+        "Bytes in flight",
+        "200 KiB (never binds at 512-byte datagrams",
+    );
     assert_eq!((r.ack_delay, r.ack_every), (2 * MS, 16));
     documented("Cumulative ack", "after 2 ms or every 16 packets");
     assert_eq!((r.initial_rto, r.min_rto, r.max_rto), (500 * MS, 4 * MS, S));
@@ -169,10 +175,44 @@ fn endpoint_defaults(table: &Table) {
         (e.requests_per_source_per_minute(), e.source_table_size()),
         (30, 4096)
     );
-    documented(
-        "SessionRequests per source host",
-        "30 per minute, 4,096 hosts",
+    let levels: Vec<_> = e
+        .source_levels()
+        .iter()
+        .map(|l| {
+            (
+                l.ipv4_prefix(),
+                l.ipv6_prefix(),
+                l.requests_per_minute(),
+                l.session_percent(),
+                l.max_sessions(e.max_sessions()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            (Some(32), Some(64), 30, 1, 100),
+            (None, Some(56), 120, 2, 200),
+            (Some(24), Some(48), 600, 5, 500),
+        ]
     );
+    documented(
+        "SessionRequests per source, at each level: a host (every port of one IPv4 address, \
+         every address of one IPv6 /64), an IPv6 site (/56), a network (an IPv4 /24, an IPv6 /48)",
+        "30 per minute per host, 120 per /56, 600 per network; 4,096 sources tracked per level",
+    );
+    documented(
+        "Sessions (established and half-open) one source may hold",
+        "1 % of `max_sessions` per host (100), 2 % per IPv6 /56 (200), 5 % per network (500): \
+         one network holds at most 5 % of the endpoint",
+    );
+    assert_eq!(
+        e.nat64_prefixes(),
+        [("64:ff9b::".parse::<std::net::Ipv6Addr>().unwrap(), 96)]
+    );
+    documented("NAT64 translator prefixes", "| `64:ff9b::/96`;");
+    assert!(e.shard_group().is_none());
+    documented("Shards", "| each endpoint its own group;");
     assert_eq!(e.replace_after_silence(), 2 * S);
     documented("A SessionRequest with a new session id", "| 2 s |");
     assert_eq!(e.remap_interval(), S);
@@ -197,4 +237,12 @@ fn endpoint_defaults(table: &Table) {
     );
     assert!(!e.limit_loopback());
     documented("Per-source limits on loopback sources", "| off (");
+    let r = e.recording();
+    assert!(!r.every_session());
+    documented("Flight recorder", "| off (");
+    assert_eq!(
+        (r.session_budget(), r.endpoint_budget()),
+        (64 * 1024, 64 * 1024 * 1024)
+    );
+    documented("A recording's bytes", "64 KiB per session, 64 MiB per endpoint");
 }

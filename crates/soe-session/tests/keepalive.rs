@@ -56,8 +56,8 @@ fn heartbeats_per_minute_at(seed: u64, rtt: Duration) -> (u64, u64) {
 }
 
 #[test]
-fn no_round_trip_from_half_a_second_to_five_starts_a_heartbeat_ping_pong() {
-    for ms in [500, 900, 1000, 1100, 1500, 2000, 3000, 4000, 5000] {
+fn no_round_trip_from_half_a_second_to_six_starts_a_heartbeat_ping_pong() {
+    for ms in [500, 900, 1000, 1100, 1500, 2000, 3000, 4000, 5000, 6000] {
         let rtt = Duration::from_millis(ms);
         for seed in 0..4 {
             let (client, server) = heartbeats_per_minute_at(seed, rtt);
@@ -166,5 +166,129 @@ fn one_long_delay_does_not_leave_a_ping_pong_behind() {
                 "seed {seed}, delay {ms} ms: {client} and {server} Heartbeats a minute"
             );
         }
+    }
+}
+
+// ----- Issue 43 §4: the count of unanswered Heartbeats -----
+
+/// A datagram that holds one Heartbeat and nothing else (`00 06` and a 2-byte CRC): how a
+/// session answers a Heartbeat when it has nothing else to send.
+fn is_lone_heartbeat(d: &[u8]) -> bool {
+    d.len() == 4 && d.starts_with(&[0x00, 0x06])
+}
+
+/// RemapConnections the client sent.
+fn client_remaps(p: &Pair) -> usize {
+    p.from_client_log.iter().filter(|d| is_remap(d)).count()
+}
+
+/// The server probes a live session (a SessionRequest with a new session id came from its
+/// address) and the client's answer is lost, on a path of round trip `rtt`. Returns the
+/// client's RemapConnections and the Heartbeats each side sent in the minute after.
+fn after_a_lost_probe_answer(seed: u64, rtt: Duration) -> (usize, u64, u64) {
+    let net = NetConfig {
+        delay: rtt / 2,
+        jitter: Duration::from_millis(20),
+        ..NetConfig::default()
+    };
+    let mut p = Pair::new(common::seed(seed), server_config(), client_config(), net);
+    p.log_datagrams = true;
+    let (c, s) = p.connect();
+    p.run_for(Duration::from_secs(3) + rtt);
+    let remaps_before = client_remaps(&p);
+    // One probe; the client's answer (a lone Heartbeat) is lost.
+    let mut lost = false;
+    p.drop_to_server = Some(Box::new(move |d| {
+        let drop = !lost && is_lone_heartbeat(d);
+        lost |= drop;
+        drop
+    }));
+    p.server
+        .handle_datagram(p.now, CLIENT, &common::session_request(0x0BAD_0001));
+    p.run_for(Duration::from_secs(30));
+    let before = heartbeats(&p, c, s);
+    p.run_for(Duration::from_secs(60));
+    let after = heartbeats(&p, c, s);
+    assert!(
+        Pair::closed(&p.client_events, c).is_none() && Pair::closed(&p.server_events, s).is_none(),
+        "seed {seed}, rtt {rtt:?}: the session stays open"
+    );
+    (
+        client_remaps(&p) - remaps_before,
+        after.0 - before.0,
+        after.1 - before.1,
+    )
+}
+
+#[test]
+fn a_lost_answer_to_a_liveness_probe_makes_no_remap_and_no_ping_pong() {
+    for ms in [40, 1000, 2500, 4000, 6000] {
+        let rtt = Duration::from_millis(ms);
+        for seed in 0..4 {
+            let (remaps, client, server) = after_a_lost_probe_answer(seed, rtt);
+            if seed == 0 {
+                println!(
+                    "rtt {ms} ms: {remaps} RemapConnections; then {client} and {server} Heartbeats a minute"
+                );
+            }
+            assert_eq!(
+                remaps, 0,
+                "seed {seed}, rtt {ms} ms: unprompted RemapConnections from a healthy client"
+            );
+            // Idle: a round of keep-alives every 10 s, one Heartbeat and one more per second
+            // of round trip, each answered once.
+            let bound = 6 * (2 + ms / 1000);
+            assert!(
+                client <= bound && server <= bound,
+                "seed {seed}, rtt {ms} ms: {client} and {server} Heartbeats a minute (at most {bound})"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_client_that_never_answers_probes_keeps_its_keep_alives_answered() {
+    for seed in 0..3 {
+        let mut p = Pair::new(
+            common::seed(seed),
+            server_config(),
+            client_config(),
+            NetConfig::default(),
+        );
+        p.log_datagrams = true;
+        let (c, s) = p.connect();
+        // For five minutes the client never answers the server's Heartbeats (its lone ones
+        // are lost), while it sends a message every second, so both sides hear each other;
+        // a SessionRequest from its address every 2 s makes the server probe it 150 times.
+        p.drop_to_server = Some(Box::new(is_lone_heartbeat));
+        let probes_before = p.server.stats(s).map_or(0, |st| st.heartbeats_sent);
+        for i in 0..300u32 {
+            p.client
+                .send(c, Channel::ZERO, Bytes::from(vec![1u8; 8]))
+                .unwrap();
+            p.run_for(Duration::from_millis(500));
+            if i % 2 == 1 {
+                p.server
+                    .handle_datagram(p.now, CLIENT, &common::session_request(0x0BAD_0000 + i));
+            }
+            p.run_for(Duration::from_millis(500));
+        }
+        let probes = p.server.stats(s).map_or(0, |st| st.heartbeats_sent) - probes_before;
+        assert!(probes >= 100, "seed {seed}: only {probes} probes");
+        // Then it behaves: it answers, and goes idle. Its keep-alives must be answered.
+        p.drop_to_server = None;
+        let remaps_before = client_remaps(&p);
+        p.run_for(Duration::from_secs(120));
+        let remaps = client_remaps(&p) - remaps_before;
+        if seed == 0 {
+            println!("after {probes} unanswered probes: {remaps} RemapConnections from the client");
+        }
+        assert_eq!(
+            Pair::closed(&p.client_events, c),
+            None,
+            "seed {seed}: the client's keep-alives went unanswered"
+        );
+        assert_eq!(remaps, 0, "seed {seed}: unprompted RemapConnections");
+        assert_eq!(p.server.remote(s), Some(CLIENT), "seed {seed}");
     }
 }

@@ -83,3 +83,93 @@ fn a_fixed_secret_reproduces_the_crc_seeds_for_tests() {
     assert!(!format!("{config:?}").to_lowercase().contains("deadbeef"));
     assert!(!format!("{config:?}").contains(&0xDEAD_BEEFu128.to_string()));
 }
+
+// ----- Issue 43 §5: fail closed -----
+
+#[test]
+fn an_endpoint_is_not_made_without_the_os_random_generator() {
+    soe_session::fail_os_random(true);
+    let config = Arc::new(EndpointConfig::server(Arc::new(server_config())));
+    let made = Endpoint::<u32>::try_new(config.clone());
+    let group = soe_session::ShardGroup::new();
+    soe_session::fail_os_random(false);
+    let err = made.expect_err("an endpoint with weaker keys");
+    assert!(
+        matches!(err, soe_session::EndpointError::RandomUnavailable { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("random generator"), "{err}");
+    assert!(group.is_err());
+    // With the generator back, it is made.
+    assert!(Endpoint::<u32>::try_new(config).is_ok());
+}
+
+// ----- Issue 43 §1: shards -----
+
+#[test]
+fn shards_of_one_group_share_the_per_source_limits() {
+    use std::net::SocketAddr;
+    let group = soe_session::ShardGroup::with_secret(42);
+    let config = Arc::new(
+        EndpointConfig::server(Arc::new(server_config())).with_shard_group(Some(group.clone())),
+    );
+    let mut shards: Vec<Endpoint> = (0..4).map(|_| Endpoint::new(config.clone())).collect();
+    assert_eq!(group.shards(), 4);
+    assert!(
+        shards[0]
+            .shard_group()
+            .same_as(&shards[3].shard_group().clone())
+    );
+    // One host, 120 source ports: the kernel spreads them over the shards.
+    let now = Instant::now();
+    let mut answered = 0;
+    let mut buf = Vec::new();
+    for port in 0..120u16 {
+        let from = SocketAddr::from(([198, 51, 100, 7], 2000 + port));
+        let shard = &mut shards[usize::from(port % 4)];
+        let mut wire = Vec::new();
+        Packet::SessionRequest(SessionRequest {
+            protocol_version: 3,
+            session_id: u32::from(port),
+            udp_length: 512,
+            application_protocol: b"TestProto_1",
+        })
+        .encode(&mut wire);
+        shard.handle_datagram(now, from, &wire);
+        while shard.poll_transmit(now, &mut buf).is_some() {
+            answered += 1;
+        }
+    }
+    println!("one host through 4 shards: {answered} sessions (one share: 30)");
+    assert_eq!(answered, 30);
+    // Separate groups: a share each.
+    let alone = |_| {
+        Endpoint::<u32>::new(Arc::new(EndpointConfig::server(Arc::new(server_config()))))
+            .shard_group()
+            .clone()
+    };
+    assert!(!alone(0).same_as(&alone(1)));
+}
+
+#[test]
+fn a_cookie_is_honoured_only_by_the_shard_that_issued_it() {
+    // Shards share the secret, but a session's state lives on one: another shard must not
+    // rebuild it from its cookie (its reliable state, or its closing, is on the first one).
+    let group = soe_session::ShardGroup::with_secret(43);
+    let config =
+        Arc::new(EndpointConfig::server(Arc::new(server_config())).with_shard_group(Some(group)));
+    let mut a = Endpoint::<u32>::new(config.clone());
+    let mut b = Endpoint::<u32>::new(config);
+    let now = Instant::now();
+    let seed = crc_seed(&mut a, now);
+    let mut remap = Vec::new();
+    Packet::RemapConnection(soe_wire::RemapConnection {
+        session_id: 42,
+        crc_seed: seed,
+    })
+    .encode(&mut remap);
+    // From the address the cookie was made for (a NAT that kept it, and the kernel picked b).
+    b.handle_datagram(now, 5, &remap);
+    assert_eq!(b.len(), 0, "another shard rebuilt the session");
+    assert_eq!(b.endpoint_stats().recovered, 0);
+}

@@ -40,9 +40,9 @@ mod runtime;
 pub use runtime::TokioRuntime;
 pub use soe_runtime::{
     Channel, CloseReason, Config, ConnectError, Connection, ConnectionId, Delivery,
-    DisconnectReason, EndpointConfig, EndpointEvent, EndpointStats, EventMode, Events, SendBatch,
-    SendError, SessionConfig, SessionStats, SocketConfig, TrySendError, bytes, soe_session,
-    soe_wire,
+    DisconnectReason, EndpointConfig, EndpointEvent, EndpointStats, EventMode, Events, Recording,
+    RecordingConfig, SendBatch, SendError, SessionConfig, SessionStats, SocketConfig, TrySendError,
+    bytes, soe_session, soe_wire,
 };
 
 /// An SOE endpoint whose driver runs on tokio; see [`soe_runtime::Endpoint`].

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
-use soe_runtime::udp::{RecvMeta, UdpSocketState};
+use soe_runtime::platform::UdpIo;
+use soe_runtime::udp::RecvMeta;
 use soe_runtime::{AsyncTimer, AsyncUdpSocket, Runtime};
 use tokio::io::{Interest, Ready};
 
@@ -54,7 +55,7 @@ impl Runtime for TokioRuntime {
     fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
         let handle = self.handle()?;
         socket.set_nonblocking(true)?;
-        let state = UdpSocketState::new((&socket).into())?;
+        let state = UdpIo::new((&socket).into());
         let connected = socket.peer_addr().is_ok();
         let _guard = handle.enter();
         let io = Arc::new(tokio::net::UdpSocket::from_std(socket)?);
@@ -80,7 +81,8 @@ impl AsyncTimer for Timer {
 #[derive(Debug)]
 struct Socket {
     io: Arc<tokio::net::UdpSocket>,
-    state: UdpSocketState,
+    /// quinn-udp's batched I/O, or the plain path where it cannot start.
+    state: UdpIo,
     /// Only for a socket connected to one peer, to which the system reports that peer's closed
     /// port as a socket error. tokio's read readiness leaves errors out, so without this wait
     /// the driver would only hear of one at its next send.
@@ -140,6 +142,17 @@ impl Socket {
     }
 }
 
+impl Socket {
+    /// One transmit, batched or plain; tokio clears its write readiness when it is refused.
+    fn send(&self, transmit: &soe_runtime::udp::Transmit<'_>) -> io::Result<()> {
+        self.io.try_io(Interest::WRITABLE, || {
+            self.state.try_send((&self.io).into(), transmit, |d, to| {
+                self.io.try_send_to(d, to)
+            })
+        })
+    }
+}
+
 impl AsyncUdpSocket for Socket {
     fn poll_recv(
         &self,
@@ -150,7 +163,7 @@ impl AsyncUdpSocket for Socket {
         if let Some(e) = self.poll_error(cx) {
             return Poll::Ready(Err(e));
         }
-        let slots = bufs.len();
+        let slots = bufs.len().min(self.state.batch_size());
         loop {
             ready!(self.io.poll_recv_ready(cx))?;
             // A receive that fills fewer slots than offered emptied the socket: tell tokio so
@@ -159,7 +172,9 @@ impl AsyncUdpSocket for Socket {
             // it was observed, so none is missed.
             let mut short = None;
             let received = self.io.try_io(Interest::READABLE, || {
-                let n = self.state.recv((&self.io).into(), bufs, meta)?;
+                let n = self.state.recv((&self.io).into(), bufs, meta, |buf| {
+                    self.io.try_recv_from(buf)
+                })?;
                 if n < slots {
                     short = Some(n);
                     return Err(io::ErrorKind::WouldBlock.into());
@@ -176,9 +191,7 @@ impl AsyncUdpSocket for Socket {
 
     fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
         let transmit = soe_runtime::socket::datagram_transmit(destination, datagram);
-        self.io.try_io(Interest::WRITABLE, || {
-            self.state.try_send((&self.io).into(), &transmit)
-        })
+        self.send(&transmit)
     }
 
     fn try_send_segments(
@@ -189,9 +202,7 @@ impl AsyncUdpSocket for Socket {
     ) -> io::Result<()> {
         let mut transmit = soe_runtime::socket::datagram_transmit(destination, contents);
         transmit.segment_size = Some(segment_size);
-        self.io.try_io(Interest::WRITABLE, || {
-            self.state.try_send((&self.io).into(), &transmit)
-        })
+        self.send(&transmit)
     }
 
     #[cfg(target_os = "linux")]

@@ -33,6 +33,11 @@ async fn a_connected_socket_hears_a_closed_port() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_keeps_serving_after_sending_to_a_closed_port() {
+    scenarios::serves_on_after_sending_to_a_closed_port::<R>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_keeps_serving_through_garbage() {
     scenarios::survives_garbage::<R>().await;
 }

@@ -2,8 +2,12 @@
 //! fixed total message rate spread over any number of sessions.
 //!
 //! ```text
-//! endpoint-cost [--sessions N] [--rate R] [--seconds S] [--warm-up S] [--idle]
+//! endpoint-cost [--sessions N] [--rate R] [--seconds S] [--warm-up S] [--idle] [--record]
 //! ```
+//!
+//! `--record` turns the flight recorder on for every server session (its default budgets:
+//! 64 KiB per session, 64 MiB per endpoint), so that its cost per message is the difference
+//! between two runs; the report then adds the recorder's pool and entries.
 //!
 //! One sans-I/O server `soe_session::Endpoint` echoes for `N` client sessions (another sans-I/O
 //! endpoint), each sending `R` reliable 100-byte messages a second (or, with `--idle`, nothing:
@@ -44,6 +48,9 @@ struct Args {
     /// Send nothing: the sessions only keep alive.
     #[arg(long)]
     idle: bool,
+    /// Record every server session with the flight recorder (default budgets).
+    #[arg(long)]
+    record: bool,
 }
 
 /// One-way delay of every datagram.
@@ -119,8 +126,11 @@ impl World {
     /// arrive) and, unless idle, every session's sends with their phases spread evenly.
     fn new(args: &Args, t0: Instant) -> Self {
         let session = Arc::new(SessionConfig::new("SoeBench").with_udp_length(512));
+        let recording = soe_session::RecordingConfig::new().with_every_session(args.record);
         let server = Endpoint::new(Arc::new(
-            EndpointConfig::server(session.clone()).with_max_sessions(1_000_000),
+            EndpointConfig::server(session.clone())
+                .with_max_sessions(1_000_000)
+                .with_recording(recording),
         ));
         let clients = Endpoint::new(Arc::new(
             EndpointConfig::client(session).with_max_sessions(1_000_000),
@@ -263,6 +273,17 @@ impl World {
             stats.transmit_visits,
             server.len(),
         );
+        if args.record {
+            let r = server.recorder_stats();
+            println!(
+                "recorder: {} sessions recorded, pool {} bytes ({:.0} per session), {} entries, {} dropped",
+                r.recording,
+                r.pool_bytes,
+                r.pool_bytes as f64 / f64::from(n),
+                r.entries,
+                r.dropped
+            );
+        }
         if std::env::var_os("ENDPOINT_COST_STATS").is_some() {
             println!("{stats:?}");
         }

@@ -252,20 +252,23 @@ struct Process {
 
 impl Process {
     /// Starts `server` and waits (up to 30 s) for the line that says where it listens: a word
-    /// `IP:PORT`, or a bare port after the word `listening`.
+    /// `IP:PORT`, or a bare port after the word `listening`. When it exits first or stays
+    /// silent, the error says how it ended and the last lines of its stderr (which are passed
+    /// on to this process's stderr as they come, too).
     fn start(server: &Server) -> Result<Self, String> {
         let mut command = Command::new(&server.program);
         command
             .args(&server.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::piped());
         if let Some(dir) = &server.dir {
             command.current_dir(dir);
         }
         let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", server.program.display()))?;
+        let stderr = StderrTail::follow(&mut child, &server.label);
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -281,14 +284,94 @@ impl Process {
         });
         match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(addr) => Ok(Self { child, addr }),
-            Err(_) => {
+            Err(e) => {
+                let ended = match e {
+                    // Its stdout closed: it exited (or closed it) without the line.
+                    std::sync::mpsc::RecvTimeoutError::Disconnected => wait_briefly(&mut child)
+                        .map_or_else(
+                            || "closed its stdout without saying where it listens".to_owned(),
+                            |status| format!("exited ({status}) without saying where it listens"),
+                        ),
+                    std::sync::mpsc::RecvTimeoutError::Timeout => {
+                        "did not say where it listens within 30 s".to_owned()
+                    }
+                };
                 let _ = child.kill();
                 let _ = child.wait();
                 Err(format!(
-                    "{} did not say where it listens within 30 s",
-                    server.label
+                    "{} ({} {}) {ended}; {}",
+                    server.label,
+                    server.program.display(),
+                    server.args.join(" "),
+                    stderr.describe()
                 ))
             }
+        }
+    }
+}
+
+/// The exit status of `child` if it ends within a second.
+fn wait_briefly(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if std::time::Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The last lines a server wrote to its stderr, kept for the error that says why it did not
+/// start.
+struct StderrTail {
+    lines: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl StderrTail {
+    /// Lines kept.
+    const LINES: usize = 8;
+
+    /// Reads `child`'s stderr on a thread of its own, passing each line on to this process's
+    /// stderr (prefixed with `label`) and keeping the last ones.
+    fn follow(child: &mut Child, label: &str) -> Self {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        let (tx, done) = std::sync::mpsc::channel();
+        if let Some(stderr) = child.stderr.take() {
+            let kept = lines.clone();
+            let label = label.to_owned();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    eprintln!("{label}: {line}");
+                    let mut kept = kept
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if kept.len() == Self::LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+                let _ = tx.send(());
+            });
+        }
+        Self { lines, done }
+    }
+
+    /// `stderr: ...` with the kept lines (once the stream ended, or after a second).
+    fn describe(&self) -> String {
+        let _ = self.done.recv_timeout(Duration::from_secs(1));
+        let lines = self
+            .lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.is_empty() {
+            "nothing on stderr".to_owned()
+        } else {
+            let text: Vec<&str> = lines.iter().map(String::as_str).collect();
+            format!("stderr ends: {}", text.join(" / "))
         }
     }
 }
@@ -477,20 +560,7 @@ impl Servers {
         match &self.node_script {
             Some(script) if node_runs() => {
                 for (label, api) in [(label::NODE, "addon"), (label::FACADE, "h1z1")] {
-                    servers.push(Server {
-                        label: label.to_owned(),
-                        program: PathBuf::from("node"),
-                        args: vec![
-                            script.display().to_string(),
-                            "--port".into(),
-                            "0".into(),
-                            "--api".into(),
-                            api.into(),
-                        ],
-                        dir: script.parent().map(PathBuf::from),
-                        wire: Wire::Soe,
-                        protocol: PROTOCOL.to_owned(),
-                    });
+                    servers.push(node_server(label, api, script));
                 }
             }
             Some(_) => missing.push("Node addon and facade: node is not installed".to_owned()),
@@ -514,6 +584,27 @@ impl Servers {
             ),
         }
         (servers, missing)
+    }
+}
+
+/// The Node echo server `script` with `api` (addon or h1z1). It runs in the script's folder,
+/// so a relative path given by the caller is made absolute against this process's working
+/// directory first (else node, started in that folder, would look for it there).
+fn node_server(label: &str, api: &str, script: &std::path::Path) -> Server {
+    let script = std::path::absolute(script).unwrap_or_else(|_| script.to_path_buf());
+    Server {
+        label: label.to_owned(),
+        program: PathBuf::from("node"),
+        args: vec![
+            script.display().to_string(),
+            "--port".into(),
+            "0".into(),
+            "--api".into(),
+            api.into(),
+        ],
+        dir: script.parent().map(PathBuf::from),
+        wire: Wire::Soe,
+        protocol: PROTOCOL.to_owned(),
     }
 }
 
@@ -1051,6 +1142,51 @@ mod tests {
             Some("127.0.0.1:5555".parse().unwrap())
         );
         assert_eq!(listening_address("open #1 127.0.0.1:5"), None);
+    }
+
+    #[test]
+    fn a_relative_node_script_is_found_from_the_callers_folder() {
+        let server = node_server(
+            label::NODE,
+            "addon",
+            std::path::Path::new("crates/soe-node/bench/echo-server.mjs"),
+        );
+        let script = PathBuf::from(&server.args[0]);
+        assert!(script.is_absolute(), "{}", script.display());
+        assert_eq!(
+            script,
+            std::env::current_dir()
+                .unwrap()
+                .join("crates/soe-node/bench/echo-server.mjs")
+        );
+        assert_eq!(server.dir.as_deref(), script.parent());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_server_that_does_not_start_says_how_it_ended_and_what_it_wrote() {
+        let server = Server {
+            label: "broken".into(),
+            program: PathBuf::from("sh"),
+            args: vec![
+                "-c".into(),
+                "echo 'cannot find module x' >&2; echo 'one more line' >&2; exit 3".into(),
+            ],
+            dir: None,
+            wire: Wire::Soe,
+            protocol: PROTOCOL.to_owned(),
+        };
+        let e = Process::start(&server).unwrap_err();
+        assert!(e.contains("broken"), "{e}");
+        assert!(e.contains("exit status: 3"), "{e}");
+        assert!(e.contains("cannot find module x / one more line"), "{e}");
+        // And a program that is not there at all.
+        let missing = Server {
+            program: PathBuf::from("/nonexistent/server"),
+            ..server
+        };
+        let e = Process::start(&missing).unwrap_err();
+        assert!(e.contains("cannot start /nonexistent/server"), "{e}");
     }
 
     #[test]

@@ -206,3 +206,58 @@ pub(crate) fn spawn(args: &[&str]) -> (Running, mpsc::Receiver<String>) {
     let stdout = lines(child.stdout.take().expect("stdout"));
     (Running { child }, stdout)
 }
+
+/// The Lua plugin of the Wireshark export.
+pub(crate) const PLUGIN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../soe-dissect/wireshark/soe.lua"
+);
+
+/// Whether tshark runs here; `false` (with a word) skips the test, except under `CI=true`,
+/// where its absence fails (`.ci/run` installs it).
+pub(crate) fn tshark_present() -> bool {
+    let found = Command::new("tshark")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "tshark is not installed, and CI=true requires it (.ci/run installs it from the OS \
+             packages)"
+        );
+        eprintln!("SKIPPED: tshark is not installed: the Wireshark captures are NOT checked");
+    }
+    found
+}
+
+/// `soe serve` with `serve_extra`, and a 2-session `soe load` against it that would run for
+/// two minutes, once the server has seen both sessions' echoes flow (its stats line every
+/// 0.2 s says so; not after a fixed sleep, which a loaded machine could outlast before
+/// anything happened).
+pub(crate) fn load_with_echoes_flowing(
+    serve_extra: &[&str],
+) -> (Server, Running, mpsc::Receiver<String>) {
+    let mut extra = vec!["--stats-interval", "0.2"];
+    extra.extend_from_slice(serve_extra);
+    let mut server = serve(&extra);
+    let addr = server.addr.to_string();
+    let (load, stdout) = spawn(&[
+        "load",
+        &addr,
+        "--sessions",
+        "2",
+        "--duration",
+        "120",
+        "--rate",
+        "200",
+    ]);
+    loop {
+        let stats = wait_for(&server.stdout, "stats:", &mut server.seen);
+        if stats.contains("2 session(s)") && !stats.contains(" 0 message(s)/s") {
+            return (server, load, stdout);
+        }
+    }
+}

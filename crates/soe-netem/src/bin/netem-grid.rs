@@ -24,7 +24,8 @@ struct Args {
     /// Seeds per configuration (1..=N).
     #[arg(long, value_name = "N")]
     seeds: Option<u64>,
-    /// Only these stacks (ours, ours-vs-slow-acker, soe-protocol); repeatable.
+    /// Only these stacks (ours, ours-64k, ours-vs-slow-acker, ours-vs-h1z1, soe-protocol);
+    /// repeatable.
     #[arg(long = "stack", value_name = "NAME")]
     stacks: Vec<String>,
     /// Only these workloads (echo, bulk, tick); repeatable.

@@ -10,7 +10,18 @@ export async function echo(): Promise<void> {
       info.kind = 'unreliable';
     });
     session.on('disconnect', (reason: ReasonName, { code, byPeer }) => console.log(reason, code, byPeer));
+    // The flight recorder: one session by request, its capture live or at its disconnect.
+    const recording: boolean = session.record();
+    const live: Buffer | null = session.takeRecording();
+    session.on('disconnect', (_reason: ReasonName, info) => {
+      const capture: Buffer | undefined = info.recording;
+      console.log(recording, live?.length, capture?.length);
+    });
   });
+  server.on('recording', (file: string, recorded: SoeSession) => console.log(file, recorded.id));
+  // @ts-expect-error: recordSessions is a boolean
+  new SoeServer({ recordSessions: 'yes' });
+  new SoeServer({ recordSessions: true, recordSessionBytes: 65536, recordEndpointBytes: 1 << 26, recordKeys: false, recordDir: '/tmp' });
   const session = await SoeClient.connect({ host: 'localhost', port: server.address().port });
   session.client.unref().ref();
   if (!session.send(Buffer.from('hello'), 2)) await new Promise((resolve) => session.once('drain', resolve));

@@ -16,7 +16,13 @@ export class GatewayServer extends EventEmitter {
     this._soeServer.keepAliveTimeoutTime = 20000;
     this._soeServer.on('disconnect', (client: SOEClient) => {
       this.emit('disconnect', client.sessionId);
+      // Addition: the flight recorder's capture of a client that ended abnormally.
+      const capture: Buffer | undefined = client.recording;
+      if (capture !== undefined) this.emit('recording', capture);
     });
+    this._soeServer.recordSessions = true;
+    this._soeServer.recordDir = '/var/tmp/soe';
+    this._soeServer.on('recording', (file: string, client: SOEClient) => console.log(file, client.soeClientId));
     this._soeServer.on('appdata', (client: SOEClient, data: Uint8Array, isRawData?: boolean) => {
       if (isRawData) {
         this.emit('tunneldata', client, data, 0);

@@ -199,6 +199,57 @@ pub struct Pair {
     buf: Vec<u8>,
     /// The largest packet either side emitted.
     pub largest_packet: usize,
+    /// What `a` has in flight, as seen on the wire.
+    pub a_flight: WireFlight,
+}
+
+/// The bytes one side has sequenced and not yet seen cumulatively acknowledged, worked out from
+/// the packets alone (not from the channel's own count): each new sequence's packet length, ack
+/// elicitors (`00 19`, `00 19 01`) aside, until an AcknowledgeAll that reached the sender
+/// covers it.
+#[derive(Debug, Default)]
+pub struct WireFlight {
+    /// (sequence, encoded length) of each packet in flight, oldest first.
+    packets: std::collections::VecDeque<(u16, usize)>,
+    /// The next new sequence.
+    next: u16,
+    /// The bytes of `packets`.
+    pub bytes: usize,
+    /// The most `bytes` ever were.
+    pub peak: usize,
+}
+
+impl WireFlight {
+    /// A packet the side sent.
+    pub fn sent(&mut self, packet: &[u8]) {
+        let [0x00, op, hi, lo, data @ ..] = packet else {
+            return;
+        };
+        if !matches!(op, 0x09 | 0x0D) || u16::from_be_bytes([*hi, *lo]) != self.next {
+            return; // an ack, or a resend
+        }
+        let elicitor = *op == 0x09 && matches!(data, [0x00, 0x19] | [0x00, 0x19, 0x01]);
+        let len = if elicitor { 0 } else { packet.len() };
+        self.packets.push_back((self.next, len));
+        self.next = self.next.wrapping_add(1);
+        self.bytes += len;
+        self.peak = self.peak.max(self.bytes);
+    }
+
+    /// A packet that reached the side.
+    pub fn received(&mut self, packet: &[u8]) {
+        let [0x00, 0x15, hi, lo, ..] = packet else {
+            return;
+        };
+        let acked = u16::from_be_bytes([*hi, *lo]);
+        while let Some(&(sequence, len)) = self.packets.front() {
+            if acked.wrapping_sub(sequence) >= 0x8000 {
+                break;
+            }
+            self.packets.pop_front();
+            self.bytes -= len;
+        }
+    }
 }
 
 pub struct PairConfig {
@@ -241,6 +292,7 @@ impl Pair {
             b_to_a: Link::new(setup.net, seed.wrapping_mul(2).wrapping_add(2)),
             buf: Vec::new(),
             largest_packet: 0,
+            a_flight: WireFlight::default(),
         }
     }
 
@@ -287,18 +339,28 @@ impl Pair {
                     .unwrap_or_else(|e| panic!("seed {seed}: b rejected a packet: {e}"));
             }
             while let Some(d) = self.b_to_a.pop_due(now) {
+                self.a_flight.received(&d);
                 dispatch(&mut self.a.channel, now, &d)
                     .unwrap_or_else(|e| panic!("seed {seed}: a rejected a packet: {e}"));
             }
             let (a, b) = (&mut self.a, &mut self.b);
             check_deliveries(seed, "a->b", &mut b.channel, &mut b.delivered, &a.script);
             check_deliveries(seed, "b->a", &mut a.channel, &mut a.delivered, &b.script);
-            for (side, link) in [
-                (&mut self.a, &mut self.a_to_b),
-                (&mut self.b, &mut self.b_to_a),
+            for (side, link, flight) in [
+                (&mut self.a, &mut self.a_to_b, Some(&mut self.a_flight)),
+                (&mut self.b, &mut self.b_to_a, None),
             ] {
+                let mut flight = flight;
                 while let Some(len) = side.channel.poll_transmit(now, &mut self.buf) {
                     assert_eq!(len, self.buf.len(), "seed {seed}: reported length");
+                    if let Some(flight) = flight.as_deref_mut() {
+                        flight.sent(&self.buf);
+                        assert_eq!(
+                            flight.bytes,
+                            side.channel.bytes_in_flight(),
+                            "seed {seed}: bytes in flight on the wire and in the channel"
+                        );
+                    }
                     self.largest_packet = self.largest_packet.max(len);
                     link.send(now, &self.buf);
                     self.buf.clear();

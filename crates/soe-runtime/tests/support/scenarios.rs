@@ -881,3 +881,42 @@ pub async fn accepted_sessions_report_their_protocol_and_id<R: Runtime + Default
         client.close(DisconnectReason::Application);
     }
 }
+
+/// A server whose own datagrams meet a closed port keeps serving. Windows reports the ICMP
+/// answer to each as `WSAECONNRESET` on a later receive of the (unconnected) socket, which must
+/// concern that datagram only; Linux, and wine on it, report nothing to an unconnected socket,
+/// where the scenario shows that the sends do no harm.
+pub async fn serves_on_after_sending_to_a_closed_port<R: Runtime + Default>() {
+    let server = echo_server::<R>(server_config(false));
+    let addr = server.local_addr();
+    let dead = {
+        let socket = UdpSocket::bind(loopback()).unwrap();
+        socket.local_addr().unwrap()
+    };
+    within::<R, _>(
+        Duration::from_secs(20),
+        "serving past a closed port",
+        async {
+            let client = Endpoint::<R>::bind(loopback(), client_config(false)).unwrap();
+            let conn = client.connect(addr).await.unwrap();
+            let sent_before = server.stats().datagrams_sent;
+            // The server's own SessionRequests go to the closed port until its connect times out,
+            // while it echoes.
+            let (attempt, ()) = future::zip(server.connect(dead), async {
+                for i in 0..40 {
+                    conn.send(message(0, i)).await.unwrap();
+                    assert_eq!(conn.recv().await.unwrap(), message(0, i));
+                    sleep::<R>(Duration::from_millis(25)).await;
+                }
+            })
+            .await;
+            assert!(attempt.is_err(), "{attempt:?}");
+            assert!(server.stats().datagrams_sent >= sent_before + 2);
+            conn.send(message(1, 0)).await.unwrap();
+            assert_eq!(conn.recv().await.unwrap(), message(1, 0));
+        },
+    )
+    .await;
+    server.close(DisconnectReason::ManagerDeleted);
+    within::<R, _>(Duration::from_secs(5), "idle", server.wait_idle()).await;
+}

@@ -87,6 +87,9 @@ pub struct NetStats {
     pub delivered: u64,
 }
 
+/// See [`Pair::drop_to_server`].
+pub type DropFilter = Box<dyn FnMut(&[u8]) -> bool>;
+
 /// See [`Pair::server_hook`].
 pub type ServerHook = Box<dyn FnMut(Instant, &mut Endpoint<u32>, u32, &[u8])>;
 
@@ -121,6 +124,11 @@ pub struct Pair {
     /// Called after each datagram the server handles, before anything is sent: `(now, server,
     /// source, datagram)`. Lets a test put a datagram in the same turn as one of the peer's.
     pub server_hook: Option<ServerHook>,
+    /// Datagrams from the client for which this returns true are lost on the way up (a test
+    /// loses one kind of packet on purpose).
+    pub drop_to_server: Option<DropFilter>,
+    /// Every datagram the client sent, when `log_datagrams` (lost ones too).
+    pub from_client_log: Vec<Vec<u8>>,
     rng: SplitMix64,
     flight: BinaryHeap<Reverse<InFlight>>,
     order: u64,
@@ -135,6 +143,20 @@ pub fn seed(default: u64) -> u64 {
         .unwrap_or(default);
     println!("seed = {seed} (replay with SOE_TEST_SEED={seed})");
     seed
+}
+
+/// A SessionRequest for the tests' application protocol with `session_id`: as a client, a
+/// restarted client, or a spoofer sends it.
+pub fn session_request(session_id: u32) -> Vec<u8> {
+    let mut wire = Vec::new();
+    soe_wire::Packet::SessionRequest(soe_wire::SessionRequest {
+        protocol_version: 3,
+        session_id,
+        udp_length: 512,
+        application_protocol: b"TestProto_1",
+    })
+    .encode(&mut wire);
+    wire
 }
 
 /// A server config with the application protocol the tests use.
@@ -185,6 +207,8 @@ impl Pair {
             nat: false,
             net: NetStats::default(),
             server_hook: None,
+            drop_to_server: None,
+            from_client_log: Vec::new(),
             rng: SplitMix64::new(seed),
             flight: BinaryHeap::new(),
             order: 0,
@@ -267,6 +291,15 @@ impl Pair {
             }
             while let Some(t) = self.client.poll_transmit(self.now, &mut self.buf) {
                 let data = self.buf[..t.len].to_vec();
+                if self.log_datagrams {
+                    self.from_client_log.push(data.clone());
+                }
+                if self.drop_to_server.as_mut().is_some_and(|f| f(&data)) {
+                    self.net.sent += 1;
+                    self.net.lost += 1;
+                    any = true;
+                    continue;
+                }
                 self.transmit(self.client_public, t.destination, data);
                 any = true;
             }
