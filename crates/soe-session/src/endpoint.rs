@@ -246,7 +246,8 @@ pub struct Endpoint<A: PeerAddress = SocketAddr> {
     shard: u32,
     origin: Option<Instant>,
     sessions: Slab<Entry<A>>,
-    by_addr: HashMap<A, usize>,
+    /// Every datagram's route: keyed foldhash ([`ShardGroup::address_hasher`]).
+    by_addr: HashMap<A, usize, foldhash::fast::SeedableRandomState>,
     by_id: HashMap<(u32, u32), usize>,
     timers: Deadlines,
     /// Sessions touched since they were last asked for their deadline (key, generation): each
@@ -292,6 +293,7 @@ impl<A: PeerAddress> Endpoint<A> {
             (None, None) => ShardGroup::new()?,
         };
         let shard = group.join();
+        let by_addr = HashMap::with_hasher(group.address_hasher());
         Ok(Self {
             recorder: Recorder::new(*config.recording()),
             config,
@@ -300,7 +302,7 @@ impl<A: PeerAddress> Endpoint<A> {
             shard,
             origin: None,
             sessions: Slab::new(),
-            by_addr: HashMap::new(),
+            by_addr,
             by_id: HashMap::new(),
             timers: Deadlines::default(),
             dirty: Vec::new(),
