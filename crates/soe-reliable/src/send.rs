@@ -341,7 +341,15 @@ impl Sender {
             return None;
         }
         let pto = self.pto(config);
-        let after_send = self.last_send?.checked_add(pto);
+        let last_send = self.last_send?;
+        let after_send = last_send.checked_add(pto);
+        // The oldest packet's own deadline is two probe timeouts after it went: when that was
+        // the last send, it comes after the probe timeout and need not be worked out.
+        if let (Some(at), Some(Some(oldest))) = (after_send, self.in_flight.front()) {
+            if oldest.last_sent >= last_send {
+                return Some(at);
+            }
+        }
         match (after_send, self.oldest_deadline(pto)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
