@@ -11,7 +11,7 @@
 //! filings outnumber the live sessions). After [`Deadlines::settle`] the top is exact: the
 //! earliest deadline of the sessions asked since they were last touched.
 //!
-//! Two heaps, and a session may have a filing in each: deadlines within [`NEAR_SPAN`] of the
+//! Two heaps, and a session may have a filing in each: deadlines within about [`NEAR_SPAN`] of the
 //! endpoint's latest `now` (the ack and probe timers that each message starts and its ack ends)
 //! in a small heap, the others (idle and keep-alive timers, one per session) in a large one. A
 //! message files the session in the small heap and leaves its filing in the large one; when the
@@ -76,9 +76,11 @@ impl Heap {
 pub(crate) struct Deadlines {
     /// Indexed by [`Heap`]: the near deadlines, and the far ones.
     heaps: [BinaryHeap<Reverse<Filing>>; 2],
-    /// A filing before this instant goes to the near heap ([`NEAR_SPAN`] after the latest
+    /// A filing before this instant goes to the near heap ([`NEAR_SPAN`] after a recent
     /// `now`).
     near_until: Option<Instant>,
+    /// When the near horizon moves next ([`Deadlines::set_now`]).
+    horizon_moves: Option<Instant>,
     /// The stamp of the next filing; stamps tell a session's current filings from its old ones
     /// (and from a removed session's whose slab key was reused).
     next_stamp: u32,
@@ -247,8 +249,14 @@ impl Deadlines {
     }
 
     /// Moves the near horizon: deadlines within [`NEAR_SPAN`] of `now` go to the near heap.
+    /// It moves in steps of a quarter of the span (one `Instant` addition a step, not one a
+    /// turn), so the horizon is between three quarters of the span and the span ahead.
     pub(crate) fn set_now(&mut self, now: Instant) {
+        if self.horizon_moves.is_some_and(|at| now < at) {
+            return;
+        }
         self.near_until = now.checked_add(NEAR_SPAN);
+        self.horizon_moves = now.checked_add(NEAR_SPAN / 4);
     }
 
     /// Files `key` under `at` in `heap` with a fresh stamp; returns what the session keeps (its
