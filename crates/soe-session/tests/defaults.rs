@@ -244,5 +244,8 @@ fn endpoint_defaults(table: &Table) {
         (r.session_budget(), r.endpoint_budget()),
         (64 * 1024, 64 * 1024 * 1024)
     );
-    documented("A recording's bytes", "64 KiB per session, 64 MiB per endpoint");
+    documented(
+        "A recording's bytes",
+        "64 KiB per session, 64 MiB per endpoint",
+    );
 }
