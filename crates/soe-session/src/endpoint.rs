@@ -1012,6 +1012,10 @@ impl<A: PeerAddress> Endpoint<A> {
     /// [`Endpoint::handle_timeout`] it prompts then runs nothing.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let filed = self.timers.next();
+        if self.dirty.is_empty() {
+            // The usual case: asked after the transmit pass, which asked every session.
+            return filed;
+        }
         self.dirty
             .iter()
             .filter_map(|&(key, generation)| {
