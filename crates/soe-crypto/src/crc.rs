@@ -84,6 +84,7 @@ impl CrcLength {
 
     /// Writes the truncated `crc` big endian into the start of `out` and returns the number of
     /// bytes written ([`CrcLength::get`]); the trailer is `out[..n]`.
+    #[inline]
     pub fn write(self, crc: u32, out: &mut [u8; 4]) -> usize {
         let n = self.get();
         let be = crc.to_be_bytes();
@@ -95,6 +96,7 @@ impl CrcLength {
 
     /// Reads a big-endian trailer of this length from `bytes` (which must be exactly
     /// [`CrcLength::get`] bytes long; shorter input reads as the value of the bytes present).
+    #[inline]
     pub fn read(self, bytes: &[u8]) -> u32 {
         bytes
             .iter()

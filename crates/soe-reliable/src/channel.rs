@@ -25,6 +25,15 @@ pub(crate) struct Opcodes {
     pub(crate) ack_all: u16,
 }
 
+/// The earlier of two optional deadlines.
+#[inline]
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Appends `opcode | u16 sequence` (the sequence truncated to its wire width).
 pub(crate) fn put_header(out: &mut Vec<u8>, opcode: u16, sequence: u64) {
     out.extend_from_slice(&opcode.to_be_bytes());
@@ -98,6 +107,7 @@ impl ReliableChannel {
     }
 
     /// The channel number.
+    #[inline]
     pub fn channel(&self) -> Channel {
         self.channel
     }
@@ -115,6 +125,7 @@ impl ReliableChannel {
 
     /// Queues one application message. With an RC4 key it is encrypted now (one copy); without,
     /// the `Bytes` is kept as it is until it is written into a packet.
+    #[inline]
     pub fn send(&mut self, message: Bytes) -> Result<(), SendError> {
         if self.closed {
             return Err(SendError::Closed);
@@ -140,12 +151,20 @@ impl ReliableChannel {
         self.closed = true;
     }
 
+    /// Whether [`ReliableChannel::poll_message`] has a message.
+    #[inline]
+    pub fn has_message(&self) -> bool {
+        self.rx.has_message()
+    }
+
     /// The next received message, in order; each is delivered exactly once.
+    #[inline]
     pub fn poll_message(&mut self) -> Option<Bytes> {
         self.rx.poll_message()
     }
 
     /// Handles a ReliableData packet's `sequence` and data.
+    #[inline]
     pub fn handle_data(
         &mut self,
         now: Instant,
@@ -183,11 +202,12 @@ impl ReliableChannel {
     /// Handles a selective Acknowledge. Acks for sequences never sent, or already acknowledged,
     /// are ignored.
     pub fn handle_ack(&mut self, now: Instant, sequence: u16) {
-        self.tx.on_ack(now, sequence, &mut self.stats);
+        self.tx.on_ack(now, sequence, &self.config, &mut self.stats);
     }
 
     /// Handles an AcknowledgeAll: everything up to and including `sequence`. Stale acks and acks
     /// for sequences never sent are ignored.
+    #[inline]
     pub fn handle_ack_all(&mut self, now: Instant, sequence: u16) {
         self.tx
             .on_ack_all(now, sequence, &self.config, &mut self.stats);
@@ -198,9 +218,15 @@ impl ReliableChannel {
     /// AcknowledgeAll, selective Acknowledges, retransmissions, then new data within the
     /// congestion window. Once data has gone out, a delayed AcknowledgeAll is due at once, so
     /// the next call returns it to travel in the same datagram (piggybacked).
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
         if let Some(len) = self.rx.poll_ack(now, out, &self.ops, &mut self.stats) {
             return Some(len);
+        }
+        if !self.tx.has_pending() {
+            // Nothing to send: the answer without the packetizer's and the pacer's work.
+            self.tx.idle_poll();
+            return None;
         }
         let len = self.tx.poll_transmit(
             now,
@@ -215,21 +241,29 @@ impl ReliableChannel {
         Some(len)
     }
 
+    /// Whether [`ReliableChannel::poll_transmit`] may have a packet now or later without any
+    /// other call in between: an ack owed, a resend or a message waiting. An over-estimate
+    /// (an ack not yet due, a window that is full), never short of it.
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        self.rx.owes_ack() || self.tx.has_pending()
+    }
+
     /// The earliest timer: delayed cumulative ack, delivery of a packet held for lack of room
     /// (due once the application has taken enough messages), loss detection (a loss candidate's time
     /// threshold, or the probe timeout), the pacer releasing a held-back packet, or the
     /// unacknowledged limit.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [
+        let rx = earlier(
             self.rx.ack_deadline(),
             self.rx.resume_deadline(&self.config),
+        );
+        let tx = earlier(
             self.tx.loss_deadline(&self.config),
             self.tx.pacing_deadline(),
-            self.tx.give_up_deadline(&self.config),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        );
+        earlier(earlier(rx, tx), self.tx.give_up_deadline(&self.config))
     }
 
     /// Runs the timers due at `now`; an early call does nothing. Fails with

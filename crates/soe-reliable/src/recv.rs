@@ -142,6 +142,10 @@ impl Receiver {
         }
     }
 
+    pub(crate) fn has_message(&self) -> bool {
+        !self.delivered.is_empty()
+    }
+
     pub(crate) fn poll_message(&mut self) -> Option<Bytes> {
         let message = self.delivered.pop_front()?;
         self.delivered_bytes -= message.len();
@@ -471,6 +475,11 @@ impl Receiver {
         if let Some(due) = self.ack_all_due.as_mut() {
             *due = (*due).min(now);
         }
+    }
+
+    /// Whether an ack is owed, due now or later (an over-estimate of [`Receiver::poll_ack`]).
+    pub(crate) fn owes_ack(&self) -> bool {
+        self.ack_all_due.is_some() || !self.selective.is_empty()
     }
 
     /// Writes a due cumulative ack, or a selective one.

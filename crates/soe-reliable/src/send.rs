@@ -161,6 +161,9 @@ pub(crate) struct Sender {
     /// Extra wait before a packet is declared lost, grown when such a declaration was spurious.
     reorder_extra: Duration,
     rtt: RttEstimator,
+    /// The probe timeout before backoff, as [`RttEstimator::pto`] gives it for the current
+    /// estimate: computed again whenever the estimate changes, not at every deadline asked.
+    base_pto: Duration,
     congestion: Congestion,
     pacer: Pacer,
     /// When the pacer next allows a packet, while it is what holds one back.
@@ -220,6 +223,7 @@ impl Sender {
             reorder_extra: Duration::ZERO,
             last_timeout: None,
             rtt: RttEstimator::new(),
+            base_pto: base_pto(&RttEstimator::new(), config),
             congestion: Congestion::new(config.initial_send_window, config.max_send_window),
             pacer: Pacer::new(),
             paced_until: None,
@@ -302,13 +306,11 @@ impl Sender {
     /// The probe timeout for the current backoff: the measured one doubled per timeout in a row,
     /// at most `max_rto`.
     fn pto(&self, config: &ReliableConfig) -> Duration {
-        let base = self.rtt.pto(
-            config.initial_rto,
-            config.min_rto,
-            config.max_rto,
-            config.max_ack_delay,
-        );
-        base.checked_mul(1u32 << self.pto_count.min(16))
+        if self.pto_count == 0 {
+            return self.base_pto.min(config.max_rto);
+        }
+        self.base_pto
+            .checked_mul(1u32 << self.pto_count.min(16))
             .unwrap_or(config.max_rto)
             .min(config.max_rto)
     }
@@ -338,8 +340,17 @@ impl Sender {
         if self.flight == 0 && self.sacked == 0 {
             return None;
         }
-        let after_send = self.last_send?.checked_add(self.pto(config));
-        match (after_send, self.oldest_deadline(config)) {
+        let pto = self.pto(config);
+        let last_send = self.last_send?;
+        let after_send = last_send.checked_add(pto);
+        // The oldest packet's own deadline is two probe timeouts after it went: when that was
+        // the last send, it comes after the probe timeout and need not be worked out.
+        if let (Some(at), Some(Some(oldest))) = (after_send, self.in_flight.front()) {
+            if oldest.last_sent >= last_send {
+                return Some(at);
+            }
+        }
+        match (after_send, self.oldest_deadline(pto)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -349,9 +360,8 @@ impl Sender {
     /// two probe timeouts after it last went. Every send restarts the probe timer, so without
     /// this a stream of selective acks (forged, or real ones behind a lost packet) that keeps
     /// other packets going would leave the oldest unsent until UnacknowledgedTimeout.
-    fn oldest_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
+    fn oldest_deadline(&self, pto: Duration) -> Option<Instant> {
         let oldest = self.in_flight.front()?.as_ref()?;
-        let pto = self.pto(config);
         let due = oldest.last_sent.checked_add(pto.saturating_mul(2))?;
         // A resend the window or the pacer holds back must not leave the deadline in the past
         // (the caller would be woken at the same instant forever): a probe timeout after the
@@ -450,6 +460,21 @@ impl Sender {
     /// Whether an ack elicitor is out and not cumulatively acknowledged.
     fn behind_elicitor(&self) -> bool {
         self.elicitor_at.is_some_and(|e| e >= self.base)
+    }
+
+    /// Whether [`Sender::poll_transmit`] may have a packet: a resend queued, a message (or the
+    /// rest of one) waiting, or an ack elicitor due. An over-estimate, never short of it.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.resend.is_empty()
+            || !self.queue.is_empty()
+            || self.fragmenting.is_some()
+            || self.elicit
+    }
+
+    /// What [`Sender::poll_transmit`] does when nothing is pending (no packet, and nothing the
+    /// pacer holds back), without consulting the pacer.
+    pub(crate) fn idle_poll(&mut self) {
+        self.paced_until = None;
     }
 
     /// Writes one retransmission or one new data packet.
@@ -707,12 +732,19 @@ impl Sender {
         if let Some(waited) = oldest_wait {
             self.rtt.on_ack_wait(waited, config.max_ack_delay);
         }
+        self.base_pto = base_pto(&self.rtt, config);
     }
 
     /// Handles a selective Acknowledge: the packet counts as delivered for the window, the
     /// round trip and loss detection, but stays until a cumulative ack covers it
     /// ([`InFlight::sacked`]).
-    pub(crate) fn on_ack(&mut self, now: Instant, sequence: u16, stats: &mut ChannelStats) {
+    pub(crate) fn on_ack(
+        &mut self,
+        now: Instant,
+        sequence: u16,
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) {
         stats.acks_received += 1;
         let found = expand(self.base, sequence)
             .filter(|s| (self.base..self.next).contains(s))
@@ -738,6 +770,7 @@ impl Sender {
             *slot = Some(packet);
         }
         self.after_ack(now, sequence, 1, sample, false, stats);
+        self.base_pto = base_pto(&self.rtt, config);
     }
 
     /// Bookkeeping for one newly acknowledged packet: the window count, the RACK send time, and
@@ -836,6 +869,9 @@ impl Sender {
     /// resent each time a later packet is lost.
     fn detect_losses(&mut self, now: Instant, stats: &mut ChannelStats) {
         self.loss_time = None;
+        if self.in_flight.is_empty() {
+            return;
+        }
         let (Some(rack), Some(delay)) = (self.rack_sent, self.rtt.loss_delay(self.reorder_extra))
         else {
             return;
@@ -910,7 +946,10 @@ impl Sender {
         if self.probe_deadline(config).is_none_or(|d| d > now) {
             return Ok(());
         }
-        if self.oldest_deadline(config).is_some_and(|d| d <= now) {
+        if self
+            .oldest_deadline(self.pto(config))
+            .is_some_and(|d| d <= now)
+        {
             // The oldest packet is overdue: this expiry is a retransmission timeout.
             self.pto_count = self.pto_count.max(1);
         }
@@ -931,12 +970,7 @@ impl Sender {
         config: &ReliableConfig,
         stats: &mut ChannelStats,
     ) {
-        let base_pto = self.rtt.pto(
-            config.initial_rto,
-            config.min_rto,
-            config.max_rto,
-            config.max_ack_delay,
-        );
+        let base_pto = self.base_pto;
         self.pto_count = self.pto_count.saturating_add(1);
         stats.probes += 1;
         // The timer restarts from its expiry (backed off), whatever this expiry manages to
@@ -1115,6 +1149,16 @@ impl Sender {
         self.rto_cursor = Some(base + index as u64);
         self.queue_behind_oldest(index)
     }
+}
+
+/// The probe timeout before backoff for `rtt`'s estimate (see [`RttEstimator::pto`]).
+fn base_pto(rtt: &RttEstimator, config: &ReliableConfig) -> Duration {
+    rtt.pto(
+        config.initial_rto,
+        config.min_rto,
+        config.max_rto,
+        config.max_ack_delay,
+    )
 }
 
 /// Appends one Group item: its length (the Group varint, written here because

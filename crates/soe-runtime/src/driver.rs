@@ -88,7 +88,9 @@ impl Driver {
     /// Reads up to [`RECV_BUDGET`] datagrams into the protocol endpoint; returns how many.
     fn receive(&mut self, cx: &mut Context<'_>, socket: &dyn AsyncUdpSocket) -> usize {
         let mut received = 0;
-        while received < RECV_BUDGET {
+        // The loop's socket knows when a receive would find nothing (no readiness since its
+        // last short batch): the 32 buffers are then not set up at all.
+        while received < RECV_BUDGET && socket.may_be_readable() {
             let filled = {
                 let mut chunks = self.recv_buf.chunks_mut(self.slot_size);
                 let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
@@ -229,7 +231,12 @@ impl Future for Driver {
         let now = this.runtime.now();
         let shared = this.shared.clone();
         let mut state = shared.lock();
-        if state.proto.poll_timeout().is_some_and(|t| t <= now) {
+        // The deadline the timer was armed with at the end of the last wake-up (or since, by a
+        // handle's call that moved it earlier) decides: asking the endpoint here would ask
+        // every session this wake-up's datagrams touched, which it does anyway, once, after the
+        // transmit pass. A deadline those datagrams moved earlier and that is already due shows
+        // at the end of this wake-up, which then comes round again at once.
+        if state.armed.is_some_and(|t| t <= now) {
             state.proto.handle_timeout(now);
         }
         state.route_events(now);
@@ -252,11 +259,11 @@ impl Future for Driver {
             state.idle_wakers.wake_all();
         }
         let deadline = state.proto.poll_timeout();
+        state.armed = deadline;
         drop(state);
 
         if let Some(deadline) = deadline {
             if this.timer_deadline != Some(deadline) {
-                shared.lock().armed = Some(deadline);
                 match this.timer.as_mut() {
                     Some(timer) => timer.as_mut().reset(deadline),
                     None => this.timer = Some(this.runtime.new_timer(deadline)),

@@ -490,6 +490,10 @@ impl AsyncUdpSocket for LoopSocket {
     fn max_receive_segments(&self) -> usize {
         self.io.gro_segments()
     }
+
+    fn may_be_readable(&self) -> bool {
+        self.readable.load(Ordering::Relaxed)
+    }
 }
 
 /// The loop's "runtime": a clock and a timer that is due once its deadline passed (the loop

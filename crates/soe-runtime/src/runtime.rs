@@ -171,4 +171,13 @@ pub trait AsyncUdpSocket: Send + Sync + Debug + 'static {
     fn max_receive_segments(&self) -> usize {
         1
     }
+
+    /// `false` only when the socket knows that no datagram waits and that
+    /// [`poll_recv`](Self::poll_recv) would return `Pending` without registering anything (a
+    /// socket whose readiness its owner polls itself, as the blocking event loop's); the
+    /// driver then skips setting up its receive buffers for nothing. The default, `true`, is
+    /// right for every socket: `poll_recv` is then always asked.
+    fn may_be_readable(&self) -> bool {
+        true
+    }
 }

@@ -249,7 +249,8 @@ pub(crate) struct State {
     /// Datagrams such a send took from the protocol endpoint that the socket would not take
     /// yet: the driver sends them before anything else.
     pub(crate) deferred: Option<TxBatch>,
-    /// The deadline the driver's timer is set for (`None`: no timer).
+    /// The endpoint's next deadline as the driver's last wake-up left it, which its timer is
+    /// set for (`None`: no deadline); a wake-up runs the timers when it has passed.
     pub(crate) armed: Option<Instant>,
     /// Set while a [`SendBatch`](crate::SendBatch) queues messages: its sends do not wake the
     /// driver (the batch sends from the calling thread when it ends).

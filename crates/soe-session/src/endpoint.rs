@@ -12,7 +12,7 @@ use slab::Slab;
 use soe_wire::{Channel, DisconnectReason, Packet};
 use tracing::{Level, debug, info, warn};
 
-use crate::deadlines::{Deadlines, Filed};
+use crate::deadlines::{Deadlines, Records, TimerRecord};
 use crate::limits::Keys;
 use crate::recorder::Recorder;
 use crate::session::{Scratch, check_request, encode_refusal};
@@ -195,11 +195,14 @@ struct LogThrottles {
     replaced: LogThrottle,
 }
 
-/// Whether `stamp` is the current filing of session `key` in the timer set.
-fn is_current<A>(sessions: &Slab<Entry<A>>, key: usize, stamp: u32) -> bool {
-    sessions
-        .get(key)
-        .is_some_and(|e| e.filed.at.is_some() && e.filed.stamp == stamp)
+impl<A> Records for Slab<Entry<A>> {
+    fn record(&mut self, key: usize) -> Option<&mut TimerRecord> {
+        self.get_mut(key).map(|e| &mut e.timer)
+    }
+
+    fn live(&self) -> usize {
+        self.len()
+    }
 }
 
 /// One slab entry.
@@ -208,8 +211,9 @@ struct Entry<A> {
     session: Session,
     remote: A,
     generation: u32,
-    /// The deadline under which the entry is filed in the timer set, and the filing's stamp.
-    filed: Filed,
+    /// Its filing in the timer set, its deadline when last asked, and whether a call touched
+    /// it since.
+    timer: TimerRecord,
     in_tx: bool,
     in_ev: bool,
     half_open: bool,
@@ -242,9 +246,14 @@ pub struct Endpoint<A: PeerAddress = SocketAddr> {
     shard: u32,
     origin: Option<Instant>,
     sessions: Slab<Entry<A>>,
-    by_addr: HashMap<A, usize>,
+    /// Every datagram's route: keyed foldhash ([`ShardGroup::address_hasher`]).
+    by_addr: HashMap<A, usize, foldhash::fast::SeedableRandomState>,
     by_id: HashMap<(u32, u32), usize>,
     timers: Deadlines,
+    /// Sessions touched since they were last asked for their deadline (key, generation): each
+    /// is asked once, at the end of the turn ([`Endpoint::poll_transmit`] returning `None`) or
+    /// when the timers run.
+    dirty: Vec<(usize, u32)>,
     tx_queue: VecDeque<(usize, u32)>,
     ev_queue: VecDeque<(usize, u32)>,
     half_open: VecDeque<(usize, u32)>,
@@ -284,6 +293,7 @@ impl<A: PeerAddress> Endpoint<A> {
             (None, None) => ShardGroup::new()?,
         };
         let shard = group.join();
+        let by_addr = HashMap::with_hasher(group.address_hasher());
         Ok(Self {
             recorder: Recorder::new(*config.recording()),
             config,
@@ -292,9 +302,10 @@ impl<A: PeerAddress> Endpoint<A> {
             shard,
             origin: None,
             sessions: Slab::new(),
-            by_addr: HashMap::new(),
+            by_addr,
             by_id: HashMap::new(),
             timers: Deadlines::default(),
+            dirty: Vec::new(),
             tx_queue: VecDeque::new(),
             ev_queue: VecDeque::new(),
             half_open: VecDeque::new(),
@@ -942,7 +953,8 @@ impl<A: PeerAddress> Endpoint<A> {
     }
 
     /// Writes the next datagram into `buf` (cleared first). Only sessions touched since their
-    /// last empty poll are visited, round-robin, one datagram at a time.
+    /// last empty poll are visited, round-robin, one datagram at a time. The `None` that ends
+    /// the turn also asks every session touched during it for its deadline (once each).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit<A>> {
         buf.clear();
         self.recorder.tick(now);
@@ -969,44 +981,64 @@ impl<A: PeerAddress> Endpoint<A> {
                     let destination = e.remote;
                     let sent = buf.get(..len).unwrap_or_default();
                     self.recorder.sent(key, generation, now, sent);
-                    // Round-robin: this session goes to the back.
+                    // Round-robin: this session goes to the back, if it may have more.
                     self.tx_queue.pop_front();
-                    self.tx_queue.push_back((key, generation));
-                    self.refile(key);
+                    if e.session.may_transmit() {
+                        self.tx_queue.push_back((key, generation));
+                    } else {
+                        e.in_tx = false;
+                    }
+                    self.mark(key);
                     self.stats.datagrams_sent += 1;
                     return Some(Transmit { destination, len });
                 }
                 None => {
                     e.in_tx = false;
                     self.tx_queue.pop_front();
-                    self.refile(key);
+                    // Even an empty poll may move a deadline (a close finished, the pacer).
+                    self.mark(key);
                 }
             }
         }
+        self.timers.set_now(now);
+        self.ask_touched();
         None
     }
 
-    /// The earliest deadline of any session.
+    /// The earliest deadline of any session: exact once [`Endpoint::poll_transmit`] has
+    /// returned `None` (it is then the top of the timer set). Called before, it also asks the
+    /// sessions touched since, so it is never later than a deadline that is due; it may be
+    /// earlier (a touched session's old filing counts until the session is asked), and the
+    /// [`Endpoint::handle_timeout`] it prompts then runs nothing.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next()
+        let filed = self.timers.next();
+        if self.dirty.is_empty() {
+            // The usual case: asked after the transmit pass, which asked every session.
+            return filed;
+        }
+        self.dirty
+            .iter()
+            .filter_map(|&(key, generation)| {
+                let e = self.sessions.get(key)?;
+                (e.generation == generation && e.timer.dirty).then_some(e)?;
+                e.session.poll_timeout()
+            })
+            .chain(filed)
+            .min()
     }
 
-    /// Runs the timers of the sessions due at `now`, and only those.
+    /// Runs the timers of the sessions due at `now`, and only those (the sessions touched since
+    /// they were last asked are asked first).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.stats.timer_wakes += 1;
         self.recorder.tick(now);
+        self.timers.set_now(now);
+        self.ask_touched();
         let mut due = std::mem::take(&mut self.due);
-        while let Some((key, stamp)) = self.timers.pop_due(now) {
-            if let Some(e) = self.sessions.get_mut(key) {
-                if e.filed.at.is_some() && e.filed.stamp == stamp {
-                    e.filed.at = None;
-                    due.push(key);
-                }
-            }
+        while let Some(key) = self.timers.pop_due(now, &mut self.sessions) {
+            due.push(key);
         }
-        let sessions = &self.sessions;
-        self.timers
-            .settle(|k, s| is_current(sessions, k, s), sessions.len());
+        self.timers.settle(&mut self.sessions);
         // Summing the channels' counters is only worth it when the event would be recorded.
         let watch_resends = tracing::enabled!(Level::WARN);
         for &key in &due {
@@ -1058,6 +1090,12 @@ impl<A: PeerAddress> Endpoint<A> {
             };
             if let Some(event) = e.session.poll_event() {
                 log_event(&e.remote, e.session.session_id(), &event);
+                // Off the queue at once when that was its last event (a finished session stays
+                // until the next call, which reaps it after the application saw its Closed).
+                if !e.session.has_events() && !e.session.is_drained() {
+                    e.in_ev = false;
+                    self.ev_queue.pop_front();
+                }
                 self.record_event(key, generation, &event);
                 return Some((handle(key, generation), event));
             }
@@ -1082,7 +1120,7 @@ impl<A: PeerAddress> Endpoint<A> {
             session,
             remote,
             generation: self.generation,
-            filed: Filed::default(),
+            timer: TimerRecord::default(),
             in_tx: false,
             in_ev: false,
             half_open,
@@ -1098,8 +1136,8 @@ impl<A: PeerAddress> Endpoint<A> {
         key
     }
 
-    /// After any call that touched a session: keep the indexes, the timer set and the queues in
-    /// step with it, and reap it when it is finished.
+    /// After any call that touched a session: keep the indexes and the queues in step with it,
+    /// mark it to be asked for its deadline, and reap it when it is finished.
     fn touched(&mut self, key: usize) {
         let Some(e) = self.sessions.get_mut(key) else {
             return;
@@ -1134,47 +1172,72 @@ impl<A: PeerAddress> Endpoint<A> {
             self.by_id
                 .insert((e.session.session_id(), e.session.crc_seed()), key);
         }
+        let mut grew = false;
         if !e.in_tx && e.session.may_transmit() {
             e.in_tx = true;
             self.tx_queue.push_back((key, e.generation));
+            grew = true;
         }
-        if !e.in_ev && e.session.is_surfaced() {
+        if !e.in_ev && e.session.is_surfaced() && e.session.has_events() {
             e.in_ev = true;
             self.ev_queue.push_back((key, e.generation));
+            grew = true;
         }
-        self.refile(key);
-        // Reaped sessions leave stale queue entries behind; if the application polls rarely
-        // during a flood of short-lived half-open sessions, drop them so the queues stay
-        // within a small multiple of the live sessions.
-        let bound = 2 * self.sessions.len() + 64;
-        if self.tx_queue.len() > bound {
-            let sessions = &self.sessions;
-            self.tx_queue
-                .retain(|&(k, g)| sessions.get(k).is_some_and(|e| e.generation == g));
+        // To be asked for its deadline at the end of the turn.
+        if !e.timer.dirty {
+            e.timer.dirty = true;
+            self.dirty.push((key, e.generation));
+            grew = true;
         }
-        if self.ev_queue.len() > bound {
-            let sessions = &self.sessions;
-            self.ev_queue
-                .retain(|&(k, g)| sessions.get(k).is_some_and(|e| e.generation == g));
+        if grew {
+            self.bound_queues();
         }
     }
 
-    /// Re-files a session in the timer set if its deadline changed.
-    fn refile(&mut self, key: usize) {
-        let Some(e) = self.sessions.get(key) else {
-            return;
-        };
-        let next = e.session.poll_timeout();
-        if next == e.filed.at {
-            return;
-        }
+    /// Reaped sessions leave stale queue entries behind; if the application polls rarely during
+    /// a flood of short-lived half-open sessions, this drops them so that the queues stay within
+    /// a small multiple of the live sessions.
+    fn bound_queues(&mut self) {
+        let bound = 2 * self.sessions.len() + 64;
         let sessions = &self.sessions;
-        let filed = self
-            .timers
-            .file(key, next, |k, s| is_current(sessions, k, s), sessions.len());
-        if let Some(e) = self.sessions.get_mut(key) {
-            e.filed = filed;
+        let live = |&(k, g): &(usize, u32)| sessions.get(k).is_some_and(|e| e.generation == g);
+        if self.tx_queue.len() > bound {
+            self.tx_queue.retain(live);
         }
+        if self.ev_queue.len() > bound {
+            self.ev_queue.retain(live);
+        }
+        if self.dirty.len() > bound {
+            self.dirty.retain(live);
+        }
+    }
+
+    /// Marks a session to be asked for its deadline at the end of the turn.
+    fn mark(&mut self, key: usize) {
+        if let Some(e) = self.sessions.get_mut(key) {
+            if !e.timer.dirty {
+                e.timer.dirty = true;
+                self.dirty.push((key, e.generation));
+            }
+        }
+    }
+
+    /// Asks every session touched since it was last asked for its deadline, once; files the
+    /// ones that moved earlier (see [`Deadlines`]).
+    fn ask_touched(&mut self) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        for (key, generation) in self.dirty.drain(..) {
+            let Some(e) = self.sessions.get_mut(key) else {
+                continue;
+            };
+            if e.generation == generation && e.timer.dirty {
+                let deadline = e.session.poll_timeout();
+                self.timers.update(key, &mut e.timer, deadline);
+            }
+        }
+        self.timers.settle(&mut self.sessions);
     }
 
     fn reap(&mut self, key: usize) {
@@ -1186,9 +1249,7 @@ impl<A: PeerAddress> Endpoint<A> {
         if e.charged {
             self.uncharge(e.remote);
         }
-        let sessions = &self.sessions;
-        self.timers
-            .settle(|k, s| is_current(sessions, k, s), sessions.len());
+        self.timers.settle(&mut self.sessions);
         if self.by_addr.get(&e.remote) == Some(&key) {
             self.by_addr.remove(&e.remote);
         }
@@ -1220,38 +1281,61 @@ impl<A: PeerAddress> Endpoint<A> {
         self.stats.reaped += 1;
     }
 
-    /// Audits the timer set (feature `testing`, for the simulator): every session is filed
-    /// under its current deadline and nothing else is; a session that is not finished has a
-    /// deadline. Returns what is wrong.
+    /// Audits the timer set (feature `testing`, for the simulator): every session touched since
+    /// it was last asked is marked to be asked; every other one has its current deadline on
+    /// record and is filed no later than it; a session that is not finished has a deadline;
+    /// [`Endpoint::poll_timeout`] is the earliest deadline of all. Returns what is wrong.
     #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn audit_timers(&self) -> Result<(), String> {
         for (key, e) in &self.sessions {
+            let id = e.session.session_id();
             let next = e.session.poll_timeout();
-            if e.filed.at != next {
+            if next.is_none() && !e.session.is_drained() {
                 return Err(format!(
-                    "session {key} (id {:#x}) is filed under {:?} but its deadline is {next:?}",
-                    e.session.session_id(),
-                    e.filed.at
-                ));
-            }
-            if e.filed.at.is_some() {
-                if !self.timers.contains(key, e.filed.stamp) {
-                    return Err(format!("session {key} is missing from the timer set"));
-                }
-            } else if !e.session.is_drained() {
-                return Err(format!(
-                    "session {key} (id {:#x}, {:?}) is not finished but has no deadline",
-                    e.session.session_id(),
+                    "session {key} (id {id:#x}, {:?}) is not finished but has no deadline",
                     e.session.state()
                 ));
             }
+            if e.timer.dirty {
+                if !self.dirty.contains(&(key, e.generation)) {
+                    return Err(format!(
+                        "session {key} (id {id:#x}) was touched but will not be asked"
+                    ));
+                }
+                continue;
+            }
+            if e.timer.deadline != next {
+                return Err(format!(
+                    "session {key} (id {id:#x}) has {:?} on record but its deadline is {next:?}",
+                    e.timer.deadline
+                ));
+            }
+            let Some(deadline) = next else {
+                continue;
+            };
+            if e.timer.filed_at().is_none_or(|at| at > deadline) {
+                return Err(format!(
+                    "session {key} (id {id:#x}) is filed under {:?}, after its deadline \
+                     {deadline:?}",
+                    e.timer.filed_at()
+                ));
+            }
+            for filed in e.timer.filings() {
+                if !self.timers.contains(key, filed.stamp) {
+                    return Err(format!("session {key} is missing from the timer set"));
+                }
+            }
         }
-        let earliest = self.sessions.iter().filter_map(|(_, e)| e.filed.at).min();
-        if self.timers.next() != earliest {
+        let earliest = self
+            .sessions
+            .iter()
+            .filter_map(|(_, e)| e.session.poll_timeout())
+            .min();
+        if self.poll_timeout() != earliest {
             return Err(format!(
-                "the timer set's earliest deadline is {:?}, the sessions' {earliest:?}",
-                self.timers.next()
+                "the endpoint's earliest deadline is {:?}, the sessions' {earliest:?}",
+                self.poll_timeout()
             ));
         }
         Ok(())
@@ -1264,9 +1348,7 @@ impl<A: PeerAddress> Endpoint<A> {
     pub fn plant_lost_deadline(&mut self, h: SessionHandle) {
         if let Some(key) = self.key_of(h) {
             self.timers.forget(key);
-            let sessions = &self.sessions;
-            self.timers
-                .settle(|k, s| is_current(sessions, k, s), sessions.len());
+            self.timers.settle(&mut self.sessions);
         }
     }
 

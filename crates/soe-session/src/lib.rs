@@ -24,10 +24,12 @@
 //!    `max_queued_messages` undelivered messages and stops acknowledging beyond that.
 //! 6. Sleep until [`Endpoint::poll_timeout`] or the next datagram, then start again.
 //!
-//! Every call that touches a session re-files it in the timer set only when its deadline
-//! changed, and marks it for transmission; `handle_timeout` visits only sessions that are due
-//! and `poll_transmit` only sessions that were touched, so the cost of a wake-up does not grow
-//! with the number of idle sessions.
+//! Every call that touches a session marks it; the `None` that ends step 4 asks each marked
+//! session for its deadline once, and files it in the timer set only when that deadline moved
+//! earlier (a later one waits lazily, as in s2n-quic's timer list). `handle_timeout` visits only
+//! sessions that are due and `poll_transmit` only sessions that may have something to send, so
+//! the cost of a wake-up does not grow with the number of idle sessions. `poll_timeout` is exact
+//! at step 6; asked before step 4 ends it also asks the marked sessions, so it is never late.
 //!
 //! A client and a server [`Session`] talking directly (an [`Endpoint`] adds the routing):
 //!

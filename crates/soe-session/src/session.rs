@@ -171,7 +171,9 @@ pub struct Session {
     remote_udp_length: u32,
     net_tick: u16,
     net_answer: Option<NetAnswer>,
-    framer: Option<Framer>,
+    /// Boxed: it is taken out and put back around every datagram handled, and a pointer moves
+    /// cheaper than the framer.
+    framer: Option<Box<Framer>>,
     /// The framing the framer adds (kept apart: the framer is taken out while a datagram is
     /// handled, and a channel created then must see the same packet size).
     framing_overhead: u8,
@@ -415,7 +417,7 @@ impl Session {
     fn set_framer(&mut self, frame: FrameConfig) {
         let framer = Framer::new(frame);
         self.framing_overhead = u8::try_from(framer.overhead()).unwrap_or(u8::MAX);
-        self.framer = Some(framer);
+        self.framer = Some(Box::new(framer));
     }
 
     /// Sends the peer a Heartbeat, which a live peer answers: the check the endpoint makes
@@ -489,6 +491,15 @@ impl Session {
     /// Whether the application knows this session (it was, or will be, told by an event).
     pub(crate) fn is_surfaced(&self) -> bool {
         self.surfaced
+    }
+
+    /// Whether [`Session::poll_event`] may have an event (exact, and cheap).
+    pub(crate) fn has_events(&self) -> bool {
+        self.open_event
+            || self.closed_event
+            || self.data.as_deref().is_some_and(|d| {
+                !d.unreliable_in.is_empty() || d.channels.iter().flatten().any(|c| c.has_message())
+            })
     }
 
     /// Messages the reliable `channel` takes now.
@@ -761,16 +772,16 @@ impl Session {
         if !matches!(self.state, State::Connected | State::Closing) {
             return own;
         }
-        let channels = self
-            .data
+        let Some(d) = self.data.as_deref() else {
+            return own;
+        };
+        d.channels
             .iter()
-            .flat_map(|d| d.channels.iter().flatten())
-            .filter_map(|c| c.poll_timeout())
-            .min();
-        match (own, channels) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            .flatten()
+            .fold(own, |min, c| match (min, c.poll_timeout()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            })
     }
 
     /// Runs the timers due at `now`. A call before any deadline does nothing.
@@ -1706,11 +1717,26 @@ impl Session {
         buf.len()
     }
 
-    /// Whether [`Session::poll_transmit`] may have something (a cheap over-estimate: the
-    /// channels are asked only by polling).
+    /// Whether [`Session::poll_transmit`] may have something: a control packet pending, or a
+    /// packet, a message or an ack waiting on the data path (a cheap over-estimate: an ack not
+    /// yet due, a full window). A closing session always may: polling is what finds a close
+    /// waiting only for unreliable messages done.
     pub(crate) fn may_transmit(&self) -> bool {
-        self.pending != 0
-            || (matches!(self.state, State::Connected | State::Closing) && self.data.is_some())
+        if self.pending != 0 {
+            return true;
+        }
+        let Some(d) = self.data.as_deref() else {
+            return false;
+        };
+        match self.state {
+            State::Closing => true,
+            State::Connected => {
+                !d.carry.is_empty()
+                    || !d.unreliable_out.is_empty()
+                    || d.channels.iter().flatten().any(|c| c.has_pending())
+            }
+            _ => false,
+        }
     }
 }
 

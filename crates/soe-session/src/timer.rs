@@ -38,11 +38,15 @@ impl Timer {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TimerTable {
     data: [Option<Instant>; Timer::COUNT],
+    /// Bit `t` set when timer `t` is (so that the minimum looks at those only: a session
+    /// usually runs one or two).
+    set: u8,
 }
 
 impl TimerTable {
     pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
         self.data[timer as usize] = Some(at);
+        self.set |= 1 << timer as u8;
     }
 
     #[cfg(test)]
@@ -52,22 +56,33 @@ impl TimerTable {
 
     pub(crate) fn stop(&mut self, timer: Timer) {
         self.data[timer as usize] = None;
+        self.set &= !(1 << timer as u8);
     }
 
     pub(crate) fn stop_all(&mut self) {
         self.data = Default::default();
+        self.set = 0;
     }
 
     /// The earliest deadline.
     pub(crate) fn next(&self) -> Option<Instant> {
-        self.data.iter().flatten().min().copied()
+        let mut set = self.set;
+        let mut min: Option<Instant> = None;
+        while set != 0 {
+            let t = set.trailing_zeros() as usize;
+            set &= set - 1;
+            if let Some(&Some(at)) = self.data.get(t) {
+                min = Some(min.map_or(at, |m| m.min(at)));
+            }
+        }
+        min
     }
 
     /// Clears and returns whether `timer` is due at `now`.
     pub(crate) fn expire(&mut self, timer: Timer, now: Instant) -> bool {
         match self.data[timer as usize] {
             Some(at) if at <= now => {
-                self.data[timer as usize] = None;
+                self.stop(timer);
                 true
             }
             _ => false,

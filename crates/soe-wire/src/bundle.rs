@@ -164,6 +164,7 @@ impl MultiPacketWriter {
     }
 
     /// Changes the budget; takes effect for the next push.
+    #[inline]
     pub fn set_budget(&mut self, budget: usize) {
         self.budget = budget;
     }
@@ -174,11 +175,13 @@ impl MultiPacketWriter {
     }
 
     /// The bytes the wrapped MultiPacket holds now (0 when empty).
+    #[inline]
     pub fn len(&self) -> usize {
         self.buf.len()
     }
 
     /// Whether a sub-packet of `len` bytes would fit now (it must be 1 to 255 bytes).
+    #[inline]
     pub fn fits(&self, len: usize) -> bool {
         let used = if self.buf.is_empty() {
             MULTI_HEADER.len()
@@ -193,6 +196,7 @@ impl MultiPacketWriter {
     /// A 255-byte sub-packet must start with `0x00` (every opcode does): readers tell a one-byte
     /// length of 255 from the wide-length marker by that byte, so a 255-byte unreliable message
     /// is refused.
+    #[inline]
     pub fn push(&mut self, sub_packet: &[u8]) -> bool {
         let len = sub_packet.len();
         if !self.fits(len) || (len == MAX_SUB_PACKET && !unambiguous(sub_packet.first().copied())) {
@@ -220,6 +224,7 @@ impl MultiPacketWriter {
     }
 
     /// Writes the header if needed and the length byte of an entry known to fit.
+    #[inline]
     fn start_entry(&mut self, len: usize) {
         if self.buf.is_empty() {
             self.buf.extend_from_slice(&MULTI_HEADER);
@@ -230,11 +235,13 @@ impl MultiPacketWriter {
     }
 
     /// Sub-packets held.
+    #[inline]
     pub fn count(&self) -> usize {
         self.count
     }
 
     /// Whether nothing is held.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

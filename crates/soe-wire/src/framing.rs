@@ -123,6 +123,7 @@ impl Framer {
     }
 
     /// The config this framer applies.
+    #[inline]
     pub fn config(&self) -> &FrameConfig {
         &self.config
     }

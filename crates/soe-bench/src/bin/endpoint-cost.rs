@@ -91,7 +91,11 @@ struct World {
     up: VecDeque<(u32, Vec<u8>)>,
     down: VecDeque<(u32, Vec<u8>)>,
     now: Instant,
+    /// The server's next deadline, as its last turn left it (what a driver arms its timer with).
+    server_deadline: Option<Instant>,
     buf: Vec<u8>,
+    /// What the server's last turn sent, in buffers reused from turn to turn.
+    outbox: Outbox,
     counts: Counts,
     payload: Bytes,
 }
@@ -153,7 +157,9 @@ impl World {
             up: VecDeque::new(),
             down: VecDeque::new(),
             now: t0,
+            server_deadline: None,
             buf: Vec::with_capacity(2048),
+            outbox: Outbox::default(),
             counts: Counts::default(),
             payload: Bytes::from(vec![0x5Au8; 100]),
         }
@@ -171,7 +177,7 @@ impl World {
                 .push(Reverse((at, Item::ToServer(t.destination))));
         }
         let next_item = self.agenda.peek().map(|Reverse((t, _))| *t);
-        let server_deadline = self.server.poll_timeout();
+        let server_deadline = self.server_deadline;
         let client_deadline = self.clients.poll_timeout();
         let next = [next_item, server_deadline, client_deadline]
             .into_iter()
@@ -222,14 +228,20 @@ impl World {
 
     /// One wake-up of the server (counted inside the window), its datagrams put in flight.
     fn serve(&mut self, measured: bool, datagram: Option<(u32, Vec<u8>)>) {
-        let mut out = Vec::new();
+        let out = &mut self.outbox;
         let input = datagram.as_ref().map(|(from, d)| (*from, d.as_slice()));
         let (server, now, counts) = (&mut self.server, self.now, &mut self.counts);
-        if measured {
-            server_turn(server, now, input, counts, &mut out);
+        let timer_due = self.server_deadline.is_some_and(|d| d <= now);
+        let turn = Turn {
+            now,
+            datagram: input,
+            timer_due,
+        };
+        self.server_deadline = if measured {
+            server_turn(server, turn, counts, out)
         } else {
-            warm_turn(server, now, input, counts, &mut out);
-        }
+            warm_turn(server, turn, counts, out)
+        };
         deliver_down(&mut self.down, &mut self.agenda, self.now, out);
     }
 
@@ -278,66 +290,95 @@ impl World {
     }
 }
 
+/// The datagrams one turn of the server sent, kept as a driver keeps a send batch: the bytes
+/// one after the other in one buffer, and each datagram's destination and length. Its buffers
+/// are reused from turn to turn, so a turn allocates nothing.
+#[derive(Debug, Default)]
+struct Outbox {
+    /// The buffer `poll_transmit` writes into.
+    buf: Vec<u8>,
+    bytes: Vec<u8>,
+    sent: Vec<(u32, usize)>,
+}
+
 /// Puts the server's datagrams in flight to the clients.
 fn deliver_down(
     down: &mut VecDeque<(u32, Vec<u8>)>,
     agenda: &mut BinaryHeap<Reverse<(Instant, Item)>>,
     now: Instant,
-    out: Vec<(u32, Vec<u8>)>,
+    out: &Outbox,
 ) {
-    for (to, datagram) in out {
+    let mut at = 0;
+    for &(to, len) in &out.sent {
         agenda.push(Reverse((now + DELAY, Item::ToClient(to))));
-        down.push_back((to, datagram));
+        down.push_back((to, out.bytes[at..at + len].to_vec()));
+        at += len;
     }
 }
 
-/// One wake-up of the server inside the measured window (the only function callgrind counts).
+/// What one wake-up of the server is given.
+#[derive(Debug, Clone, Copy)]
+struct Turn<'a> {
+    now: Instant,
+    /// The datagram that woke it, if any.
+    datagram: Option<(u32, &'a [u8])>,
+    /// Whether the deadline its last turn left has come (a driver's timer fired).
+    timer_due: bool,
+}
+
+/// One wake-up of the server inside the measured window (the only function callgrind counts);
+/// returns the server's next deadline.
 #[inline(never)]
 fn server_turn(
     server: &mut Endpoint<u32>,
-    now: Instant,
-    datagram: Option<(u32, &[u8])>,
+    turn_: Turn<'_>,
     counts: &mut Counts,
-    out: &mut Vec<(u32, Vec<u8>)>,
-) {
-    turn(server, now, datagram, counts, out);
+    out: &mut Outbox,
+) -> Option<Instant> {
+    let next = turn(server, turn_, counts, out);
     // Keeps the two functions apart (identical ones may be folded into one symbol).
     black_box(1);
+    next
 }
 
 /// The same before the window (not counted).
 #[inline(never)]
 fn warm_turn(
     server: &mut Endpoint<u32>,
-    now: Instant,
-    datagram: Option<(u32, &[u8])>,
+    turn_: Turn<'_>,
     counts: &mut Counts,
-    out: &mut Vec<(u32, Vec<u8>)>,
-) {
-    turn(server, now, datagram, counts, out);
+    out: &mut Outbox,
+) -> Option<Instant> {
+    let next = turn(server, turn_, counts, out);
     black_box(2);
+    next
 }
 
-/// What a driver does on one wake-up: the datagram, the due deadlines, the events (each
-/// message echoed the way it came), then every datagram ready.
+/// What a driver does on one wake-up (soe-runtime's `Driver`): the datagram, the due deadlines
+/// (when the timer armed at the end of the last turn has fired), the events (each message
+/// echoed the way it came), every datagram ready, then the next deadline to arm the timer
+/// with.
 #[inline(always)]
 fn turn(
     server: &mut Endpoint<u32>,
-    now: Instant,
-    datagram: Option<(u32, &[u8])>,
+    turn: Turn<'_>,
     counts: &mut Counts,
-    out: &mut Vec<(u32, Vec<u8>)>,
-) {
-    if let Some((from, bytes)) = datagram {
+    out: &mut Outbox,
+) -> Option<Instant> {
+    let now = turn.now;
+    if let Some((from, bytes)) = turn.datagram {
         server.handle_datagram(now, from, bytes);
     }
-    if server.poll_timeout().is_some_and(|d| d <= now) {
+    if turn.timer_due {
         counts.server_timer_wakes += 1;
         server.handle_timeout(now);
     }
     counts.echoed += soe_bench::echo_events(server);
-    let mut buf = Vec::with_capacity(600);
-    while let Some(t) = server.poll_transmit(now, &mut buf) {
-        out.push((t.destination, black_box(buf[..t.len].to_vec())));
+    out.bytes.clear();
+    out.sent.clear();
+    while let Some(t) = server.poll_transmit(now, &mut out.buf) {
+        out.bytes.extend_from_slice(black_box(&out.buf[..t.len]));
+        out.sent.push((t.destination, t.len));
     }
+    server.poll_timeout()
 }
