@@ -196,10 +196,18 @@ pub(crate) fn host_soe() -> Result<PathBuf> {
 fn test_suites(wine: &Wine) -> Result<()> {
     let toolchain = Toolchain::BuildStd;
     let out = toolchain.out(Target::Win, "release");
-    let packages = ["soe-runtime", "soe-tokio", "soe-async-std", "soe-cli"];
+    let packages = [
+        "soe-winsock",
+        "soe-runtime",
+        "soe-tokio",
+        "soe-async-std",
+        "soe-cli",
+    ];
     let suite = |extra: &[&str]| {
         let mut c = toolchain.cargo(Target::Win, "test");
-        c.arg("--release");
+        // The doctests are left out: cargo runs them for the host only (they are the same
+        // examples on every platform, run on Linux by the `test` step).
+        c.args(["--release", "--no-fail-fast", "--tests"]);
         for p in packages {
             c.args(["-p", p]);
         }
