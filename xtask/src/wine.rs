@@ -146,6 +146,10 @@ impl Wine {
             "/f",
         ]);
         cmd::output(&mut version)?;
+        // Where Windows 10 has the real one: node.exe loads the addon with the addon's folder
+        // searched instead of its own, so a copy beside node.exe would not be found.
+        let system32 = wine.prefix.join("drive_c/windows/system32");
+        wine.beside(&system32)?;
         Ok(wine)
     }
 
