@@ -8,11 +8,12 @@ use crate::cmd::{self, format_duration};
 use crate::{Error, Result};
 
 /// The library crates, in dependency order: the ones `msrv` checks.
-pub(crate) const LIBRARY_CRATES: [&str; 8] = [
+pub(crate) const LIBRARY_CRATES: [&str; 9] = [
     "soe-crypto",
     "soe-wire",
     "soe-reliable",
     "soe-session",
+    "soe-winsock",
     "soe-runtime",
     "soe-tokio",
     "soe-async-std",

@@ -65,16 +65,19 @@ impl AsyncUdpSocket for Socket {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
+        // Receive first, and wait for readiness only once the socket is empty: async-io reports
+        // each readiness once, so waiting before every receive would cost one turn of the
+        // reactor per call (per datagram on the plain path, which is Windows' only path).
         loop {
-            ready!(self.io.poll_readable(cx))?;
             let socket = self.io.get_ref();
             match self
                 .state
                 .recv(socket.into(), bufs, meta, |buf| socket.recv_from(buf))
             {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 other => return Poll::Ready(other),
             }
+            ready!(self.io.poll_readable(cx))?;
         }
     }
 

@@ -66,13 +66,16 @@ impl Probe {
     /// Sends one probe and waits up to `wait` for a refusal: true when the port is closed.
     pub(crate) async fn refused(&self, wait: Duration) -> bool {
         if let Err(e) = self.socket.send(&[]).await {
-            return e.kind() == io::ErrorKind::ConnectionRefused;
+            return is_refusal(&e);
         }
         let mut buf = [0u8; 1];
         match tokio::time::timeout(wait, self.socket.recv(&mut buf)).await {
-            Ok(Err(e)) => e.kind() == io::ErrorKind::ConnectionRefused,
-            // No word within `wait`, or something answered the probe: the port is open.
-            Err(_) | Ok(Ok(_)) => false,
+            Ok(Err(e)) => is_refusal(&e),
+            // Something answered the probe: the port is open.
+            Ok(Ok(_)) => false,
+            // No word within `wait`: open, unless the refusal waits as the socket's pending
+            // error (wine 8 reports it there only, never on the receive).
+            Err(_) => matches!(self.socket.take_error(), Ok(Some(e)) if is_refusal(&e)),
         }
     }
 
@@ -87,6 +90,15 @@ impl Probe {
             }
         }
     }
+}
+
+/// A closed port's answer on a connected socket: `ConnectionRefused` on Unix, `WSAECONNRESET`
+/// (`ConnectionReset`) on Windows.
+fn is_refusal(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset
+    )
 }
 
 /// How long a server may stay silent (no SessionResponse, no echo) before a probe asks

@@ -347,6 +347,10 @@ fn ping_figures_are_the_round_trips_it_printed_and_host_names_work() {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "wine 8 never reports a closed port on a connected socket's receive (only through SO_ERROR, never cleared); Windows does"
+)]
 fn a_closed_port_and_a_vanished_server_are_said_so() {
     // Nothing on the port: said within a probe period or two, not after the connect timeout.
     let closed = {

@@ -71,6 +71,7 @@ impl Endpoint {
     /// handles wake the driver thread there with a datagram to the socket's own address).
     pub fn with_socket(socket: UdpSocket, config: Config) -> io::Result<Self> {
         socket.set_nonblocking(true)?;
+        crate::platform::quiet_closed_ports(&socket);
         let local_addr = socket.local_addr()?;
         let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));

@@ -79,6 +79,7 @@ impl<R: Runtime> Endpoint<R> {
         runtime: R,
     ) -> io::Result<Self> {
         socket.set_nonblocking(true)?;
+        crate::platform::quiet_closed_ports(&socket);
         let socket = runtime.wrap_udp_socket(socket)?;
         let local_addr = socket.local_addr()?;
         let proto = crate::shards::protocol_endpoint(&config, local_addr)?;

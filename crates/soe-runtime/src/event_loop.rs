@@ -110,6 +110,7 @@ impl EventLoop {
     pub fn with_io(socket: UdpSocket, io: UdpIo, config: Config) -> io::Result<Self> {
         let config = config.with_event_mode(EventMode::Stream);
         socket.set_nonblocking(true)?;
+        crate::platform::quiet_closed_ports(&socket);
         let local_addr = socket.local_addr()?;
         let (waiter, notify) = crate::platform::waker_pair(&socket)?;
         let wake = Arc::new(LoopWake {

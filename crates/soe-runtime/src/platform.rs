@@ -14,19 +14,23 @@
 //!   that run.
 //! * **A closed port comes back on the next receive.** Windows reports the ICMP port
 //!   unreachable of a datagram sent to a closed port as `WSAECONNRESET` on a later receive of
-//!   the (unconnected) socket; Linux reports it only on a connected socket. Turning it off
-//!   (`SIO_UDP_CONNRESET`) needs `WSAIoctl`, which no safe crate offers, so every receive path
-//!   takes such an error as concerning one datagram, counts it
-//!   ([`Endpoint::port_unreachable`](crate::Endpoint::port_unreachable)) and goes on.
+//!   the socket, connected or not; Linux reports it only on a connected socket. On Windows the
+//!   runtime turns that report off (`SIO_UDP_CONNRESET`, through `soe-winsock`) on every socket
+//!   that is not connected, so a server that answers a peer gone away hears nothing, as on
+//!   Linux; a connected client socket keeps it, as on Linux. Should a report come anyway (the
+//!   control code refused), every receive path takes it as concerning one datagram, counts it
+//!   ([`Endpoint::port_unreachable`](crate::Endpoint::port_unreachable)) and goes on. Wine 8
+//!   reports neither: an unconnected socket hears nothing, and a connected one only through
+//!   `SO_ERROR`, which wine never clears.
 //! * **A datagram longer than the buffer** is truncated silently on Linux but fails with
 //!   `WSAEMSGSIZE` on Windows; both drop it (every receive buffer is at least 9000 bytes, more
 //!   than any datagram an SOE peer sends). A send longer than UDP allows fails with `EMSGSIZE`
 //!   or `WSAEMSGSIZE`, and the driver drops that datagram alone.
 //! * **Sharing a port.** `SO_REUSEPORT` ([`SocketConfig::with_reuse_port`]) exists on Linux
 //!   and the BSDs only; elsewhere it is an [`io::ErrorKind::Unsupported`] error. A second bind
-//!   of a bound port fails everywhere. On Windows, a process of the same account that sets
-//!   `SO_REUSEADDR` could still bind it; `SO_EXCLUSIVEADDRUSE` would stop that, but like
-//!   `SIO_UDP_CONNRESET` it needs a raw `setsockopt` that neither socket2 nor std offers.
+//!   of a bound port fails everywhere. On Windows, another socket that sets `SO_REUSEADDR`
+//!   could still bind a port in use and take its datagrams: every socket the runtime binds sets
+//!   `SO_EXCLUSIVEADDRUSE` first (through `soe-winsock`), so that bind fails too.
 //! * **Kernel buffers.** Linux grants at most `net.core.rmem_max`/`wmem_max` (and reports
 //!   double what it keeps); Windows grants what is asked. Neither refusal is an error.
 //! * **The blocking drivers' wait and cross-thread wake-up.** On Unix
@@ -183,6 +187,37 @@ pub(crate) fn set_reuse_port(_socket: &Socket) -> io::Result<()> {
         io::ErrorKind::Unsupported,
         "SO_REUSEPORT (reuse_port, shards on one port) does not exist on this platform",
     ))
+}
+
+/// Windows: no other socket may bind this one's address, even with `SO_REUSEADDR`
+/// (`SO_EXCLUSIVEADDRUSE`, set before `bind`). Elsewhere a second bind fails without it.
+pub(crate) fn exclusive_address(socket: &Socket) -> io::Result<()> {
+    #[cfg(windows)]
+    {
+        soe_winsock::set_exclusive_addr_use(socket)
+    }
+    #[cfg(not(windows))]
+    {
+        let _ = socket;
+        Ok(())
+    }
+}
+
+/// Windows: a socket that is not connected stops hearing of closed ports
+/// (`SIO_UDP_CONNRESET` off), as on Linux; a connected one keeps hearing of its peer's. When
+/// the control code is refused the receive paths still take each report as one datagram's.
+pub(crate) fn quiet_closed_ports(socket: &UdpSocket) {
+    #[cfg(windows)]
+    if socket.peer_addr().is_err() {
+        if let Err(e) = soe_winsock::disable_udp_connreset(socket) {
+            tracing::debug!(
+                error = %e,
+                "SIO_UDP_CONNRESET refused: closed ports will be counted on receive"
+            );
+        }
+    }
+    #[cfg(not(windows))]
+    let _ = socket;
 }
 
 /// What a [`Waiter::wait`] saw.
@@ -403,6 +438,129 @@ mod tests {
         assert!(ready.readable);
         let mut buf = [0u8; 16];
         assert_eq!(socket.recv_from(&mut buf).unwrap().0, 5);
+    }
+
+    /// A socket bound as the runtime binds it, non-blocking, with closed ports quieted.
+    fn runtime_socket() -> UdpSocket {
+        let socket = crate::SocketConfig::default()
+            .bind("127.0.0.1:0".parse().unwrap())
+            .unwrap();
+        socket.set_nonblocking(true).unwrap();
+        quiet_closed_ports(&socket);
+        socket
+    }
+
+    /// Receives one datagram within 20 s (or the error of the first receive that fails).
+    fn recv_one(socket: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        let (waiter, _notify) = waker_pair(socket).unwrap();
+        let start = Instant::now();
+        loop {
+            match socket.recv_from(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => return other,
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "nothing came");
+            waiter.wait(socket, false, Some(Duration::from_millis(100)));
+        }
+    }
+
+    #[test]
+    fn a_receive_after_sending_to_a_closed_port_gets_the_next_datagram() {
+        let socket = runtime_socket();
+        let closed = bound().local_addr().unwrap();
+        socket.send_to(b"to nobody", closed).unwrap();
+        // A connected socket hears the same closed port: once it has, so has the ICMP answer
+        // to ours, sent before (Linux and Windows report it on the receive, wine 8 only
+        // through SO_ERROR).
+        let witness = bound();
+        witness.connect(closed).unwrap();
+        witness.send(b"to nobody").unwrap();
+        let start = Instant::now();
+        loop {
+            let heard = match witness.recv(&mut [0u8; 16]) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    witness.take_error().unwrap().is_some()
+                }
+                Err(e) => is_refusal(&e),
+                Ok(_) => panic!("a closed port answered"),
+            };
+            if heard {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "no ICMP answer");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Without SIO_UDP_CONNRESET off, Windows would fail this receive with WSAECONNRESET.
+        let peer = bound();
+        peer.send_to(b"next", socket.local_addr().unwrap()).unwrap();
+        let mut buf = [0u8; 16];
+        let (len, from) = recv_one(&socket, &mut buf).unwrap();
+        assert_eq!(
+            (&buf[..len], from),
+            (&b"next"[..], peer.local_addr().unwrap())
+        );
+    }
+
+    fn is_refusal(e: &io::Error) -> bool {
+        matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset
+        )
+    }
+
+    #[test]
+    fn no_other_socket_takes_a_bound_port_even_with_reuse_address() {
+        let ours = runtime_socket();
+        let addr = ours.local_addr().unwrap();
+        let thief = Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+        thief.set_reuse_address(true).unwrap();
+        // Windows lets this bind succeed unless the port's socket set SO_EXCLUSIVEADDRUSE.
+        let e = thief.bind(&addr.into()).unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                io::ErrorKind::AddrInUse | io::ErrorKind::PermissionDenied
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_datagram_longer_than_the_buffer_is_lost_alone() {
+        let socket = runtime_socket();
+        let peer = bound();
+        let to = socket.local_addr().unwrap();
+        peer.send_to(&[7u8; 3000], to).unwrap();
+        peer.send_to(b"next", to).unwrap();
+        let mut buf = [0u8; 100];
+        let first = recv_one(&socket, &mut buf);
+        if cfg!(windows) {
+            // WSAEMSGSIZE, the datagram dropped.
+            let e = first.unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(10040), "{e}");
+        } else {
+            // The first 100 bytes, the rest dropped.
+            assert_eq!(first.unwrap().0, 100);
+        }
+        let (len, _) = recv_one(&socket, &mut buf).unwrap();
+        assert_eq!(&buf[..len], b"next");
+    }
+
+    #[test]
+    fn a_send_longer_than_udp_allows_fails_alone() {
+        let socket = runtime_socket();
+        let peer = bound();
+        let to = peer.local_addr().unwrap();
+        let e = socket.send_to(&vec![0u8; 70_000], to).unwrap_err();
+        // EMSGSIZE (Linux 90) or WSAEMSGSIZE (10040).
+        let expected = if cfg!(windows) { 10040 } else { 90 };
+        if cfg!(any(windows, target_os = "linux")) {
+            assert_eq!(e.raw_os_error(), Some(expected), "{e}");
+        }
+        socket.send_to(b"next", to).unwrap();
+        let mut buf = [0u8; 16];
+        let (len, _) = recv_one(&peer, &mut buf).unwrap();
+        assert_eq!(&buf[..len], b"next");
     }
 
     #[test]

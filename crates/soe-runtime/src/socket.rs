@@ -78,6 +78,7 @@ impl SocketConfig {
         if self.reuse_port {
             crate::platform::set_reuse_port(&socket)?;
         }
+        crate::platform::exclusive_address(&socket)?;
         socket.bind(&addr.into())?;
         Ok(socket.into())
     }

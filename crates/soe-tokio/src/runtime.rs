@@ -59,7 +59,9 @@ impl Runtime for TokioRuntime {
         let connected = socket.peer_addr().is_ok();
         let _guard = handle.enter();
         let io = Arc::new(tokio::net::UdpSocket::from_std(socket)?);
-        let errors = connected.then(|| Mutex::new(Some(ErrorWait::new(io.clone()))));
+        // Windows reports a connected socket's closed port on the receive itself.
+        let errors =
+            (cfg!(unix) && connected).then(|| Mutex::new(Some(ErrorWait::new(io.clone()))));
         Ok(Arc::new(Socket { io, state, errors }))
     }
 }
@@ -83,9 +85,10 @@ struct Socket {
     io: Arc<tokio::net::UdpSocket>,
     /// quinn-udp's batched I/O, or the plain path where it cannot start.
     state: UdpIo,
-    /// Only for a socket connected to one peer, to which the system reports that peer's closed
-    /// port as a socket error. tokio's read readiness leaves errors out, so without this wait
-    /// the driver would only hear of one at its next send.
+    /// Only for a socket connected to one peer on Unix, to which the system reports that peer's
+    /// closed port as a socket error (Windows fails the next receive instead). tokio's read
+    /// readiness leaves errors out, so without this wait the driver would only hear of one at
+    /// its next send.
     errors: Option<Mutex<Option<ErrorWait>>>,
 }
 

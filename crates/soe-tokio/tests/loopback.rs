@@ -28,6 +28,10 @@ async fn connect_to_a_port_nobody_serves_times_out() {
 
 #[cfg(any(target_os = "linux", target_os = "android", windows))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    windows,
+    ignore = "wine 8 reports a connected UDP socket's closed port only through SO_ERROR, which it never clears; Windows reports it on the receive"
+)]
 async fn a_connected_socket_hears_a_closed_port() {
     scenarios::connected_socket_hears_a_closed_port::<R>().await;
 }

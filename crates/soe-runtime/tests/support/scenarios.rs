@@ -154,7 +154,13 @@ pub async fn echo_many<R: Runtime + Default>(clients: usize, messages: usize, rc
             };
             let receiver = async {
                 for i in 0..messages {
-                    let got = conn.recv().await.expect("connection closed early");
+                    let Some(got) = conn.recv().await else {
+                        panic!(
+                            "client {c}: connection closed early at message {i}: {:?}, {:?}",
+                            conn.close_reason(),
+                            conn.stats()
+                        );
+                    };
                     assert_eq!(got, message(c, i), "client {c} message {i} differs");
                     verified.fetch_add(1, Ordering::Relaxed);
                 }
