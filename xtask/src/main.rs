@@ -25,6 +25,7 @@ mod c_abi_install;
 mod ci;
 mod cmd;
 mod cross;
+mod cross_run;
 mod cross_tools;
 mod csharp;
 mod fuzz;
