@@ -250,6 +250,7 @@ pub(crate) fn prepare(target: Target) -> Result<Toolchain> {
     apt_install(&packages)?;
     if target == Target::LinuxMusl {
         musl_libunwind()?;
+        musl_libgcc_s()?;
     }
     if target.os() == Os::Macos {
         rust_objcopy()?;
@@ -321,15 +322,7 @@ fn musl_libunwind() -> Result<()> {
         return Ok(());
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
-    let mut print = Command::new("musl-gcc");
-    print.arg("-print-file-name=libgcc_eh.a");
-    let libgcc_eh = PathBuf::from(cmd::output(&mut print)?.trim());
-    if !libgcc_eh.is_absolute() || !libgcc_eh.is_file() {
-        return Err(Error::new(format!(
-            "GCC's libgcc_eh.a not found (musl-gcc printed {})",
-            libgcc_eh.display()
-        )));
-    }
+    let libgcc_eh = gcc_file("libgcc_eh.a")?;
     let _ = std::fs::remove_file(&archive);
     std::fs::copy(&libgcc_eh, &archive)
         .map_err(|e| Error::new(format!("copy {}: {e}", libgcc_eh.display())))?;
@@ -361,6 +354,37 @@ fn musl_libunwind() -> Result<()> {
         }
     );
     Ok(())
+}
+
+/// `target/cross/tools/musl/libgcc_s.so`, a link to the build machine's `libgcc_s.so.1`, for
+/// the musl builds without the static C runtime (the addon, `libsoe.so`): their standard
+/// library links GCC's unwinder as `-lgcc_s`, and musl-gcc's library path holds only GCC's
+/// `libgcc_s.so`, a linker script naming `libgcc_s.so.1` in a folder musl-gcc does not search.
+/// The file only names the library (its SONAME, `libgcc_s.so.1`) and the `GCC_*` symbol
+/// versions, which Alpine's `libgcc` provides; nothing of it is copied into the output.
+fn musl_libgcc_s() -> Result<()> {
+    let link = tools_dir().join("musl/libgcc_s.so");
+    if link.exists() {
+        return Ok(());
+    }
+    let real = gcc_file("libgcc_s.so.1")?;
+    let _ = std::fs::remove_file(&link);
+    symlink(&real, &link)
+}
+
+/// Where musl-gcc (GCC) finds its file `name`.
+fn gcc_file(name: &str) -> Result<PathBuf> {
+    let mut print = Command::new("musl-gcc");
+    print.arg(format!("-print-file-name={name}"));
+    let path = PathBuf::from(cmd::output(&mut print)?.trim());
+    if path.is_absolute() && path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::new(format!(
+            "GCC's {name} not found (musl-gcc printed {})",
+            path.display()
+        )))
+    }
 }
 
 /// `target/cross/tools/bin/rust-objcopy`, a link to LLVM's `llvm-objcopy`: rustc strips the
