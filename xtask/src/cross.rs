@@ -327,6 +327,9 @@ fn build_c_library(target: Target, toolchain: &Toolchain) -> Result<()> {
         };
         build.args(["-p", "soe-ffi", "--lib", "--profile", profile]);
         build.args(["--crate-type", crate_type]);
+        if crate_type == "cdylib" {
+            install_name(target, &mut build, "libsoe.dylib");
+        }
         run_step(target, &mut build)?;
     }
     let out = toolchain.out(target, profile);
@@ -359,6 +362,7 @@ fn build_addon(target: Target, toolchain: &Toolchain) -> Result<()> {
     // could not be loaded into it.
     let mut build = toolchain.cargo_loadable(target, "rustc");
     build.args(["--release", "-p", "soe-node", "--lib"]);
+    install_name(target, &mut build, &target.addon());
     if target == Target::Win {
         build.env("LIBNODE_PATH", cross_tools::libnode_dir()?);
     }
@@ -372,6 +376,15 @@ fn build_addon(target: Target, toolchain: &Toolchain) -> Result<()> {
         &toolchain.loadable_out(target, "release").join(built),
         &target.dist().join(target.addon()),
     )
+}
+
+/// On macOS, the install name of a library `cargo rustc` links (`@rpath/NAME`), instead of
+/// its path in this machine's build directory, which programs linked against it would record.
+fn install_name(target: Target, build: &mut Command, name: &str) {
+    if target.os() == Os::Macos {
+        build.args(["--", "-C"]);
+        build.arg(format!("link-arg=-Wl,-install_name,@rpath/{name}"));
+    }
 }
 
 fn run_step(target: Target, command: &mut Command) -> Result<()> {
@@ -415,6 +428,15 @@ pub(crate) fn check(target: Target) -> Result<()> {
         )));
     }
     check_needed(target, &soe, &shared, &addon)?;
+    if target.os() == Os::Macos {
+        let id = cross_tools::dylib_id(&shared)?.unwrap_or_default();
+        if id != "@rpath/libsoe.dylib" {
+            return Err(Error::new(format!(
+                "libsoe.dylib's install name is {id:?}, not @rpath/libsoe.dylib"
+            )));
+        }
+        println!("    libsoe.dylib: install name {id}");
+    }
     println!(
         "==> cross {}: {} formats; {} exports {soe_functions} soe_* functions; the addon exports \
          napi_register_module_v1",

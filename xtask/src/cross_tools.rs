@@ -546,13 +546,28 @@ pub(crate) fn needed(file: &Path) -> Result<Vec<String>> {
         return Ok(dlls);
     }
     let out = readobj(file, &["--needed-libs"])?;
+    // llvm-readobj lists a Mach-O library's own install name (LC_ID_DYLIB) among them.
+    let own = dylib_id(file)?;
     Ok(out
         .lines()
         .skip_while(|l| !l.contains("NeededLibraries ["))
         .skip(1)
         .take_while(|l| l.trim() != "]")
         .map(|l| l.trim().to_owned())
+        .filter(|l| Some(l) != own.as_ref())
         .collect())
+}
+
+/// A Mach-O library's install name (`llvm-objdump --macho --dylib-id`); none for other files.
+pub(crate) fn dylib_id(file: &Path) -> Result<Option<String>> {
+    if !file_format(file)?.starts_with("Mach-O") {
+        return Ok(None);
+    }
+    let mut objdump = Command::new("llvm-objdump");
+    objdump.args(["--macho", "--dylib-id"]).arg(file);
+    let out = cmd::output(&mut objdump)?;
+    // The first line names the file; the second, if any, is the id.
+    Ok(out.lines().nth(1).map(|l| l.trim().to_owned()))
 }
 
 /// Whether an ELF `file` names a program interpreter (`PT_INTERP`: the dynamic loader the
