@@ -1023,8 +1023,14 @@ fn v6(ip: IpAddr) -> Ipv6Addr {
 mod tests {
     use super::*;
 
+    /// A path of its own for each call: tests run in parallel, and two of them write samples.
     fn temp(name: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("soe-cli-capture-{}-{name}", std::process::id()))
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::env::temp_dir().join(format!(
+            "soe-dissect-capture-{}-{n}-{name}",
+            std::process::id()
+        ))
     }
 
     #[test]
