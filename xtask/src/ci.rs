@@ -470,9 +470,9 @@ mod tests {
                 "cargo xtask links",
                 "cargo deny check licenses bans sources",
                 "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \
-                 -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect -p soe-cli",
+                 -p soe-winsock -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect -p soe-cli",
                 "cargo +1.85 check --locked -p soe-crypto -p soe-wire -p soe-reliable \
-                 -p soe-session -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect \
+                 -p soe-session -p soe-winsock -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect \
                  --target-dir target/msrv",
             ]
         );
