@@ -216,8 +216,9 @@ pub(crate) fn chosen(picks: &[Pick]) -> Vec<Target> {
 }
 
 /// Builds and checks the artifacts of each target in `picks` (with `tests`, also runs the
-/// test suites of soe-session and soe-runtime where they can run: [`run_tests`]); every target
-/// is tried, and the run fails at the end if any failed.
+/// test suites of soe-session and soe-runtime where they can run:
+/// [`crate::cross_run::run_tests`]); every target is tried, and the run fails at the end if any
+/// failed.
 pub(crate) fn run(picks: &[Pick], tests: bool) -> Result<()> {
     let started = Instant::now();
     let mut failed = Vec::new();

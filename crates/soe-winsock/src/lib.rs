@@ -1,11 +1,11 @@
 //! The two Winsock socket options the SOE runtime sets on Windows, which no safe crate offers
 //! (socket2 0.6 and std have neither).
 //!
-//! * [`set_exclusive_addr_use`]: `SO_EXCLUSIVEADDRUSE`, set before `bind`. Without it, another
+//! * `set_exclusive_addr_use`: `SO_EXCLUSIVEADDRUSE`, set before `bind`. Without it, another
 //!   socket that sets `SO_REUSEADDR` may bind the same port and take datagrams meant for a
 //!   running server; with it, that bind fails with `WSAEADDRINUSE` (what a second bind does on
 //!   Linux).
-//! * [`disable_udp_connreset`]: `SIO_UDP_CONNRESET` off, after `bind`. Without it, each ICMP
+//! * `disable_udp_connreset`: `SIO_UDP_CONNRESET` off, after `bind`. Without it, each ICMP
 //!   port unreachable that answers a datagram sent to a closed port fails a later receive of
 //!   the (unconnected) UDP socket with `WSAECONNRESET`; Linux reports it only to a connected
 //!   socket.
