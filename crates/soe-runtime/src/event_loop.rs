@@ -75,7 +75,9 @@ pub struct EventLoop {
     core: Core,
     /// `None` once the driver finished (closed and no session left).
     driver: Option<Driver>,
-    io: Arc<LoopSocket>,
+    /// The socket, for the waits; `None` with the driver, so that the port is free once the
+    /// driver has stopped (as the driver and the shared state free their references then).
+    io: Option<Arc<LoopSocket>>,
     wake: Arc<LoopWake>,
     waker: Waker,
 }
@@ -139,7 +141,7 @@ impl EventLoop {
         Ok(Self {
             core: Core::new(shared, local_addr),
             driver: Some(driver),
-            io,
+            io: Some(io),
             wake,
             waker,
         })
@@ -256,15 +258,16 @@ impl EventLoop {
         let mut cx = Context::from_waker(&self.waker);
         if Pin::new(driver).poll(&mut cx).is_ready() {
             self.driver = None;
+            self.io = None;
         }
     }
 
     /// Blocks until the socket is readable (or writable, when a send was refused), the
     /// endpoint's next deadline, `until`, or a wake-up from another thread.
     fn block(&mut self, until: Option<Instant>) {
-        if self.driver.is_none() {
+        let Some(io) = self.io.as_ref() else {
             return;
-        }
+        };
         let deadline = self.core.shared().lock().proto.poll_timeout();
         let wake_at = match (deadline, until) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -279,9 +282,9 @@ impl EventLoop {
             // the socket (a receive that finds it empty costs what a zero-timeout poll would).
             // Otherwise a loop woken before every block (a host thread's sends, due timers)
             // would never read its socket again, acknowledgements included.
-            self.io.readable.store(true, Ordering::Relaxed);
+            io.readable.store(true, Ordering::Relaxed);
         } else {
-            self.io.wait(timeout);
+            io.wait(timeout);
         }
         self.wake.blocked.store(false, Ordering::SeqCst);
     }

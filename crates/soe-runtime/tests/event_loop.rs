@@ -713,3 +713,21 @@ fn a_batch_is_sent_by_the_thread_that_queues_it() {
     );
     drop(loop_parked);
 }
+
+/// Once `drive` says the driver has stopped, the port is free, though the loop itself is still
+/// alive: whoever heard the end (a binding's JS thread) may bind it again at once.
+#[test]
+fn the_port_is_free_once_the_driver_has_stopped() {
+    let mut events = server(session());
+    let addr = events.local_addr();
+    events.handle().close(DisconnectReason::Application);
+    let started = Instant::now();
+    while events.drive(Duration::from_millis(100)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the driver did not stop"
+        );
+    }
+    UdpSocket::bind(addr).expect("the stopped loop's port is free while the loop lives");
+    drop(events);
+}
