@@ -181,10 +181,6 @@ pub struct NativeStats {
     pub unreliable_dropped: f64,
 }
 
-/// The longest the pump waits in the kernel on a port shared with `reusePort`, where a wake-up
-/// from the JS thread can miss it (see `pump::Pump`): 100 ms.
-const SHARED_PORT_MAX_WAIT: Duration = Duration::from_millis(100);
-
 /// The kinds of message in `send_batch`'s `meta`, beside the reliable channels 0 to 3.
 const SEND_UNRELIABLE: u32 = 4;
 const SEND_ORDERED: u32 = 5;
@@ -421,21 +417,8 @@ impl NativeEndpoint {
         let moderation = Duration::from_millis(u64::from(
             options.event_batch_ms.unwrap_or(DEFAULT_EVENT_BATCH_MS),
         ));
-        // See `Pump::max_wait`.
-        let max_wait = if options.reuse_port == Some(true) {
-            SHARED_PORT_MAX_WAIT
-        } else {
-            Duration::MAX
-        };
-        pump::start(
-            events,
-            shared.clone(),
-            js.clone(),
-            flow,
-            moderation,
-            max_wait,
-        )
-        .map_err(|e| code_error("ERR_SOE_INTERNAL", format!("cannot start a thread: {e}")))?;
+        pump::start(events, shared.clone(), js.clone(), flow, moderation)
+            .map_err(|e| code_error("ERR_SOE_INTERNAL", format!("cannot start a thread: {e}")))?;
         Ok(Self {
             shared,
             events: Some(js),

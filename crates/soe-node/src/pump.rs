@@ -185,7 +185,6 @@ pub(crate) fn start(
     js: EventsFn,
     flow: Arc<Flow>,
     moderation: Duration,
-    max_wait: Duration,
 ) -> std::io::Result<()> {
     let name = format!("soe-node {}", shared.local_addr);
     std::thread::Builder::new().name(name).spawn(move || {
@@ -195,7 +194,6 @@ pub(crate) fn start(
             js,
             flow,
             moderation,
-            max_wait,
         }
         .run();
     })?;
@@ -209,11 +207,6 @@ struct Pump {
     flow: Arc<Flow>,
     /// `eventBatchMs`: while events keep coming, a call into JS at most once per this long.
     moderation: Duration,
-    /// The longest wait in the kernel: unbounded, except on a port shared with other sockets
-    /// (`reusePort`), where the loop's wake-up datagram to its own address may reach another
-    /// socket of the port instead (issue 43): there a close, a connect or room for a batch
-    /// waits this long at most.
-    max_wait: Duration,
 }
 
 impl Pump {
@@ -264,7 +257,9 @@ impl Pump {
             }
             let wait = match hold {
                 Some(until) if room && !batch.is_empty() => until - now,
-                _ => self.max_wait,
+                // Until a datagram, a deadline or a wake-up: a wake-up reaches this loop even
+                // on a port shared with `reusePort` (soe-runtime wakes through a socket pair).
+                _ => Duration::MAX,
             };
             if running {
                 running = self.events.drive(wait);
