@@ -675,6 +675,15 @@ pub(crate) fn expect_success(mut c: Command, what: &str) -> Result<()> {
         .map_err(|e| Error::new(format!("{what}: {e}")))
 }
 
+/// The port of a line ending in `127.0.0.1:PORT` (and perhaps more words).
+pub(crate) fn port_of(line: &str) -> Option<u16> {
+    let (_, rest) = line.rsplit_once("127.0.0.1:")?;
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Starts a server whose first line on stdout ends with `127.0.0.1:PORT`, and returns it with
 /// the port.
 pub(crate) fn spawn_listening(c: Command, what: &str) -> Result<(Child, u16)> {
@@ -700,11 +709,7 @@ pub(crate) fn spawn_listening_lines(mut c: Command, what: &str) -> Result<(Child
             return Err(Error::new(format!("{what} exited before it listened")));
         };
         println!("    {what}: {line}");
-        if let Some(port) = line.rsplit_once("127.0.0.1:").and_then(|(_, rest)| {
-            rest.split(|c: char| !c.is_ascii_digit())
-                .next()
-                .and_then(|p| p.parse::<u16>().ok())
-        }) {
+        if let Some(port) = port_of(&line) {
             break port;
         }
     };
@@ -768,6 +773,16 @@ pub(crate) fn base64(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_port_is_read_from_a_listening_line() {
+        assert_eq!(port_of("listening on 127.0.0.1:4242"), Some(4242));
+        assert_eq!(
+            port_of("soe serve: echo on 127.0.0.1:20042 (blocking)"),
+            Some(20042)
+        );
+        assert_eq!(port_of("nothing here"), None);
+    }
 
     #[test]
     fn the_readme_has_a_c_server_block() {

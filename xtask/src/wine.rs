@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::c_abi::{base64, expect_success, wait_exit};
+use crate::c_abi::{base64, expect_success, port_of, wait_exit};
 use crate::cmd;
 use crate::cross::{self, Target};
 use crate::cross_tools::{self, Toolchain};
@@ -306,15 +306,6 @@ pub(crate) fn run_logged(command: Command, log: &Path, limit: Duration) -> Resul
     }
 }
 
-/// The port of a line ending in `127.0.0.1:PORT` (and perhaps more words).
-fn port_of(line: &str) -> Option<u16> {
-    let (_, rest) = line.rsplit_once("127.0.0.1:")?;
-    rest.split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// `soe ping` (20 KB messages in fragments) and `soe load` (four sessions of 1 byte to 20 KB),
 /// every echo verified by the tool, against `port`.
 pub(crate) fn ping_and_load(soe: &Path, port: u16, extra: &[&str], what: &str) -> Result<()> {
@@ -421,19 +412,4 @@ fn c_echo(wine: &Wine, soe: &Path) -> Result<()> {
         return result;
     }
     wait_exit(&mut child, "echo_server.exe", Duration::from_secs(60))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_port_is_read_from_a_listening_line() {
-        assert_eq!(port_of("listening on 127.0.0.1:4242"), Some(4242));
-        assert_eq!(
-            port_of("soe serve: echo on 127.0.0.1:20042 (blocking)"),
-            Some(20042)
-        );
-        assert_eq!(port_of("nothing here"), None);
-    }
 }
