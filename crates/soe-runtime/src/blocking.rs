@@ -250,6 +250,7 @@ fn run(shared: &Shared, socket: &UdpSocket, waiter: &Waiter, waker: &SelfWake, b
         if state.may_stop() {
             state.driver_stopped();
             state.driver_waker = None;
+            waker.notify.release();
             return;
         }
         if state.is_idle() {

@@ -259,6 +259,7 @@ impl EventLoop {
         if Pin::new(driver).poll(&mut cx).is_ready() {
             self.driver = None;
             self.io = None;
+            self.wake.notify.release();
         }
     }
 

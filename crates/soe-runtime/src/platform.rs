@@ -237,8 +237,11 @@ pub(crate) struct Ready {
 pub(crate) struct Notify {
     #[cfg(unix)]
     tx: std::os::unix::net::UnixDatagram,
+    /// A handle on the driver's own socket, which the wake-up is sent from; `None` once
+    /// [`release`](Notify::release)d, so that a stopped driver's port is free even while
+    /// handles that could wake it live on.
     #[cfg(not(unix))]
-    socket: UdpSocket,
+    socket: std::sync::Mutex<Option<UdpSocket>>,
     #[cfg(not(unix))]
     target: SocketAddr,
 }
@@ -263,18 +266,40 @@ pub(crate) fn waker_pair(socket: &UdpSocket) -> io::Result<(Waiter, Notify)> {
     #[cfg(not(unix))]
     {
         let target = wake_target(socket.local_addr()?);
-        let socket = socket.try_clone()?;
+        let socket = std::sync::Mutex::new(Some(socket.try_clone()?));
         Ok((Waiter {}, Notify { socket, target }))
     }
 }
 
 impl Notify {
+    /// The driver has stopped and will not wait again: let go of what keeps its socket open
+    /// (on Windows, the handle the wake-ups are sent from), so its port is free while handles
+    /// that could still call [`notify`](Self::notify) live on. Later notifications do nothing.
+    pub(crate) fn release(&self) {
+        #[cfg(not(unix))]
+        drop(
+            self.socket
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take(),
+        );
+    }
+
     /// Wakes the waiter (now, or at its next wait if it is not waiting).
     pub(crate) fn notify(&self) {
         #[cfg(unix)]
         let sent = self.tx.send(&[1]);
         #[cfg(not(unix))]
-        let sent = self.socket.send_to(&[], self.target);
+        let sent = match self
+            .socket
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+        {
+            Some(socket) => socket.send_to(&[], self.target),
+            // The driver stopped: nobody waits.
+            None => return,
+        };
         match sent {
             // A full pair already holds a wake-up.
             Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
