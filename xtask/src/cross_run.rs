@@ -14,8 +14,8 @@
 //!    script that does it). Left out, with the reason printed: `types.test.mjs` (TypeScript's
 //!    compiler: nothing in it depends on the platform), `order.test.mjs` (100,000 messages in
 //!    120 s), the test bounding an idle event loop's lag to 2 ms (the host's speed), two
-//!    packaging tests of this machine's own files (its npm, its debug build of the addon) and
-//!    two tests whose precondition races the addon's flushing thread ([`SKIPPED_UNDER_QEMU`]).
+//!    packaging tests of this machine's own files (its npm, its debug build of the addon)
+//!    ([`SKIPPED_UNDER_QEMU`]).
 //!
 //! Windows runs its suites under wine (`cargo xtask wine`); macOS builds cannot run here.
 
@@ -350,7 +350,7 @@ const NOT_UNDER_QEMU: [(&str, &str); 2] = [
 ];
 
 /// Tests of the package skipped under qemu-user (a pattern of their names), with the reason.
-const SKIPPED_UNDER_QEMU: [(&str, &str); 5] = [
+const SKIPPED_UNDER_QEMU: [(&str, &str); 3] = [
     (
         "an idle server reports a lag near 0",
         "it asserts that an idle event loop lags under 2 ms, a bound on the host's speed, \
@@ -362,16 +362,6 @@ const SKIPPED_UNDER_QEMU: [(&str, &str); 5] = [
         "it stages a stand-in for the platform of the `node` running it (arm64) and packs \
          with this machine's npm, whose x86-64 Node wants linux-x64-gnu's; the node step runs \
          it",
-    ),
-    (
-        "an RC4 switch waits behind messages that wait for room",
-        "its precondition, messages still waiting in the addon right after the sends, races \
-         the addon's flushing thread, which under qemu-user empties the queue first",
-    ),
-    (
-        "backpressure: send\\(\\) returns false when the queue is full",
-        "its `pendingMessages > 0` right after the sends races the addon's flushing thread, \
-         which under qemu-user empties the queue first (send() did return false)",
     ),
     (
         "SOE_NODE_ADDON loads the file it names",
