@@ -183,7 +183,8 @@ impl RttEstimator {
     /// The peer's observed ack delay (zero before any sample): how much longer than a round
     /// trip a packet that arrived in order may wait for its cumulative ack.
     pub(crate) fn ack_delay(&self) -> Duration {
-        self.estimate.map_or(Duration::ZERO, |e| duration(e.ack_delay))
+        self.estimate
+            .map_or(Duration::ZERO, |e| duration(e.ack_delay))
     }
 
     /// The probe timeout: max(2 SRTT, SRTT + max(4 RTTVAR, 1 ms)) plus the hold allowed to the

@@ -705,7 +705,7 @@ impl Sender {
         let mut latest: Option<(Instant, u32)> = None;
         let oldest_wait = match self.in_flight.front() {
             Some(Some(p)) if p.transmissions == 1 && !p.sacked => {
-                Some(now.saturating_duration_since(p.last_sent))
+                Some((p.last_sent, now.saturating_duration_since(p.last_sent)))
             }
             _ => None,
         };
@@ -726,10 +726,16 @@ impl Sender {
                 self.on_delivered(now, sequence, &packet, stats);
             }
         }
-        let sample = latest.and_then(|(sent, transmissions)| (transmissions == 1).then_some(sent));
+        // Often the packet sampled is the oldest one, whose wait is already worked out.
+        let sample = latest
+            .and_then(|(sent, transmissions)| (transmissions == 1).then_some(sent))
+            .map(|sent| match oldest_wait {
+                Some((oldest, waited)) if oldest == sent => waited,
+                _ => now.saturating_duration_since(sent),
+            });
         self.base = last + 1;
         self.after_ack(now, last, acked, sample, true, stats);
-        if let Some(waited) = oldest_wait {
+        if let Some((_, waited)) = oldest_wait {
             self.rtt.on_ack_wait(waited, config.max_ack_delay);
         }
         self.base_pto = base_pto(&self.rtt, config);
@@ -761,7 +767,8 @@ impl Sender {
             return;
         };
         self.on_delivered(now, sequence, &packet, stats);
-        let sample = (packet.transmissions == 1).then_some(packet.last_sent);
+        let sample =
+            (packet.transmissions == 1).then(|| now.saturating_duration_since(packet.last_sent));
         packet.sacked = true;
         packet.resend_queued = false;
         packet.probe = false;
@@ -812,14 +819,14 @@ impl Sender {
     }
 
     /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged: the round
-    /// trip, the window, and loss detection.
+    /// trip (`sample`, when Karn's rule gives one), the window, and loss detection.
     #[allow(clippy::too_many_arguments)]
     fn after_ack(
         &mut self,
         now: Instant,
         highest: u64,
         acked: u32,
-        sample: Option<Instant>,
+        sample: Option<Duration>,
         cumulative: bool,
         stats: &mut ChannelStats,
     ) {
@@ -844,8 +851,8 @@ impl Sender {
             // the oldest packet from ever going again until UnacknowledgedTimeout.
             self.pto_count = self.pto_count.min(1);
         }
-        if let Some(sent) = sample {
-            self.rtt.on_sample(now.saturating_duration_since(sent));
+        if let Some(rtt) = sample {
+            self.rtt.on_sample(rtt);
         }
         let highest = self.largest_acked.map_or(highest, |h| h.max(highest));
         self.largest_acked = Some(highest);
