@@ -102,6 +102,7 @@ impl RttEstimator {
     }
 
     /// Takes one sample (from a packet transmitted exactly once).
+    #[inline]
     pub(crate) fn on_sample(&mut self, sample: Duration) {
         let sample = nanos(sample);
         if let Some(slot) = self.recent.get_mut(self.recent_next) {
@@ -132,6 +133,7 @@ impl RttEstimator {
     /// The oldest packet a cumulative ack newly covered (sent once) waited `waited` for it. The
     /// excess over the shortest round trip is the peer's ack delay; the estimate follows a rise
     /// at once and decays by 1/16 per ack, capped at `cap`.
+    #[inline]
     pub(crate) fn on_ack_wait(&mut self, waited: Duration, cap: Duration) {
         if let Some(e) = self.estimate.as_mut() {
             let delay = nanos(waited).saturating_sub(e.min).min(nanos(cap));
@@ -147,6 +149,7 @@ impl RttEstimator {
             .map_or(Duration::ZERO, |e| duration(self.hold(&e, prior)))
     }
 
+    #[inline]
     fn hold(&self, e: &Nanos, prior: Duration) -> u64 {
         if self.hold_samples < HOLD_SAMPLES {
             nanos(prior).max(e.ack_delay)
@@ -190,6 +193,7 @@ impl RttEstimator {
     /// The probe timeout: max(2 SRTT, SRTT + max(4 RTTVAR, 1 ms)) plus the hold allowed to the
     /// peer (its observed ack delay; `prior_hold` until enough acks have shown it), or `initial`
     /// before any sample; clamped to `[min, max]`.
+    #[inline]
     pub(crate) fn pto(
         &self,
         initial: Duration,
@@ -213,11 +217,13 @@ impl RttEstimator {
     }
 
     /// The smoothed round trip, if measured.
+    #[inline]
     pub(crate) fn smoothed(&self) -> Option<Duration> {
         self.estimate.map(|e| duration(e.smoothed))
     }
 
     /// The shortest round trip seen, if measured.
+    #[inline]
     pub(crate) fn min(&self) -> Option<Duration> {
         self.estimate.map(|e| duration(e.min))
     }

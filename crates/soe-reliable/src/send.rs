@@ -305,6 +305,7 @@ impl Sender {
 
     /// The probe timeout for the current backoff: the measured one doubled per timeout in a row,
     /// at most `max_rto`.
+    #[inline]
     fn pto(&self, config: &ReliableConfig) -> Duration {
         if self.pto_count == 0 {
             return self.base_pto.min(config.max_rto);
@@ -316,6 +317,7 @@ impl Sender {
     }
 
     /// When the oldest unacknowledged packet reaches the unacknowledged limit.
+    #[inline]
     pub(crate) fn give_up_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         let oldest = self.in_flight.front()?.as_ref()?;
         oldest.first_sent.checked_add(config.unacknowledged_timeout)
@@ -327,6 +329,7 @@ impl Sender {
     /// The loss timer never postpones the probe timeout: its delay follows the smoothed round
     /// trip, which a peer holding acks (flow control, a stalled application) can inflate to
     /// seconds, while the probe timeout is capped at `max_rto`.
+    #[inline]
     pub(crate) fn loss_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         match (self.loss_time, self.probe_deadline(config)) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -336,6 +339,7 @@ impl Sender {
 
     /// The probe timeout while packets are in flight (or selectively acknowledged only): a
     /// probe timeout after the last send, or the oldest packet's own deadline if sooner.
+    #[inline]
     fn probe_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         if self.flight == 0 && self.sacked == 0 {
             return None;
@@ -783,6 +787,7 @@ impl Sender {
     /// Bookkeeping for one newly acknowledged packet: the window count, the RACK send time, and
     /// the spurious-resend check (an ack sooner after the resend than any round trip seen is
     /// for the original).
+    #[inline]
     fn on_delivered(
         &mut self,
         now: Instant,
@@ -1159,6 +1164,7 @@ impl Sender {
 }
 
 /// The probe timeout before backoff for `rtt`'s estimate (see [`RttEstimator::pto`]).
+#[inline]
 fn base_pto(rtt: &RttEstimator, config: &ReliableConfig) -> Duration {
     rtt.pto(
         config.initial_rto,

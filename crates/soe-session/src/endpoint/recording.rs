@@ -65,6 +65,7 @@ impl<A: PeerAddress> Endpoint<A> {
     }
 
     /// Hook: a datagram from session `key`'s peer was handled (`rejected`: its CRC failed).
+    #[inline]
     pub(super) fn record_received(
         &mut self,
         key: usize,
