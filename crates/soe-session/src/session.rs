@@ -890,10 +890,15 @@ impl Session {
     // ----- closing -----
 
     /// Graceful close done (or the close timer ran out): send the Disconnect.
+    #[inline]
     fn check_flushed(&mut self, _now: Instant) {
-        if self.state != State::Closing {
-            return;
+        if self.state == State::Closing {
+            self.drain_if_flushed();
         }
+    }
+
+    /// [`Session::check_flushed`] for a closing session.
+    fn drain_if_flushed(&mut self) {
         let flushed = self.data.as_ref().is_none_or(|d| {
             d.channels.iter().flatten().all(|c| c.is_flushed()) && d.unreliable_out.is_empty()
         });
