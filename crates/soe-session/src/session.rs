@@ -106,6 +106,19 @@ struct DataPath {
     encryption: Option<bool>,
 }
 
+impl DataPath {
+    /// Whether `f` holds for an open channel: the four slots in turn, which costs less than a
+    /// slice iterator's `any` in the checks a session answers after every call.
+    #[inline]
+    fn any_channel(&self, f: impl Fn(&ReliableChannel) -> bool) -> bool {
+        let [a, b, c, d] = &self.channels;
+        a.as_deref().is_some_and(&f)
+            || b.as_deref().is_some_and(&f)
+            || c.as_deref().is_some_and(&f)
+            || d.as_deref().is_some_and(&f)
+    }
+}
+
 /// The counters the session keeps itself (the channels keep theirs).
 #[derive(Debug, Default, Clone, Copy)]
 struct Counters {
@@ -499,10 +512,7 @@ impl Session {
         self.open_event
             || self.closed_event
             || self.data.as_deref().is_some_and(|d| {
-                !d.unreliable_in.is_empty()
-                    || d.channels
-                        .iter()
-                        .any(|c| c.as_deref().is_some_and(ReliableChannel::has_message))
+                !d.unreliable_in.is_empty() || d.any_channel(ReliableChannel::has_message)
             })
     }
 
@@ -1745,9 +1755,7 @@ impl Session {
             State::Connected => {
                 !d.carry.is_empty()
                     || !d.unreliable_out.is_empty()
-                    || d.channels
-                        .iter()
-                        .any(|c| c.as_deref().is_some_and(ReliableChannel::has_pending))
+                    || d.any_channel(ReliableChannel::has_pending)
             }
             _ => false,
         }
