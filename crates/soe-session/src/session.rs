@@ -751,7 +751,7 @@ impl Session {
             });
         }
         if let Some(d) = &mut self.data {
-            for ch in d.channels.iter_mut().flatten() {
+            for ch in d.channels.iter_mut().filter_map(Option::as_deref_mut) {
                 if let Some(data) = ch.poll_message() {
                     return Some(Event::Message {
                         channel: ch.channel(),
@@ -1695,7 +1695,7 @@ impl Session {
         packet: &mut Vec<u8>,
     ) -> Option<usize> {
         let d = self.data.as_deref_mut()?;
-        for ch in d.channels.iter_mut().flatten() {
+        for ch in d.channels.iter_mut().filter_map(Option::as_deref_mut) {
             loop {
                 packet.clear();
                 let Some(len) = ch.poll_transmit(now, packet) else {
