@@ -305,6 +305,7 @@ impl Sender {
 
     /// The probe timeout for the current backoff: the measured one doubled per timeout in a row,
     /// at most `max_rto`.
+    #[inline]
     fn pto(&self, config: &ReliableConfig) -> Duration {
         if self.pto_count == 0 {
             return self.base_pto.min(config.max_rto);
@@ -316,6 +317,7 @@ impl Sender {
     }
 
     /// When the oldest unacknowledged packet reaches the unacknowledged limit.
+    #[inline]
     pub(crate) fn give_up_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         let oldest = self.in_flight.front()?.as_ref()?;
         oldest.first_sent.checked_add(config.unacknowledged_timeout)
@@ -327,6 +329,7 @@ impl Sender {
     /// The loss timer never postpones the probe timeout: its delay follows the smoothed round
     /// trip, which a peer holding acks (flow control, a stalled application) can inflate to
     /// seconds, while the probe timeout is capped at `max_rto`.
+    #[inline]
     pub(crate) fn loss_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         match (self.loss_time, self.probe_deadline(config)) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -336,6 +339,7 @@ impl Sender {
 
     /// The probe timeout while packets are in flight (or selectively acknowledged only): a
     /// probe timeout after the last send, or the oldest packet's own deadline if sooner.
+    #[inline]
     fn probe_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
         if self.flight == 0 && self.sacked == 0 {
             return None;
@@ -705,7 +709,7 @@ impl Sender {
         let mut latest: Option<(Instant, u32)> = None;
         let oldest_wait = match self.in_flight.front() {
             Some(Some(p)) if p.transmissions == 1 && !p.sacked => {
-                Some(now.saturating_duration_since(p.last_sent))
+                Some((p.last_sent, now.saturating_duration_since(p.last_sent)))
             }
             _ => None,
         };
@@ -726,10 +730,16 @@ impl Sender {
                 self.on_delivered(now, sequence, &packet, stats);
             }
         }
-        let sample = latest.and_then(|(sent, transmissions)| (transmissions == 1).then_some(sent));
+        // Often the packet sampled is the oldest one, whose wait is already worked out.
+        let sample = latest
+            .and_then(|(sent, transmissions)| (transmissions == 1).then_some(sent))
+            .map(|sent| match oldest_wait {
+                Some((oldest, waited)) if oldest == sent => waited,
+                _ => now.saturating_duration_since(sent),
+            });
         self.base = last + 1;
         self.after_ack(now, last, acked, sample, true, stats);
-        if let Some(waited) = oldest_wait {
+        if let Some((_, waited)) = oldest_wait {
             self.rtt.on_ack_wait(waited, config.max_ack_delay);
         }
         self.base_pto = base_pto(&self.rtt, config);
@@ -761,7 +771,8 @@ impl Sender {
             return;
         };
         self.on_delivered(now, sequence, &packet, stats);
-        let sample = (packet.transmissions == 1).then_some(packet.last_sent);
+        let sample =
+            (packet.transmissions == 1).then(|| now.saturating_duration_since(packet.last_sent));
         packet.sacked = true;
         packet.resend_queued = false;
         packet.probe = false;
@@ -776,6 +787,7 @@ impl Sender {
     /// Bookkeeping for one newly acknowledged packet: the window count, the RACK send time, and
     /// the spurious-resend check (an ack sooner after the resend than any round trip seen is
     /// for the original).
+    #[inline]
     fn on_delivered(
         &mut self,
         now: Instant,
@@ -812,14 +824,14 @@ impl Sender {
     }
 
     /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged: the round
-    /// trip, the window, and loss detection.
+    /// trip (`sample`, when Karn's rule gives one), the window, and loss detection.
     #[allow(clippy::too_many_arguments)]
     fn after_ack(
         &mut self,
         now: Instant,
         highest: u64,
         acked: u32,
-        sample: Option<Instant>,
+        sample: Option<Duration>,
         cumulative: bool,
         stats: &mut ChannelStats,
     ) {
@@ -844,8 +856,8 @@ impl Sender {
             // the oldest packet from ever going again until UnacknowledgedTimeout.
             self.pto_count = self.pto_count.min(1);
         }
-        if let Some(sent) = sample {
-            self.rtt.on_sample(now.saturating_duration_since(sent));
+        if let Some(rtt) = sample {
+            self.rtt.on_sample(rtt);
         }
         let highest = self.largest_acked.map_or(highest, |h| h.max(highest));
         self.largest_acked = Some(highest);
@@ -1152,6 +1164,7 @@ impl Sender {
 }
 
 /// The probe timeout before backoff for `rtt`'s estimate (see [`RttEstimator::pto`]).
+#[inline]
 fn base_pto(rtt: &RttEstimator, config: &ReliableConfig) -> Duration {
     rtt.pto(
         config.initial_rto,

@@ -109,6 +109,7 @@ pub(crate) struct TimerRecord {
 
 impl TimerRecord {
     /// The earlier of the session's filings: a lower bound of its deadline.
+    #[inline]
     pub(crate) fn filed_at(&self) -> Option<Instant> {
         match (self.filed[0].at, self.filed[1].at) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -134,6 +135,7 @@ pub(crate) trait Records {
 impl Deadlines {
     /// Takes `deadline`, just asked of the session at `key`: on record, and filed only when
     /// it is earlier than the session's filings (a later one waits lazily).
+    #[inline]
     pub(crate) fn update(&mut self, key: usize, rec: &mut TimerRecord, deadline: Option<Instant>) {
         rec.deadline = deadline;
         rec.dirty = false;
@@ -251,6 +253,7 @@ impl Deadlines {
     /// Moves the near horizon: deadlines within [`NEAR_SPAN`] of `now` go to the near heap.
     /// It moves in steps of a quarter of the span (one `Instant` addition a step, not one a
     /// turn), so the horizon is between three quarters of the span and the span ahead.
+    #[inline]
     pub(crate) fn set_now(&mut self, now: Instant) {
         if self.horizon_moves.is_some_and(|at| now < at) {
             return;
@@ -279,6 +282,7 @@ impl Deadlines {
         stamp
     }
 
+    #[inline]
     fn heap_for(&self, at: Instant) -> Heap {
         if self.near_until.is_some_and(|until| at < until) {
             Heap::Near
@@ -306,6 +310,7 @@ impl Deadlines {
 
     /// The earliest filing's deadline: the earliest deadline of the sessions asked since they
     /// were last touched, once [`Deadlines::settle`] has run.
+    #[inline]
     pub(crate) fn next(&self) -> Option<Instant> {
         self.peek().map(|(at, ..)| at)
     }

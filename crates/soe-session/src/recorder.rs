@@ -516,11 +516,13 @@ impl<A: Copy> Recorder<A> {
     }
 
     /// Notes the time of an endpoint call (the time of the entries that come without one).
+    #[inline]
     pub(crate) fn tick(&mut self, now: Instant) {
         self.clock = Some(self.clock.map_or(now, |c| c.max(now)));
     }
 
     /// The track recording session `key` of `generation`.
+    #[inline]
     fn track_of(&self, key: usize, generation: u32) -> Option<u32> {
         match self.by_key.get(key) {
             Some(&(g, t)) if g == generation && t != 0 => Some(t - 1),
@@ -587,6 +589,7 @@ impl<A: Copy> Recorder<A> {
     }
 
     /// Records a datagram from the peer; `crc_failed`: the session dropped it.
+    #[inline]
     pub(crate) fn received(
         &mut self,
         key: usize,

@@ -65,6 +65,7 @@ impl TimerTable {
     }
 
     /// The earliest deadline.
+    #[inline]
     pub(crate) fn next(&self) -> Option<Instant> {
         let mut set = self.set;
         let mut min: Option<Instant> = None;

@@ -65,6 +65,7 @@ impl<A: PeerAddress> Endpoint<A> {
     }
 
     /// Hook: a datagram from session `key`'s peer was handled (`rejected`: its CRC failed).
+    #[inline]
     pub(super) fn record_received(
         &mut self,
         key: usize,
@@ -109,6 +110,7 @@ impl<A: PeerAddress> Endpoint<A> {
 
     /// Hook, before a send: a copy of `data` (a reference count) when session `key` is
     /// recorded.
+    #[inline]
     pub(super) fn recorded_copy(&self, key: usize, data: &Bytes) -> Option<Bytes> {
         let generation = self.sessions.get(key)?.generation;
         self.recorder
@@ -116,7 +118,9 @@ impl<A: PeerAddress> Endpoint<A> {
             .then(|| data.clone())
     }
 
-    /// Hook, after a send: records the message queued, if it was.
+    /// Hook, after a send: records the message queued, if it was (`copy` is
+    /// [`Endpoint::recorded_copy`]'s: `None`, at once, when the session is not recorded).
+    #[inline]
     pub(super) fn record_queued(
         &mut self,
         key: usize,
@@ -125,7 +129,20 @@ impl<A: PeerAddress> Endpoint<A> {
         channel: Channel,
         kind: Delivery,
     ) {
-        let (Some(data), Ok(()), Some(e)) = (copy, sent, self.sessions.get(key)) else {
+        if let Some(data) = copy {
+            self.record_queued_copy(key, data, sent, channel, kind);
+        }
+    }
+
+    fn record_queued_copy(
+        &mut self,
+        key: usize,
+        data: Bytes,
+        sent: &Result<(), SendError>,
+        channel: Channel,
+        kind: Delivery,
+    ) {
+        let (Ok(()), Some(e)) = (sent, self.sessions.get(key)) else {
             return;
         };
         let what = Recorded::Queued {
