@@ -73,11 +73,9 @@ use crate::shared::Shared;
 /// [`EndpointEvent`] at a time, for every session.
 pub struct EventLoop {
     core: Core,
-    /// `None` once the driver finished (closed and no session left).
-    driver: Option<Driver>,
-    /// The socket, for the waits; `None` with the driver, so that the port is free once the
-    /// driver has stopped (as the driver and the shared state free their references then).
-    io: Option<Arc<LoopSocket>>,
+    /// `None` once the driver finished (closed and no session left). The socket goes with
+    /// it, so that the port is free once the driver has stopped.
+    running: Option<Running>,
     wake: Arc<LoopWake>,
     waker: Waker,
 }
@@ -86,7 +84,7 @@ impl std::fmt::Debug for EventLoop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventLoop")
             .field("local_addr", &self.core.local_addr)
-            .field("running", &self.driver.is_some())
+            .field("running", &self.running.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -140,8 +138,7 @@ impl EventLoop {
         let driver = Driver::new(shared.clone(), io.clone(), Arc::new(LoopRuntime), &config);
         Ok(Self {
             core: Core::new(shared, local_addr),
-            driver: Some(driver),
-            io: Some(io),
+            running: Some(Running { driver, io }),
             wake,
             waker,
         })
@@ -192,7 +189,7 @@ impl EventLoop {
     pub fn drive(&mut self, timeout: Duration) -> bool {
         self.block(Instant::now().checked_add(timeout));
         self.turn();
-        self.driver.is_some()
+        self.running.is_some()
     }
 
     /// The next event already queued, without driving the endpoint or blocking:
@@ -243,7 +240,7 @@ impl EventLoop {
         {
             Poll::Ready(Some(event)) => Some(Ok(event)),
             Poll::Ready(None) => Some(Err(RecvTimeoutError::Closed)),
-            Poll::Pending if self.driver.is_none() => Some(Err(RecvTimeoutError::Closed)),
+            Poll::Pending if self.running.is_none() => Some(Err(RecvTimeoutError::Closed)),
             Poll::Pending => None,
         }
     }
@@ -251,14 +248,13 @@ impl EventLoop {
     /// One wake-up of the driver: receive what is there, run due timers, route the events,
     /// transmit what every session has ready.
     fn turn(&mut self) {
-        let Some(driver) = self.driver.as_mut() else {
+        let Some(running) = self.running.as_mut() else {
             return;
         };
         self.wake.wanted.store(false, Ordering::SeqCst);
         let mut cx = Context::from_waker(&self.waker);
-        if Pin::new(driver).poll(&mut cx).is_ready() {
-            self.driver = None;
-            self.io = None;
+        if Pin::new(&mut running.driver).poll(&mut cx).is_ready() {
+            self.running = None;
             self.wake.notify.release();
         }
     }
@@ -266,7 +262,7 @@ impl EventLoop {
     /// Blocks until the socket is readable (or writable, when a send was refused), the
     /// endpoint's next deadline, `until`, or a wake-up from another thread.
     fn block(&mut self, until: Option<Instant>) {
-        let Some(io) = self.io.as_ref() else {
+        let Some(Running { io, .. }) = self.running.as_ref() else {
             return;
         };
         let deadline = self.core.shared().lock().proto.poll_timeout();
@@ -372,6 +368,12 @@ impl Wake for LoopWake {
             self.notify.notify();
         }
     }
+}
+
+/// A loop whose driver has not finished, and its socket (for the waits).
+struct Running {
+    driver: Driver,
+    io: Arc<LoopSocket>,
 }
 
 /// The loop's socket: non-blocking, with the readiness the loop last saw, so that the driver
