@@ -350,13 +350,7 @@ const NOT_UNDER_QEMU: [(&str, &str); 2] = [
 ];
 
 /// Tests of the package skipped under qemu-user (a pattern of their names), with the reason.
-const SKIPPED_UNDER_QEMU: [(&str, &str); 3] = [
-    (
-        "an idle server reports a lag near 0",
-        "it asserts that an idle event loop lags under 2 ms, a bound on the host's speed, \
-         which an emulated CPU on a shared machine does not keep (10 ms seen); the node step \
-         runs it",
-    ),
+const SKIPPED_UNDER_QEMU: [(&str, &str); 2] = [
     (
         "npm pack of the main package refuses without a staged platform package",
         "it stages a stand-in for the platform of the `node` running it (arm64) and packs \

@@ -34,20 +34,61 @@ function reportedLag(server) {
   return Number(m[1]);
 }
 
-test('getNetworkStats(): an idle server reports a lag near 0, a blocked loop a lag', T, async (t) => {
+/** A stand-in for the server's `monitorEventLoopDelay` histogram: fixed readings, in ns. */
+function fakeHistogram(count, meanMs, maxMs) {
+  return {
+    count,
+    mean: meanMs * 1e6,
+    max: maxMs * 1e6,
+    resets: 0,
+    reset() {
+      this.resets += 1;
+    },
+    disable() {},
+  };
+}
+
+test('getNetworkStats(): the lag is what the loop\'s delay exceeds its 20 ms sampling interval by', T, async (t) => {
+  // The readings are injected, so that what an idle loop reports does not depend on how busy
+  // the machine running the test is (the test below drives the real monitor).
   const server = started(t, new SOEServer(0, cryptoKey));
-  server.getNetworkStats();
-  await sleep(1500);
-  const idle = reportedLag(server);
-  assert.ok(idle < 2, `an idle loop reported ${idle} ms`);
-  // Three 60 ms stalls in about a second: the mean delay of the loop rises by a few ms.
-  for (let i = 0; i < 3; i++) {
-    const until = Date.now() + 60;
-    while (Date.now() < until);
-    await sleep(300);
-  }
-  const busy = reportedLag(server);
-  assert.ok(busy > 1, `a loop stalled 3 x 60 ms reported ${busy} ms`);
+  // An idle loop: every sample is the sampling interval itself, give or take.
+  server._lag = fakeHistogram(50, 20, 20.4);
+  assert.deepEqual(server.getNetworkStats(), ['Avg Server lag : 0ms']);
+  assert.equal(server.avgEventLoopLag, 0);
+  assert.ok(Math.abs(server.currentEventLoopLag - 0.4) < 1e-9, `${server.currentEventLoopLag}`);
+  assert.equal(server._lag.resets, 1, 'each reading starts a new period');
+  // A timer that ran a little early never makes the lag negative.
+  server._lag = fakeHistogram(50, 19.5, 19.9);
+  assert.deepEqual(server.getNetworkStats(), ['Avg Server lag : 0ms']);
+  assert.equal(server.currentEventLoopLag, 0);
+  // A loop stalled now and then: the mean's excess, rounded to 0.1 ms; the worst sample's.
+  server._lag = fakeHistogram(40, 23.46, 80);
+  assert.deepEqual(server.getNetworkStats(), ['Avg Server lag : 3.5ms']);
+  assert.ok(Math.abs(server.avgEventLoopLag - 3.46) < 1e-9, `${server.avgEventLoopLag}`);
+  assert.equal(server.currentEventLoopLag, 60);
+  // No sample since the last call: the last figures stand, and nothing is reset.
+  const empty = fakeHistogram(0, 0, 0);
+  server._lag = empty;
+  assert.deepEqual(server.getNetworkStats(), ['Avg Server lag : 3.5ms']);
+  assert.equal(empty.resets, 0);
+});
+
+test('getNetworkStats(): a stalled event loop shows as a lag', T, async (t) => {
+  const server = started(t, new SOEServer(0, cryptoKey));
+  server.getNetworkStats(); // starts a new period
+  // A sample is the time between two runs of the sampling timer, and a new period starts
+  // without a previous run: the timer runs at least once (every 20 ms) before this later one.
+  await sleep(50);
+  // The loop is held for 200 ms: the sampling timer's next run is at least that long after its
+  // last, however fast or slow the machine (a slower one only adds to it).
+  const until = Date.now() + 200;
+  while (Date.now() < until);
+  // The overdue sampling timer runs before this later one, so its sample is in.
+  await sleep(50);
+  const avg = reportedLag(server);
+  assert.ok(server.currentEventLoopLag >= 170, `a 200 ms stall: worst lag ${server.currentEventLoopLag} ms`);
+  assert.ok(avg > 10, `a 200 ms stall among a few 20 ms samples: mean lag ${avg} ms`);
 });
 
 /** A raw SOE client over dgram: SessionRequest, framed packets with the server's CRC. */
