@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run -p soe-bench --release --bin compare -- [--quick] [--out docs/performance.md]
 //!     [--soe-bin target/release/soe] [--node-script crates/soe-node/bench/echo-server.mjs]
-//!     [--only fixed|recorder] [--no-fixed] [--extra-section FILE]...
+//!     [--only fixed|recorder] [--placement apart|shared|free] [--no-fixed]
+//!     [--extra-section FILE]...
 //! ```
 //!
 //! `--only recorder` runs only the flight recorder's section (its cost on and off,
@@ -67,6 +68,11 @@ struct Args {
     /// recorder's cost); no other workload, no loss grid.
     #[arg(long, value_name = "SECTION", value_parser = ["fixed", "recorder"])]
     only: Option<String>,
+    /// Where the fixed-load section's servers and its load generator run: `apart` (the
+    /// generator on one CPU, each server on the others), `shared` (both on one CPU) or `free`
+    /// (where the scheduler puts them). Linux with two CPUs or more; elsewhere, `free`.
+    #[arg(long, default_value = "apart")]
+    placement: fixed::Placement,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -110,6 +116,7 @@ fn main() -> ExitCode {
                 })
                 .filter(|p| p.exists()),
             node_script: args.node_script.clone(),
+            placement: args.placement,
         };
         let (fixed_rows, section, curve) = fixed::run(&servers, quick);
         rows.extend(fixed_rows);

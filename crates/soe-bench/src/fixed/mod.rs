@@ -443,11 +443,46 @@ pub fn process_cpu(pid: u32) -> Duration {
 }
 
 mod generator;
+mod pinning;
+pub use pinning::Placement;
 
 /// Runs `load` against `server` and measures it; `Err` when the server could not be started or
 /// no session connected.
-pub fn measure(server: &Server, load: &Load, timing: Timing) -> Result<Outcome, String> {
-    let process = Process::start(server)?;
+///
+/// Where the machine has two CPUs or more (Linux), `placement` says where the server and the
+/// generator run ([`Placement`]); this thread's own CPU set is restored afterwards.
+pub fn measure(
+    server: &Server,
+    load: &Load,
+    timing: Timing,
+    placement: Placement,
+) -> Result<Outcome, String> {
+    let pinning = pinning::Pinning::new(placement);
+    match &pinning {
+        Some(p) => {
+            let outcome = p
+                .start_server(|| Process::start(server))
+                .and_then(|process| measure_process(process, server, load, timing));
+            p.restore();
+            outcome
+        }
+        None => Process::start(server)
+            .and_then(|process| measure_process(process, server, load, timing)),
+    }
+}
+
+/// Where the server and the generator run, as the report says it: the server's CPUs and the
+/// generator's, or `None` when nothing is pinned.
+pub fn cpus(placement: Placement) -> Option<(String, String)> {
+    pinning::Pinning::new(placement).map(|p| p.describe())
+}
+
+fn measure_process(
+    process: Process,
+    server: &Server,
+    load: &Load,
+    timing: Timing,
+) -> Result<Outcome, String> {
     let target = Target {
         addr: process.addr,
         pid: Some(process.child.id()),
@@ -493,6 +528,8 @@ pub struct Servers {
     /// `node` (it takes any application protocol name; `SOE_NODE_ADDON` in the environment names
     /// the addon to load).
     pub node_script: Option<PathBuf>,
+    /// Where each server and the generator run.
+    pub placement: Placement,
 }
 
 /// The application protocol every SOE server of the section is started with.
@@ -681,7 +718,7 @@ pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String, Option<S
         };
         for server in &list {
             eprintln!("soe-bench: fixed load {}: {}", load.label(), server.label);
-            let outcome = measure(server, &load, timing);
+            let outcome = measure(server, &load, timing, servers.placement);
             if let Err(e) = &outcome {
                 eprintln!("soe-bench: {}: {e}", server.label);
             }
@@ -692,7 +729,7 @@ pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String, Option<S
     rows.extend(new_rows(&results));
     (
         rows,
-        section(&results, &missing, timing),
+        section(&results, &missing, timing, servers.placement),
         curve_svg(&results),
     )
 }
@@ -1036,7 +1073,12 @@ fn curve_svg(results: &[Result3]) -> Option<String> {
 }
 
 /// The section: one table of every server under every load.
-fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
+fn section(
+    results: &[Result3],
+    missing: &[String],
+    timing: Timing,
+    placement: Placement,
+) -> String {
     use std::fmt::Write as _;
     let fmt = crate::report::fmt_num;
     let mut out = String::new();
@@ -1044,8 +1086,8 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
         out,
         "## Fixed load: what a server spends per player\n\n\
          Each server runs in a process of its own; one load generator (this process, one thread: one readiness poll over every client socket and one sans-I/O soe-session endpoint holding every client session, its deadlines served in one pass) opens every session from its own UDP port and sends on a fixed schedule \
-         whatever the server does, phases spread evenly, every echo checked byte for byte. The \
-         server's CPU time (every thread, user and system, from `/proc/PID/task/*/schedstat`) is \
+         whatever the server does, phases spread evenly, every echo checked byte for byte. \
+         {placement} The server's CPU time (every thread, user and system, from `/proc/PID/task/*/schedstat`) is \
          read over a {} window after {} of warm-up; it is divided by the messages echoed in the \
          window (CPU per message) and by sessions × seconds (CPU per player-second). The bare UDP \
          servers do one `recv` and one `send` per datagram: the limit. The datagrams column is \
@@ -1062,6 +1104,22 @@ fn section(results: &[Result3], missing: &[String], timing: Timing) -> String {
         fmt_duration(timing.window),
         fmt_duration(timing.warm_up),
         fmt_duration(keep_alive_interval()),
+        placement = match (placement, cpus(placement)) {
+            (_, None) => "Server and generator run where the scheduler puts them (`--placement \
+                          free`, fewer than two CPUs, or not Linux)."
+                .to_owned(),
+            (Placement::Shared, Some((cpu, _))) => format!(
+                "Server and generator share CPU {cpu} (`--placement shared`): no wake-up crosses \
+                 CPUs, so user-space work weighs most."
+            ),
+            (_, Some((server, generator))) => format!(
+                "The generator runs on CPU {generator} and the server on CPU {server} \
+                 (`--placement apart`, the default): a server does not share its CPU with its \
+                 players, and left to the scheduler the two share one in some runs and not in \
+                 others, which on a VM changes a server's CPU per message several times over (a \
+                 wake-up from another CPU is charged to the woken process as system time)."
+            ),
+        },
     );
     if curve_svg(results).is_some() {
         let _ = writeln!(
