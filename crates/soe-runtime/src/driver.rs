@@ -367,7 +367,9 @@ mod tests {
     /// buffers are offered) and counts what it handed out.
     #[derive(Debug)]
     struct Flood {
-        per_call: usize,
+        per_call: AtomicUsize,
+        /// The slots each receive call offered.
+        offered: Mutex<Vec<usize>>,
         handed: AtomicUsize,
         buffer_sizes: Mutex<Vec<usize>>,
         /// Datagrams sent, segments of a GSO send counted one by one.
@@ -383,7 +385,8 @@ mod tests {
             bufs: &mut [IoSliceMut<'_>],
             meta: &mut [RecvMeta],
         ) -> Poll<io::Result<usize>> {
-            let n = self.per_call.min(bufs.len());
+            self.offered.lock().unwrap().push(bufs.len());
+            let n = self.per_call.load(Ordering::SeqCst).min(bufs.len());
             let from: SocketAddr = "127.0.0.1:9"
                 .parse()
                 .unwrap_or(SocketAddr::from(([0; 4], 9)));
@@ -443,7 +446,8 @@ mod tests {
         let proto = soe_session::Endpoint::new(config.endpoint.clone());
         let shared = Arc::new(Shared::new(proto, &config));
         let socket = Arc::new(Flood {
-            per_call,
+            per_call: AtomicUsize::new(per_call),
+            offered: Mutex::new(Vec::new()),
             handed: AtomicUsize::new(0),
             buffer_sizes: Mutex::new(Vec::new()),
             sent: AtomicUsize::new(0),
@@ -468,6 +472,32 @@ mod tests {
                 "per_call {per_call}: datagrams read in one wake-up"
             );
         }
+    }
+
+    #[test]
+    fn a_receive_offers_twice_the_slots_the_last_one_filled() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let (mut driver, socket) = driver(1, 512);
+        let mut wake_up = |per_call: usize| {
+            socket.per_call.store(per_call, Ordering::SeqCst);
+            socket.offered.lock().unwrap().clear();
+            let received = driver.receive(&mut cx, &*driver.socket.clone().unwrap());
+            assert_eq!(received, RECV_BUDGET);
+            std::mem::take(&mut *socket.offered.lock().unwrap())
+        };
+        // One datagram a call: the first call offers 32 slots, the next ones 8 (or what is
+        // left of the budget).
+        let offered = wake_up(1);
+        assert_eq!(offered.len(), RECV_BUDGET);
+        assert_eq!(offered[0], BATCH_SIZE);
+        for (i, &n) in offered.iter().enumerate().skip(1) {
+            assert_eq!(n, SMALL_OFFER.min(RECV_BUDGET - i), "{offered:?}");
+        }
+        // Full batches: twice as many each call, up to 32, and no more than the budget left.
+        assert_eq!(wake_up(64), [8, 16, 32, 8]);
+        // Short batches of 3: back to 8 after one call.
+        let offered = wake_up(3);
+        assert_eq!(offered[..3], [16, 8, 8]);
     }
 
     #[test]
