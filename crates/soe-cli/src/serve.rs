@@ -427,7 +427,9 @@ struct Server {
     /// (`ReliableOverflow`), as the runtime bounds what a reader leaves unread.
     backlog_limit: usize,
     shared: Arc<Shared>,
-    peers: HashMap<ConnectionId, Peer>,
+    /// The sessions, by the ids the runtime hands out (counters no peer chooses, so a fast
+    /// fixed-seed hash is safe here: each message looks its session up once).
+    peers: HashMap<ConnectionId, Peer, foldhash::fast::FixedState>,
     /// `--record`: where recordings go.
     record: Option<RecordTo>,
 }
@@ -441,7 +443,7 @@ impl Server {
             key,
             backlog_limit,
             shared,
-            peers: HashMap::new(),
+            peers: HashMap::default(),
             record: None,
         }
     }
@@ -519,47 +521,15 @@ impl Server {
                     }
                 }
             }
-            _ => self.reliable(id, channel, data),
-        }
-    }
-
-    /// A reliable message. The session's first is where RC4 switches on with
-    /// `--rc4-after-first-message`, and may be the key probe, answered instead of echoed;
-    /// the first KiB is judged; every other message is echoed on its channel.
-    fn reliable(&mut self, id: ConnectionId, channel: Channel, data: Bytes) {
-        let (backlog_limit, key) = (self.backlog_limit, self.key);
-        let Some(peer) = self.peers.get_mut(&id) else {
-            return;
-        };
-        let totals = &self.shared.totals;
-        if !peer.first_reliable_seen {
-            peer.first_reliable_seen = true;
-            // Nothing reliable went to this session before its first reliable message: the
-            // answer is the session's first reliable message on channel 0.
-            let answer = peer.check.on_first_reliable(&data, 0);
-            if self.rc4_after_first {
-                peer.conn.set_encryption(true);
-            }
-            if let Some(answer) = answer {
-                totals.keys_agreed.fetch_add(1, Ordering::Relaxed);
-                let answer = Outgoing {
-                    channel: Channel::ZERO,
-                    data: Bytes::from(answer),
-                    echo: false,
+            _ => {
+                let how = Echoing {
+                    mode,
+                    rc4_after_first: self.rc4_after_first,
+                    key: self.key,
+                    backlog_limit: self.backlog_limit,
                 };
-                send_reliable(peer, totals, answer, backlog_limit);
-                return;
+                reliable(peer, totals, how, channel, data);
             }
-        }
-        count_in(peer, totals, data.len());
-        judge(peer, totals, &data, key);
-        if self.mode == Mode::Echo {
-            let echo = Outgoing {
-                channel,
-                data,
-                echo: true,
-            };
-            send_reliable(peer, totals, echo, backlog_limit);
         }
     }
 
@@ -619,6 +589,56 @@ impl Server {
             Err(e) => say!("record {} {}: {e:#}", peer.conn.id(), peer.addr),
         }
     }
+}
+
+/// A reliable message of `peer`. The session's first is where RC4 switches on with
+/// `--rc4-after-first-message`, and may be the key probe, answered instead of echoed;
+/// the first KiB is judged; every other message is echoed on its channel.
+fn reliable(peer: &mut Peer, totals: &Totals, how: Echoing, channel: Channel, data: Bytes) {
+    let Echoing {
+        mode,
+        rc4_after_first,
+        key,
+        backlog_limit,
+    } = how;
+    if !peer.first_reliable_seen {
+        peer.first_reliable_seen = true;
+        // Nothing reliable went to this session before its first reliable message: the
+        // answer is the session's first reliable message on channel 0.
+        let answer = peer.check.on_first_reliable(&data, 0);
+        if rc4_after_first {
+            peer.conn.set_encryption(true);
+        }
+        if let Some(answer) = answer {
+            totals.keys_agreed.fetch_add(1, Ordering::Relaxed);
+            let answer = Outgoing {
+                channel: Channel::ZERO,
+                data: Bytes::from(answer),
+                echo: false,
+            };
+            send_reliable(peer, totals, answer, backlog_limit);
+            return;
+        }
+    }
+    count_in(peer, totals, data.len());
+    judge(peer, totals, &data, key);
+    if mode == Mode::Echo {
+        let echo = Outgoing {
+            channel,
+            data,
+            echo: true,
+        };
+        send_reliable(peer, totals, echo, backlog_limit);
+    }
+}
+
+/// What the server does with a reliable message besides its session's own state.
+#[derive(Clone, Copy)]
+struct Echoing {
+    mode: Mode,
+    rc4_after_first: bool,
+    key: bool,
+    backlog_limit: usize,
 }
 
 /// `--record DIR` for a server on `local`.

@@ -32,6 +32,8 @@ const MIN_DATAGRAM_SIZE: usize = 512;
 /// side announces (soe-protocol sends up to its own; docs/interop.md) still have their datagrams
 /// read whole up to this size, without GRO too.
 pub(crate) const DEFAULT_MIN_DATAGRAM_SIZE: usize = 9000;
+/// The fewest slots a receive call offers (see `Driver::offer`).
+const SMALL_OFFER: usize = 8;
 /// Receive buffers of one batch, all slots together, when the platform coalesces (GRO).
 const GRO_BUFFER_BUDGET: usize = 1024 * 1024;
 
@@ -47,6 +49,12 @@ pub(crate) struct Driver {
     slot_size: usize,
     slots: usize,
     metas: [RecvMeta; BATCH_SIZE],
+    /// How many slots the next receive call offers: twice what the last one filled (a full
+    /// one: twice what it offered), from [`SMALL_OFFER`] to [`BATCH_SIZE`]. Each slot offered
+    /// costs setting up (here and in `quinn-udp`'s `recvmmsg` headers), filled or not; a call
+    /// that fills all it offered leaves the socket marked readable, so the next call, at once,
+    /// reads on with more.
+    offer: usize,
     /// The batch being sent.
     tx: TxBatch,
     /// How many datagrams one send may carry (the socket's GSO limit; 1 without GSO).
@@ -80,6 +88,7 @@ impl Driver {
             slot_size,
             slots,
             metas: [RecvMeta::default(); BATCH_SIZE],
+            offer: BATCH_SIZE,
             tx: TxBatch::default(),
             max_send_segments,
         }
@@ -89,41 +98,45 @@ impl Driver {
     fn receive(&mut self, cx: &mut Context<'_>, socket: &dyn AsyncUdpSocket) -> usize {
         let mut received = 0;
         // The loop's socket knows when a receive would find nothing (no readiness since its
-        // last short batch): the 32 buffers are then not set up at all.
+        // last short batch): the buffers are then not set up at all.
         while received < RECV_BUDGET && socket.may_be_readable() {
-            let filled = {
-                let mut chunks = self.recv_buf.chunks_mut(self.slot_size);
-                let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
-                    std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
-                // No more slots than the budget has datagrams left: without GRO a wake-up reads
-                // at most RECV_BUDGET datagrams; with GRO, the last slot may bring up to one
-                // slot's coalesced datagrams past it.
-                let slots = self
-                    .slots
-                    .min(BATCH_SIZE)
-                    .min(RECV_BUDGET.saturating_sub(received).max(1));
-                let (Some(iovs), Some(metas)) =
-                    (iovs.get_mut(..slots), self.metas.get_mut(..slots))
-                else {
-                    return received;
-                };
-                match socket.poll_recv(cx, iovs, metas) {
-                    Poll::Ready(Ok(n)) => n,
-                    Poll::Ready(Err(e)) => {
-                        // UDP receive errors (an ICMP error reported late, an interrupted call)
-                        // concern one datagram, not the socket: note and go on.
-                        tracing::debug!(error = %e, "UDP receive error");
-                        if e.kind() == io::ErrorKind::WouldBlock {
-                            return received;
-                        }
-                        if is_port_unreachable(&e) {
-                            self.shared.lock().port_unreachable += 1;
-                        }
-                        received += 1;
-                        continue;
+            // No more slots than the budget has datagrams left: without GRO a wake-up reads at
+            // most RECV_BUDGET datagrams; with GRO, the last slot may bring up to one slot's
+            // coalesced datagrams past it. And no more than the last receive suggests (see
+            // `offer`): a full batch asks again, with twice the slots.
+            let slots = self
+                .slots
+                .min(self.offer)
+                .min(RECV_BUDGET.saturating_sub(received).max(1));
+            let polled = if slots <= SMALL_OFFER {
+                self.poll_recv_into::<SMALL_OFFER>(cx, socket, slots)
+            } else {
+                self.poll_recv_into::<BATCH_SIZE>(cx, socket, slots)
+            };
+            let filled = match polled {
+                Poll::Ready(Ok(n)) => {
+                    self.offer = if n >= slots {
+                        slots.saturating_mul(2)
+                    } else {
+                        n.saturating_mul(2)
                     }
-                    Poll::Pending => return received,
+                    .clamp(SMALL_OFFER, BATCH_SIZE);
+                    n
                 }
+                Poll::Ready(Err(e)) => {
+                    // UDP receive errors (an ICMP error reported late, an interrupted call)
+                    // concern one datagram, not the socket: note and go on.
+                    tracing::debug!(error = %e, "UDP receive error");
+                    if e.kind() == io::ErrorKind::WouldBlock {
+                        return received;
+                    }
+                    if is_port_unreachable(&e) {
+                        self.shared.lock().port_unreachable += 1;
+                    }
+                    received += 1;
+                    continue;
+                }
+                Poll::Pending => return received,
             };
             let now = self.runtime.now();
             let mut state = self.shared.lock();
@@ -153,6 +166,24 @@ impl Driver {
             }
         }
         received
+    }
+
+    /// One receive call into the first `slots` (at most `N`) slots of the receive buffer. The
+    /// buffer descriptions live on the stack, `N` of them, so that a call offering a few slots
+    /// does not describe thirty-two.
+    fn poll_recv_into<const N: usize>(
+        &mut self,
+        cx: &mut Context<'_>,
+        socket: &dyn AsyncUdpSocket,
+        slots: usize,
+    ) -> Poll<io::Result<usize>> {
+        let mut chunks = self.recv_buf.chunks_mut(self.slot_size);
+        let mut iovs: [IoSliceMut<'_>; N] =
+            std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
+        match (iovs.get_mut(..slots), self.metas.get_mut(..slots)) {
+            (Some(iovs), Some(metas)) => socket.poll_recv(cx, iovs, metas),
+            _ => Poll::Ready(Ok(0)),
+        }
     }
 
     /// Sends up to [`SEND_BUDGET`] datagrams; returns whether the budget ran out with more to
@@ -336,7 +367,9 @@ mod tests {
     /// buffers are offered) and counts what it handed out.
     #[derive(Debug)]
     struct Flood {
-        per_call: usize,
+        per_call: AtomicUsize,
+        /// The slots each receive call offered.
+        offered: Mutex<Vec<usize>>,
         handed: AtomicUsize,
         buffer_sizes: Mutex<Vec<usize>>,
         /// Datagrams sent, segments of a GSO send counted one by one.
@@ -352,7 +385,8 @@ mod tests {
             bufs: &mut [IoSliceMut<'_>],
             meta: &mut [RecvMeta],
         ) -> Poll<io::Result<usize>> {
-            let n = self.per_call.min(bufs.len());
+            self.offered.lock().unwrap().push(bufs.len());
+            let n = self.per_call.load(Ordering::SeqCst).min(bufs.len());
             let from: SocketAddr = "127.0.0.1:9"
                 .parse()
                 .unwrap_or(SocketAddr::from(([0; 4], 9)));
@@ -412,7 +446,8 @@ mod tests {
         let proto = soe_session::Endpoint::new(config.endpoint.clone());
         let shared = Arc::new(Shared::new(proto, &config));
         let socket = Arc::new(Flood {
-            per_call,
+            per_call: AtomicUsize::new(per_call),
+            offered: Mutex::new(Vec::new()),
             handed: AtomicUsize::new(0),
             buffer_sizes: Mutex::new(Vec::new()),
             sent: AtomicUsize::new(0),
@@ -437,6 +472,32 @@ mod tests {
                 "per_call {per_call}: datagrams read in one wake-up"
             );
         }
+    }
+
+    #[test]
+    fn a_receive_offers_twice_the_slots_the_last_one_filled() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let (mut driver, socket) = driver(1, 512);
+        let mut wake_up = |per_call: usize| {
+            socket.per_call.store(per_call, Ordering::SeqCst);
+            socket.offered.lock().unwrap().clear();
+            let received = driver.receive(&mut cx, &*driver.socket.clone().unwrap());
+            assert_eq!(received, RECV_BUDGET);
+            std::mem::take(&mut *socket.offered.lock().unwrap())
+        };
+        // One datagram a call: the first call offers 32 slots, the next ones 8 (or what is
+        // left of the budget).
+        let offered = wake_up(1);
+        assert_eq!(offered.len(), RECV_BUDGET);
+        assert_eq!(offered[0], BATCH_SIZE);
+        for (i, &n) in offered.iter().enumerate().skip(1) {
+            assert_eq!(n, SMALL_OFFER.min(RECV_BUDGET - i), "{offered:?}");
+        }
+        // Full batches: twice as many each call, up to 32, and no more than the budget left.
+        assert_eq!(wake_up(64), [8, 16, 32, 8]);
+        // Short batches of 3: back to 8 after one call.
+        let offered = wake_up(3);
+        assert_eq!(offered[..3], [16, 8, 8]);
     }
 
     #[test]

@@ -481,6 +481,16 @@ impl Core {
     }
 
     pub(crate) fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Option<EndpointEvent>> {
+        self.event_for(Some(cx))
+    }
+
+    /// [`poll_event`](Self::poll_event) without a waker to register: for the blocking event
+    /// loop, which drives the endpoint itself and so needs no wake-up when an event comes.
+    pub(crate) fn try_event(&self) -> Poll<Option<EndpointEvent>> {
+        self.event_for(None)
+    }
+
+    fn event_for(&self, cx: Option<&mut Context<'_>>) -> Poll<Option<EndpointEvent>> {
         let mut state = self.shared().lock();
         if let Some(event) = state.take_event() {
             let event = match event {
@@ -518,7 +528,9 @@ impl Core {
         if state.closing.is_some() && state.is_idle() {
             state.wake_driver();
         }
-        state.event_wakers.register(cx.waker());
+        if let Some(cx) = cx {
+            state.event_wakers.register(cx.waker());
+        }
         Poll::Pending
     }
 }

@@ -234,10 +234,7 @@ impl EventLoop {
 
     /// The next queued event, or the end; `None` while there is neither.
     fn take(&self) -> Option<Result<EndpointEvent, RecvTimeoutError>> {
-        match self
-            .core
-            .poll_event(&mut Context::from_waker(Waker::noop()))
-        {
+        match self.core.try_event() {
             Poll::Ready(Some(event)) => Some(Ok(event)),
             Poll::Ready(None) => Some(Err(RecvTimeoutError::Closed)),
             Poll::Pending if self.running.is_none() => Some(Err(RecvTimeoutError::Closed)),
