@@ -222,6 +222,7 @@ impl Deadlines {
     /// The top filing (of `heap`) of session `key` is earlier than its `deadline`: dropped if
     /// the session's other filing still bounds the deadline, else filed again under it (in
     /// place when it stays in the same heap: one sift down, where a pop and a push pay two).
+    #[inline]
     fn put_right(&mut self, heap: Heap, key: usize, rec: &mut TimerRecord, deadline: Instant) {
         let other = heap.other();
         if rec.filed[other as usize]
@@ -264,6 +265,7 @@ impl Deadlines {
 
     /// Files `key` under `at` in `heap` with a fresh stamp; returns what the session keeps (its
     /// earlier filing in that heap is stale from here on). A key past `u32::MAX` is not filed.
+    #[inline]
     fn file(&mut self, heap: Heap, key: usize, at: Instant) -> Filed {
         let stamp = self.fresh_stamp();
         let Ok(key) = u32::try_from(key) else {

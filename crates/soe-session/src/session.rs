@@ -109,7 +109,7 @@ struct DataPath {
 impl DataPath {
     /// Whether `f` holds for an open channel: the four slots in turn, which costs less than a
     /// slice iterator's `any` in the checks a session answers after every call.
-    #[inline]
+    #[inline(always)]
     fn any_channel(&self, f: impl Fn(&ReliableChannel) -> bool) -> bool {
         let [a, b, c, d] = &self.channels;
         a.as_deref().is_some_and(&f)
