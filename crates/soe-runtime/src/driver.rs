@@ -32,8 +32,9 @@ const MIN_DATAGRAM_SIZE: usize = 512;
 /// side announces (soe-protocol sends up to its own; docs/interop.md) still have their datagrams
 /// read whole up to this size, without GRO too.
 pub(crate) const DEFAULT_MIN_DATAGRAM_SIZE: usize = 9000;
-/// The fewest slots a receive call offers (see `Driver::offer`).
-const SMALL_OFFER: usize = 8;
+/// The fewest slots a receive call offers (see `Driver::offer`): 8, or all there are where a
+/// call takes fewer (quinn-udp's `BATCH_SIZE` is 1 where there is no `recvmmsg`, as on Windows).
+const SMALL_OFFER: usize = if BATCH_SIZE < 8 { BATCH_SIZE } else { 8 };
 /// Receive buffers of one batch, all slots together, when the platform coalesces (GRO).
 const GRO_BUFFER_BUDGET: usize = 1024 * 1024;
 
@@ -485,6 +486,13 @@ mod tests {
             assert_eq!(received, RECV_BUDGET);
             std::mem::take(&mut *socket.offered.lock().unwrap())
         };
+        if BATCH_SIZE == 1 {
+            // No `recvmmsg` (Windows): every call offers its one slot, whatever came before.
+            for per_call in [1, 64, 3] {
+                assert!(wake_up(per_call).iter().all(|&n| n == 1));
+            }
+            return;
+        }
         // One datagram a call: the first call offers 32 slots, the next ones 8 (or what is
         // left of the budget).
         let offered = wake_up(1);
