@@ -458,17 +458,15 @@ pub fn measure(
     placement: Placement,
 ) -> Result<Outcome, String> {
     let pinning = pinning::Pinning::new(placement);
-    match &pinning {
-        Some(p) => {
-            let outcome = p
-                .start_server(|| Process::start(server))
-                .and_then(|process| measure_process(process, server, load, timing));
-            p.restore();
-            outcome
-        }
-        None => Process::start(server)
-            .and_then(|process| measure_process(process, server, load, timing)),
+    let started = match &pinning {
+        Some(p) => p.start_server(|| Process::start(server)),
+        None => Process::start(server),
+    };
+    let outcome = started.and_then(|process| measure_process(process, server, load, timing));
+    if let Some(p) = &pinning {
+        p.restore();
     }
+    outcome
 }
 
 /// Where the server and the generator run, as the report says it: the server's CPUs and the

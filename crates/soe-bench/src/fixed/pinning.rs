@@ -61,9 +61,7 @@ impl Pinning {
     pub(super) fn new(placement: Placement) -> Option<Self> {
         use rustix::thread::{CpuSet, sched_getaffinity};
         let original = sched_getaffinity(None).ok()?;
-        let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
-            .filter(|&c| original.is_set(c))
-            .collect();
+        let cpus: Vec<usize> = cpus(&original).collect();
         let (&last, rest) = cpus.split_last()?;
         if rest.is_empty() {
             return None;
@@ -126,14 +124,7 @@ impl Pinning {
     /// The CPUs of each side, for the report: `(server, generator)`.
     #[cfg(target_os = "linux")]
     pub(super) fn describe(&self) -> (String, String) {
-        let list = |set: &rustix::thread::CpuSet| {
-            (0..rustix::thread::CpuSet::MAX_CPU)
-                .filter(|&c| set.is_set(c))
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        (list(&self.server), list(&self.generator))
+        (cpu_list(&self.server), cpu_list(&self.generator))
     }
 
     /// Off Linux there is no split to describe.
@@ -141,6 +132,21 @@ impl Pinning {
     pub(super) fn describe(&self) -> (String, String) {
         (String::new(), String::new())
     }
+}
+
+/// The CPUs in `set`, lowest first.
+#[cfg(target_os = "linux")]
+fn cpus(set: &rustix::thread::CpuSet) -> impl Iterator<Item = usize> + '_ {
+    (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c))
+}
+
+/// The CPUs in `set` as the report writes them: `0,2,3`.
+#[cfg(target_os = "linux")]
+fn cpu_list(set: &rustix::thread::CpuSet) -> String {
+    cpus(set)
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -175,19 +181,12 @@ mod tests {
             let mut child = child;
             let _ = child.kill();
             let _ = child.wait();
-            let list = |set: &rustix::thread::CpuSet| {
-                (0..rustix::thread::CpuSet::MAX_CPU)
-                    .filter(|&c| set.is_set(c))
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
-            assert_eq!(list(&child_set), server);
-            assert_eq!(list(&mine), generator);
+            assert_eq!(cpu_list(&child_set), server);
+            assert_eq!(cpu_list(&mine), generator);
             assert!(!server.split(',').any(|c| c == generator));
             pinning.restore();
             let back = rustix::thread::sched_getaffinity(None).expect("own set");
-            assert_eq!(list(&back), list(&pinning.original));
+            assert_eq!(cpu_list(&back), cpu_list(&pinning.original));
         })
         .join()
         .expect("the test thread");
