@@ -104,7 +104,7 @@ pub(crate) fn run(skip: Skip) -> Result<()> {
         }
     }
     println!("  total {}", cmd::format_duration(started.elapsed()));
-    wine.shutdown();
+    drop(wine);
     if failed.is_empty() {
         Ok(())
     } else {
@@ -134,6 +134,17 @@ impl Wine {
             .arg("-ladvapi32");
         cmd::run_timed(&mut gcc)?;
         let wine = Self { prefix, stand_in };
+        // One wineserver for the whole run, kept until `shutdown` (on drop). Left to itself, a
+        // wineserver exits a few seconds after its last process; a test binary that starts
+        // just then loses its connection ("wine client error:0: recvmsg: Connection reset by
+        // peer") and fails without running a test. It detaches at once; its standard streams,
+        // and those of the `reg` call that starts wine's services, go nowhere, because a
+        // process that outlives the call would keep a pipe of ours open until the end.
+        let mut server = wine.command("wineserver");
+        server.arg("-p");
+        if !cmd::succeeds_quietly(&mut server) {
+            return Err(Error::new("`wineserver -p` failed"));
+        }
         let mut version = wine.command("wine");
         version.args([
             "reg",
@@ -145,7 +156,9 @@ impl Wine {
             "win10",
             "/f",
         ]);
-        cmd::output(&mut version)?;
+        if !cmd::succeeds_quietly(&mut version) {
+            return Err(Error::new(format!("`{}` failed", cmd::describe(&version))));
+        }
         // Where Windows 10 has the real one: node.exe loads the addon with the addon's folder
         // searched instead of its own, so a copy beside node.exe would not be found.
         let system32 = wine.prefix.join("drive_c/windows/system32");
@@ -177,9 +190,11 @@ impl Wine {
             .map(|_| ())
             .map_err(|e| Error::new(format!("copy to {}: {e}", to.display())))
     }
+}
 
-    /// Ends every process of the prefix (`wineserver -k`).
-    fn shutdown(&self) {
+impl Drop for Wine {
+    /// Ends every process of the prefix and its wineserver (`wineserver -k`).
+    fn drop(&mut self) {
         let mut kill = self.command("wineserver");
         kill.arg("-k");
         let _ = cmd::succeeds_quietly(&mut kill);
