@@ -1147,13 +1147,17 @@ impl<A: PeerAddress> Endpoint<A> {
             self.half_open_count -= 1;
             self.recorder.start_every(key, e.generation);
         }
-        if e.charged && e.session.is_closed() {
+        let e = if e.charged && e.session.is_closed() {
             e.charged = false;
             let remote = e.remote;
             self.uncharge(remote);
-        }
-        let Some(e) = self.sessions.get_mut(key) else {
-            return;
+            // Rare (once per session): look the entry up again after borrowing `self`.
+            let Some(e) = self.sessions.get_mut(key) else {
+                return;
+            };
+            e
+        } else {
+            e
         };
         if e.session.is_drained() && e.session.events_done() {
             self.reap(key);
