@@ -134,7 +134,7 @@ impl Wine {
             .arg("-ladvapi32");
         cmd::run_timed(&mut gcc)?;
         let wine = Self { prefix, stand_in };
-        // One wineserver for the whole run, kept until `shutdown` (on drop). Left to itself, a
+        // One wineserver for the whole run, ended when this `Wine` is dropped. Left to itself, a
         // wineserver exits a few seconds after its last process; a test binary that starts
         // just then loses its connection ("wine client error:0: recvmsg: Connection reset by
         // peer") and fails without running a test. It detaches at once; its standard streams,
