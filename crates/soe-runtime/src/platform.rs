@@ -239,9 +239,10 @@ pub(crate) struct Notify {
     tx: std::os::unix::net::UnixDatagram,
     /// A handle on the driver's own socket, which the wake-up is sent from; `None` once
     /// [`release`](Notify::release)d, so that a stopped driver's port is free even while
-    /// handles that could wake it live on.
+    /// handles that could wake it live on. Shared so that a wake-up is sent outside the lock
+    /// (threads waking the driver at once do not queue behind each other's system call).
     #[cfg(not(unix))]
-    socket: std::sync::Mutex<Option<UdpSocket>>,
+    socket: std::sync::Mutex<Option<std::sync::Arc<UdpSocket>>>,
     #[cfg(not(unix))]
     target: SocketAddr,
 }
@@ -266,7 +267,7 @@ pub(crate) fn waker_pair(socket: &UdpSocket) -> io::Result<(Waiter, Notify)> {
     #[cfg(not(unix))]
     {
         let target = wake_target(socket.local_addr()?);
-        let socket = std::sync::Mutex::new(Some(socket.try_clone()?));
+        let socket = std::sync::Mutex::new(Some(std::sync::Arc::new(socket.try_clone()?)));
         Ok((Waiter {}, Notify { socket, target }))
     }
 }
@@ -290,15 +291,19 @@ impl Notify {
         #[cfg(unix)]
         let sent = self.tx.send(&[1]);
         #[cfg(not(unix))]
-        let sent = match self
-            .socket
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-        {
-            Some(socket) => socket.send_to(&[], self.target),
-            // The driver stopped: nobody waits.
-            None => return,
+        let sent = {
+            // Taken out under the lock, sent outside it. A release meanwhile closes the handle
+            // once this last wake-up is out.
+            let socket = self
+                .socket
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            match socket {
+                Some(socket) => socket.send_to(&[], self.target),
+                // The driver stopped: nobody waits.
+                None => return,
+            }
         };
         match sent {
             // A full pair already holds a wake-up.

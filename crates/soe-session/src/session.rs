@@ -726,7 +726,7 @@ impl Session {
                     .set(Timer::Close, now + self.config.close_timeout());
                 self.timers.stop(Timer::Heartbeat);
                 self.timers.stop(Timer::NetStatus);
-                self.check_flushed(now);
+                self.check_flushed();
             }
             State::Closing | State::Draining | State::Closed => {}
         }
@@ -824,7 +824,7 @@ impl Session {
             if let Some(reason) = failed {
                 self.abort(now, reason);
             } else {
-                self.check_flushed(now);
+                self.check_flushed();
             }
         }
     }
@@ -901,7 +901,7 @@ impl Session {
 
     /// Graceful close done (or the close timer ran out): send the Disconnect.
     #[inline]
-    fn check_flushed(&mut self, _now: Instant) {
+    fn check_flushed(&mut self) {
         if self.state == State::Closing {
             self.drain_if_flushed();
         }
@@ -983,7 +983,7 @@ impl Session {
             _ => self.handle_contextual(now, datagram),
         }
         // The last ack of a graceful close arrives here.
-        self.check_flushed(now);
+        self.check_flushed();
     }
 
     fn handle_contextless(&mut self, now: Instant, datagram: &[u8]) {
@@ -1469,7 +1469,7 @@ impl Session {
     ) -> Option<usize> {
         buf.clear();
         // A close waiting only for unreliable messages to go out may be done.
-        self.check_flushed(now);
+        self.check_flushed();
         if self.state == State::Closed {
             return None;
         }
