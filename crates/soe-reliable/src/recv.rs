@@ -4,12 +4,12 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use soe_crypto::Rc4;
 use soe_wire::reliable::split_first_fragment;
 use soe_wire::{PayloadMessages, WireError};
 
-use crate::arena::{copy_to_arena, reserve};
+use crate::arena::{Arena, copy_to_arena, reserve};
 use crate::channel::{Opcodes, put_header};
 use crate::seq::expand;
 use crate::{ChannelStats, ReliableConfig, ReliableError};
@@ -97,7 +97,7 @@ pub(crate) struct Receiver {
     cipher: Option<Rc4>,
     /// Whether messages completed now are decrypted (the cipher's state runs on only while so).
     decrypt: bool,
-    arena: BytesMut,
+    arena: Arena,
     /// The next sequence to deliver.
     expected: u64,
     /// `slots[i]` holds sequence `expected + i` when it arrived early. `slots[0]` is always
@@ -127,7 +127,7 @@ impl Receiver {
         Self {
             decrypt: cipher.is_some(),
             cipher,
-            arena: BytesMut::new(),
+            arena: Arena::new(),
             expected: 0,
             slots: VecDeque::new(),
             reassembly: None,

@@ -9,7 +9,7 @@ use soe_crypto::Rc4;
 use soe_wire::reliable::{DATA_HEADER_LEN, FIRST_FRAGMENT_EXTRA, GROUP_PREFIX, needs_escape};
 use soe_wire::varint::group_len_size;
 
-use crate::arena::{ARENA_CHUNK, reserve};
+use crate::arena::{Arena, reserve};
 use crate::channel::{Opcodes, put_header};
 use crate::congestion::{Congestion, PathShare};
 use crate::pacing::Pacer;
@@ -110,7 +110,7 @@ pub(crate) struct Sender {
     cipher: Option<Rc4>,
     /// Whether messages sent now are encrypted (the cipher's state runs on only while so).
     encrypt: bool,
-    arena: BytesMut,
+    arena: Arena,
     queue: VecDeque<Bytes>,
     fragmenting: Option<Fragmenting>,
     /// The next sequence to assign.
@@ -193,11 +193,7 @@ const PERSISTENT_CONGESTION: u32 = 3;
 impl Sender {
     pub(crate) fn new(config: &ReliableConfig, cipher: Option<Rc4>) -> Self {
         Self {
-            arena: if cipher.is_some() {
-                BytesMut::with_capacity(ARENA_CHUNK)
-            } else {
-                BytesMut::new()
-            },
+            arena: Arena::new(),
             encrypt: cipher.is_some(),
             cipher,
             queue: VecDeque::new(),
