@@ -588,52 +588,13 @@ pub(crate) fn connect_error(reason: CloseReason, timeout: std::time::Duration) -
 
 #[cfg(test)]
 mod tests {
-    use std::io::IoSliceMut;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::task::Waker;
 
     use soe_session::{EndpointConfig, Event, SessionConfig};
 
     use super::*;
-    use crate::runtime::AsyncUdpSocket;
-    use crate::udp::RecvMeta;
-
-    /// A socket that keeps what is sent through it, and never receives.
-    #[derive(Debug, Default)]
-    struct Keep(Mutex<Vec<(SocketAddr, Vec<u8>)>>);
-
-    impl AsyncUdpSocket for Keep {
-        fn poll_recv(
-            &self,
-            _: &mut Context<'_>,
-            _: &mut [IoSliceMut<'_>],
-            _: &mut [RecvMeta],
-        ) -> Poll<io::Result<usize>> {
-            Poll::Pending
-        }
-        fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
-            let mut sent = self.0.lock().unwrap();
-            sent.push((destination, datagram.to_vec()));
-            Ok(())
-        }
-        fn poll_writable(&self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-        fn local_addr(&self) -> io::Result<SocketAddr> {
-            Ok(SocketAddr::from(([127, 0, 0, 1], 1)))
-        }
-    }
-
-    /// Counts its wake-ups (the driver's, here: no driver runs).
-    #[derive(Debug, Default)]
-    struct CountWakes(AtomicUsize);
-
-    impl std::task::Wake for CountWakes {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::driver::tests::{CountWakes, Gate};
 
     /// Moves every datagram `from` has ready into `to`, which sees them from `source`.
     fn deliver(
@@ -661,7 +622,8 @@ mod tests {
             soe_session::Endpoint::new(config.endpoint.clone()),
             &config,
         ));
-        let socket = Arc::new(Keep::default());
+        let socket = Arc::new(Gate::default());
+        socket.open.store(true, Ordering::SeqCst);
         let wakes = Arc::new(CountWakes::default());
         {
             let mut state = shared.lock();
@@ -686,7 +648,7 @@ mod tests {
             .send(session, Channel::ZERO, Bytes::from_static(b"ping"))
             .unwrap();
         pump(&mut client);
-        assert!(socket.0.lock().unwrap().is_empty());
+        assert!(socket.kept.lock().unwrap().is_empty());
 
         let mut cx = Context::from_waker(Waker::noop());
         let mut conns = Vec::new();
@@ -709,7 +671,7 @@ mod tests {
         // The echo went out from this thread, the driver not woken for it; nothing is left
         // for the driver to send.
         assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
-        let sent = std::mem::take(&mut *socket.0.lock().unwrap());
+        let sent = std::mem::take(&mut *socket.kept.lock().unwrap());
         assert!(!sent.is_empty());
         assert!(sent.iter().all(|(to, _)| *to == client_addr));
         let mut buf = Vec::new();
@@ -728,6 +690,6 @@ mod tests {
         // Outside `handle_events`, a send wakes the driver and leaves the sending to it.
         conns[0].try_send(Bytes::from_static(b"later")).unwrap();
         assert_eq!(wakes.0.load(Ordering::SeqCst), 2);
-        assert!(socket.0.lock().unwrap().is_empty());
+        assert!(socket.kept.lock().unwrap().is_empty());
     }
 }
