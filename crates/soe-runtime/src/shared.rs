@@ -143,14 +143,18 @@ impl Deferral<'_> {
     /// Starts deferring this thread's sends on `shared`'s endpoint.
     pub(crate) fn new(shared: &Shared) -> Deferral<'_> {
         let key = std::ptr::from_ref::<State>(&*shared.lock()) as usize;
-        let outer = DEFERRAL.with(|d| d.replace((key, false)));
+        let outer = DEFERRAL
+            .try_with(|d| d.replace((key, false)))
+            .unwrap_or((0, false));
         Deferral { shared, outer }
     }
 }
 
 impl Drop for Deferral<'_> {
     fn drop(&mut self) {
-        let (_, sent) = DEFERRAL.with(|d| d.replace(self.outer));
+        let Ok((_, sent)) = DEFERRAL.try_with(|d| d.replace(self.outer)) else {
+            return;
+        };
         if !sent {
             return;
         }
@@ -326,14 +330,18 @@ impl State {
     /// a send, which the deferral's end sends, and the driver need not be woken.
     fn defer_here(&self) -> bool {
         let key = std::ptr::from_ref(self) as usize;
-        DEFERRAL.with(|d| {
-            let (scope, _) = d.get();
-            let here = scope == key;
-            if here {
-                d.set((scope, true));
-            }
-            here
-        })
+        // `try_with`: a send from a thread-local's destructor, when this one may be gone, is
+        // simply not deferred.
+        DEFERRAL
+            .try_with(|d| {
+                let (scope, _) = d.get();
+                let here = scope == key;
+                if here {
+                    d.set((scope, true));
+                }
+                here
+            })
+            .unwrap_or(false)
     }
 
     /// Files a new connection for `handle` and returns its id; `refs` counts who names it.
