@@ -60,6 +60,11 @@ fn stream_mode_routes_every_session_through_one_task() {
     block_on(scenarios::stream_mode_routes_everything::<R>());
 }
 
+#[test]
+fn handle_events_answers_from_the_application_task() {
+    block_on(scenarios::handle_events_answers_from_the_application_task::<R>());
+}
+
 /// The endpoint's reactor is async-io's, so it serves a future driven by any executor: here
 /// futures-lite's `block_on` (what smol uses), not async-std's.
 #[test]

@@ -251,10 +251,11 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let stop = stop_signal(args.duration);
     tokio::pin!(stop);
     loop {
+        // The echoes go out from this task once it has handled what is ready, not from the
+        // driver's task woken for each.
         tokio::select! {
-            event = endpoint.next_event() => match event {
-                Some(event) => server.on_event(event),
-                None => break,
+            more = endpoint.handle_events(|event| server.on_event(event)) => if !more {
+                break;
             },
             () = &mut stop => break,
         }

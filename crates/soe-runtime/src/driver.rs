@@ -354,7 +354,7 @@ fn announced(config: &Config) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::net::SocketAddr;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -555,11 +555,13 @@ mod tests {
         assert_eq!(*socket.batches.lock().unwrap(), vec![21]);
     }
 
-    /// A socket that takes datagrams only while `open`, and counts them.
+    /// A socket that takes datagrams only while `open`, counts them and keeps them.
     #[derive(Debug, Default)]
-    struct Gate {
-        open: std::sync::atomic::AtomicBool,
+    pub(crate) struct Gate {
+        pub(crate) open: std::sync::atomic::AtomicBool,
         sent: AtomicUsize,
+        /// Each datagram taken, with its destination.
+        pub(crate) kept: Mutex<Vec<(SocketAddr, Vec<u8>)>>,
     }
 
     impl AsyncUdpSocket for Gate {
@@ -571,11 +573,13 @@ mod tests {
         ) -> Poll<io::Result<usize>> {
             Poll::Pending
         }
-        fn try_send(&self, _: SocketAddr, _: &[u8]) -> io::Result<()> {
+        fn try_send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
             if !self.open.load(Ordering::SeqCst) {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             self.sent.fetch_add(1, Ordering::SeqCst);
+            let mut kept = self.kept.lock().unwrap();
+            kept.push((destination, datagram.to_vec()));
             Ok(())
         }
         fn poll_writable(&self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -588,7 +592,7 @@ mod tests {
 
     /// Counts its wake-ups.
     #[derive(Debug, Default)]
-    struct CountWakes(AtomicUsize);
+    pub(crate) struct CountWakes(pub(crate) AtomicUsize);
 
     impl std::task::Wake for CountWakes {
         fn wake(self: Arc<Self>) {

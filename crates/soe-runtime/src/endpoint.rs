@@ -19,7 +19,10 @@ use crate::connection::{CloseReason, Connection, ConnectionId};
 use crate::driver::Driver;
 use crate::error::ConnectError;
 use crate::runtime::Runtime;
-use crate::shared::{EndpointRef, Phase, RawEvent, Shared};
+use crate::shared::{Deferral, EndpointRef, Phase, RawEvent, Shared};
+
+/// The most events one [`Endpoint::handle_events`] call hands out.
+const EVENT_BUDGET: usize = 64;
 
 /// One UDP socket serving any number of SOE sessions, driven by a background task.
 ///
@@ -152,6 +155,21 @@ impl<R: Runtime> Endpoint<R> {
     /// event was taken (or right away in [`EventMode::PerConnection`]).
     pub async fn next_event(&self) -> Option<EndpointEvent> {
         poll_fn(|cx| self.core.poll_event(cx)).await
+    }
+
+    /// Waits for the next event, as [`next_event`](Self::next_event) does, then passes it to
+    /// `handle`, and after it every other event ready now (up to 64); returns `false` instead
+    /// once the endpoint is closed and every event was taken (`next_event`'s `None`).
+    ///
+    /// The messages `handle` queues on this endpoint's connections
+    /// ([`Connection::try_send_on`] and the like) go out from the calling task, together, once
+    /// it has handled the last event, instead of each waking the driver's task to send them:
+    /// an echo or a reply costs no hand-off between tasks, and replies queued together still
+    /// share datagrams. Sends made anywhere else (another task, another thread) wake the driver
+    /// as ever. Taking no event until one is ready, it can be raced against other futures
+    /// (`select!`) without losing one.
+    pub async fn handle_events(&self, mut handle: impl FnMut(EndpointEvent)) -> bool {
+        poll_fn(|cx| self.core.poll_handle_events(cx, &mut handle)).await
     }
 
     /// The events of [`next_event`](Self::next_event) as a [`Stream`](futures_lite::Stream).
@@ -337,11 +355,7 @@ impl Drop for SendBatch<'_> {
             return;
         }
         if self.queued {
-            let now = self
-                .state
-                .runtime
-                .as_ref()
-                .map_or_else(Instant::now, |runtime| runtime.now());
+            let now = self.state.now();
             self.state.transmit_inline(now);
         }
     }
@@ -480,6 +494,28 @@ impl Core {
         Poll::Pending
     }
 
+    /// See [`Endpoint::handle_events`].
+    pub(crate) fn poll_handle_events(
+        &self,
+        cx: &mut Context<'_>,
+        handle: &mut dyn FnMut(EndpointEvent),
+    ) -> Poll<bool> {
+        let Some(first) = std::task::ready!(self.poll_event(cx)) else {
+            return Poll::Ready(false);
+        };
+        // Sends `handle` queues from this thread wait for the deferral's end, which sends them
+        // all; `handle` is synchronous, so no other task runs here before it.
+        let _deferral = Deferral::new(self.shared());
+        handle(first);
+        for _ in 1..EVENT_BUDGET {
+            match self.try_event() {
+                Poll::Ready(Some(event)) => handle(event),
+                _ => break,
+            }
+        }
+        Poll::Ready(true)
+    }
+
     pub(crate) fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Option<EndpointEvent>> {
         self.event_for(Some(cx))
     }
@@ -547,5 +583,113 @@ pub(crate) fn connect_error(reason: CloseReason, timeout: std::time::Duration) -
         }
         DisconnectReason::ManagerDeleted => ConnectError::EndpointClosed,
         _ => ConnectError::Failed(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::task::Waker;
+
+    use soe_session::{EndpointConfig, Event, SessionConfig};
+
+    use super::*;
+    use crate::driver::tests::{CountWakes, Gate};
+
+    /// Moves every datagram `from` has ready into `to`, which sees them from `source`.
+    fn deliver(
+        from: &mut soe_session::Endpoint,
+        to: &mut soe_session::Endpoint,
+        source: SocketAddr,
+        now: Instant,
+    ) {
+        let mut buf = Vec::new();
+        while let Some(t) = from.poll_transmit(now, &mut buf) {
+            to.handle_datagram(now, source, &buf[..t.len]);
+        }
+    }
+
+    #[test]
+    fn replies_queued_in_handle_events_go_out_without_the_driver() {
+        // No driver runs here: what the application's task does not send itself stays unsent,
+        // so a deferred send left unflushed fails the test.
+        let session = Arc::new(SessionConfig::new("T"));
+        let config = Config::new(Arc::new(EndpointConfig::server(session.clone())))
+            .with_event_mode(EventMode::Stream);
+        let server_addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let client_addr = SocketAddr::from(([127, 0, 0, 1], 2));
+        let shared = Arc::new(Shared::new(
+            soe_session::Endpoint::new(config.endpoint.clone()),
+            &config,
+        ));
+        let socket = Arc::new(Gate::default());
+        socket.open.store(true, Ordering::SeqCst);
+        let wakes = Arc::new(CountWakes::default());
+        {
+            let mut state = shared.lock();
+            state.socket = Some(socket.clone());
+            state.driver_waker = Some(Waker::from(wakes.clone()));
+        }
+        let core = Core::new(shared.clone(), server_addr);
+        let mut client = soe_session::Endpoint::new(Arc::new(EndpointConfig::client(session)));
+        let now = Instant::now();
+        let session = client.connect(now, server_addr).unwrap();
+        // The handshake and one message, carried by hand (the driver's work).
+        let pump = |client: &mut soe_session::Endpoint| {
+            let mut state = shared.lock();
+            deliver(client, &mut state.proto, client_addr, now);
+            deliver(&mut state.proto, client, server_addr, now);
+            state.route_events(now);
+            // The driver's timer is set for now: no deadline the sends make is earlier.
+            state.armed = Some(now);
+        };
+        pump(&mut client);
+        client
+            .send(session, Channel::ZERO, Bytes::from_static(b"ping"))
+            .unwrap();
+        pump(&mut client);
+        assert!(socket.kept.lock().unwrap().is_empty());
+
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut conns = Vec::new();
+        let mut echoed = 0;
+        let handled = core.poll_handle_events(&mut cx, &mut |event| match event {
+            EndpointEvent::Accepted(conn) => conns.push(conn),
+            EndpointEvent::Message { data, .. } => {
+                conns[0].try_send(data).unwrap();
+                echoed += 1;
+                // A send from another thread meanwhile is that thread's: it wakes the driver.
+                std::thread::scope(|s| {
+                    s.spawn(|| conns[0].try_send(Bytes::from_static(b"other")).unwrap());
+                });
+                assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+            }
+            _ => {}
+        });
+        assert_eq!(handled, Poll::Ready(true));
+        assert_eq!(echoed, 1);
+        // The echo went out from this thread, the driver not woken for it; nothing is left
+        // for the driver to send.
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+        let sent = std::mem::take(&mut *socket.kept.lock().unwrap());
+        assert!(!sent.is_empty());
+        assert!(sent.iter().all(|(to, _)| *to == client_addr));
+        let mut buf = Vec::new();
+        assert!(shared.lock().proto.poll_transmit(now, &mut buf).is_none());
+        for (_, datagram) in &sent {
+            client.handle_datagram(now, server_addr, datagram);
+        }
+        let mut received = Vec::new();
+        while let Some((_, event)) = client.poll_event() {
+            if let Event::Message { data, .. } = event {
+                received.push(data);
+            }
+        }
+        assert_eq!(received, [&b"ping"[..], &b"other"[..]]);
+
+        // Outside `handle_events`, a send wakes the driver and leaves the sending to it.
+        conns[0].try_send(Bytes::from_static(b"later")).unwrap();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 2);
+        assert!(socket.kept.lock().unwrap().is_empty());
     }
 }

@@ -5,6 +5,7 @@
 //! driver (async task or blocking thread) feeds the protocol endpoint and calls
 //! [`State::route_events`]; handles take messages out and queue sends.
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
@@ -112,6 +113,59 @@ impl Shared {
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+thread_local! {
+    /// The [`Deferral`] this thread is in: the address of the state it defers sends of (0:
+    /// none), and whether a send was deferred since it began.
+    static DEFERRAL: Cell<(usize, bool)> = const { Cell::new((0, false)) };
+}
+
+/// While it lives, sends that this thread queues on the endpoint's connections do not wake the
+/// driver's task; when it ends, what they made ready goes out from this thread
+/// ([`State::transmit_inline`]), once for all of them, so that messages queued together are
+/// still bundled together.
+///
+/// Only the thread that made the deferral defers, and only for the code it runs until the
+/// deferral ends: no other task can run on this thread in between when that code does not
+/// `.await` (the caller's duty: [`Core::poll_handle_events`](crate::endpoint::Core) runs a
+/// synchronous closure in it). Sends from any other thread or task wake the driver as ever. A
+/// send can therefore never wait for an unrelated event: either the driver was woken for it,
+/// or the deferral's end, which always comes, sends it.
+pub(crate) struct Deferral<'a> {
+    shared: &'a Shared,
+    /// The deferral this one is inside of (nested ones, of this endpoint or another).
+    outer: (usize, bool),
+}
+
+impl Deferral<'_> {
+    /// Starts deferring this thread's sends on `shared`'s endpoint.
+    pub(crate) fn new(shared: &Shared) -> Deferral<'_> {
+        let key = std::ptr::from_ref::<State>(&*shared.lock()) as usize;
+        let outer = DEFERRAL
+            .try_with(|d| d.replace((key, false)))
+            .unwrap_or((0, false));
+        Deferral { shared, outer }
+    }
+}
+
+impl Drop for Deferral<'_> {
+    fn drop(&mut self) {
+        let Ok((_, sent)) = DEFERRAL.try_with(|d| d.replace(self.outer)) else {
+            return;
+        };
+        if !sent {
+            return;
+        }
+        let mut state = self.shared.lock();
+        if std::thread::panicking() {
+            // The code it ran panicked: leave the sending to the driver.
+            state.wake_driver();
+            return;
+        }
+        let now = state.now();
+        state.transmit_inline(now);
     }
 }
 
@@ -265,6 +319,31 @@ impl State {
         }
     }
 
+    /// The driver's clock (the system's where there is no driver's runtime).
+    pub(crate) fn now(&self) -> Instant {
+        self.runtime
+            .as_ref()
+            .map_or_else(Instant::now, |runtime| runtime.now())
+    }
+
+    /// Whether this thread is inside a [`Deferral`] of this state: then it notes that it queued
+    /// a send, which the deferral's end sends, and the driver need not be woken.
+    fn defer_here(&self) -> bool {
+        let key = std::ptr::from_ref(self) as usize;
+        // `try_with`: a send from a thread-local's destructor, when this one may be gone, is
+        // simply not deferred.
+        DEFERRAL
+            .try_with(|d| {
+                let (scope, _) = d.get();
+                let here = scope == key;
+                if here {
+                    d.set((scope, true));
+                }
+                here
+            })
+            .unwrap_or(false)
+    }
+
     /// Files a new connection for `handle` and returns its id; `refs` counts who names it.
     pub(crate) fn insert_conn(
         &mut self,
@@ -366,7 +445,7 @@ impl State {
         let handle = conn.handle;
         match send(&mut self.proto, handle, data) {
             Ok(()) => {
-                if !self.batching {
+                if !self.batching && !self.defer_here() {
                     self.wake_driver();
                 }
                 Ok(())

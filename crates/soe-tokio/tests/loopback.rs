@@ -115,3 +115,13 @@ async fn a_closed_stream_endpoint_gives_its_port_back_when_its_events_end() {
         scenarios::closed_stream_endpoint_gives_its_port_back_when_its_events_end::<R>().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handle_events_answers_from_the_application_task() {
+    scenarios::handle_events_answers_from_the_application_task::<R>().await;
+}
+
+#[tokio::test]
+async fn handle_events_answers_from_the_application_task_on_one_thread() {
+    scenarios::handle_events_answers_from_the_application_task::<R>().await;
+}

@@ -371,6 +371,18 @@ pub async fn survives_garbage<R: Runtime + Default>() {
 
 /// One task routes every session of a stream-mode server.
 pub async fn stream_mode_routes_everything<R: Runtime + Default>() {
+    stream_echo::<R>(false).await;
+}
+
+/// As [`stream_mode_routes_everything`], the server answering from `Endpoint::handle_events`:
+/// its echoes go out from its own task.
+pub async fn handle_events_answers_from_the_application_task<R: Runtime + Default>() {
+    stream_echo::<R>(true).await;
+}
+
+/// Five clients, 50 echoes each, from a stream-mode server that takes its events one by one
+/// (`next_event`) or with `handle_events`.
+async fn stream_echo<R: Runtime + Default>(handle_events: bool) {
     let server = Endpoint::<R>::bind(
         loopback(),
         Config::from(server_config(false)).with_event_mode(EventMode::Stream),
@@ -380,22 +392,27 @@ pub async fn stream_mode_routes_everything<R: Runtime + Default>() {
     let router = server.clone();
     R::default().spawn(Box::pin(async move {
         let mut conns = std::collections::HashMap::new();
-        while let Some(event) = router.next_event().await {
-            match event {
-                EndpointEvent::Accepted(conn) => {
-                    conns.insert(conn.id(), conn);
+        let mut on_event = move |event| match event {
+            EndpointEvent::Accepted(conn) => {
+                conns.insert(conn.id(), conn);
+            }
+            EndpointEvent::Message {
+                connection, data, ..
+            } => {
+                if let Some(conn) = conns.get(&connection) {
+                    let _ = conn.try_send(data);
                 }
-                EndpointEvent::Message {
-                    connection, data, ..
-                } => {
-                    if let Some(conn) = conns.get(&connection) {
-                        let _ = conn.try_send(data);
-                    }
-                }
-                EndpointEvent::Closed { connection, .. } => {
-                    conns.remove(&connection);
-                }
-                _ => {}
+            }
+            EndpointEvent::Closed { connection, .. } => {
+                conns.remove(&connection);
+            }
+            _ => {}
+        };
+        if handle_events {
+            while router.handle_events(&mut on_event).await {}
+        } else {
+            while let Some(event) = router.next_event().await {
+                on_event(event);
             }
         }
     }));
