@@ -483,7 +483,23 @@ impl Receiver {
     }
 
     /// Writes a due cumulative ack, or a selective one.
+    #[inline]
     pub(crate) fn poll_ack(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        ops: &Opcodes,
+        stats: &mut ChannelStats,
+    ) -> Option<usize> {
+        // Most calls find nothing due: answered here, inlined into the caller.
+        if self.selective.is_empty() && self.ack_all_due.is_none_or(|due| due > now) {
+            return None;
+        }
+        self.write_ack(now, out, ops, stats)
+    }
+
+    /// [`Receiver::poll_ack`] once an ack may be due.
+    fn write_ack(
         &mut self,
         now: Instant,
         out: &mut Vec<u8>,

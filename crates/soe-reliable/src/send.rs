@@ -496,7 +496,7 @@ impl Sender {
         // Whether the pacer holds back a packet sent within the window (a timer's probes and
         // budgeted resends are not paced).
         let pace = if config.pacing {
-            self.pacer.delay(now, window, self.rtt.smoothed())
+            self.pacer.delay(now, window, self.rtt.smoothed_nanos())
         } else {
             None
         };
