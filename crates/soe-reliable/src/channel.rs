@@ -35,9 +35,12 @@ fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 /// Appends `opcode | u16 sequence` (the sequence truncated to its wire width).
+#[inline]
 pub(crate) fn put_header(out: &mut Vec<u8>, opcode: u16, sequence: u64) {
-    out.extend_from_slice(&opcode.to_be_bytes());
-    out.extend_from_slice(&(sequence as u16).to_be_bytes());
+    let [op_hi, op_lo] = opcode.to_be_bytes();
+    let [seq_hi, seq_lo] = (sequence as u16).to_be_bytes();
+    // One append of four bytes: one capacity check.
+    out.extend_from_slice(&[op_hi, op_lo, seq_hi, seq_lo]);
 }
 
 /// One reliable channel (0 to 3) of a session: the sending and the receiving half.

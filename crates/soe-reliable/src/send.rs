@@ -798,12 +798,32 @@ impl Sender {
         if packet.counted() {
             self.flight = self.flight.saturating_sub(1);
         }
-        let spurious = packet.transmissions > 1
-            && self
-                .rtt
-                .min()
-                .is_some_and(|min| now.saturating_duration_since(packet.last_sent) < min);
-        if packet.declared_lost && packet.transmissions > 1 && !spurious {
+        // A packet sent once (the usual case) is no resend, so neither lost nor spurious.
+        if packet.transmissions > 1 && self.on_resend_delivered(now, sequence, packet, stats) {
+            return;
+        }
+        self.rack_sent = Some(
+            self.rack_sent
+                .map_or(packet.last_sent, |t| t.max(packet.last_sent)),
+        );
+    }
+
+    /// [`Sender::on_delivered`] for a packet sent more than once: counts it lost, unless the
+    /// ack came sooner after the resend than any round trip seen, so it was for the original
+    /// (spurious: returns true, and the packet's send time is no RACK evidence).
+    #[cold]
+    fn on_resend_delivered(
+        &mut self,
+        now: Instant,
+        sequence: u64,
+        packet: &InFlight,
+        stats: &mut ChannelStats,
+    ) -> bool {
+        let spurious = self
+            .rtt
+            .min()
+            .is_some_and(|min| now.saturating_duration_since(packet.last_sent) < min);
+        if packet.declared_lost && !spurious {
             stats.packets_lost += 1;
         }
         if spurious {
@@ -815,12 +835,8 @@ impl Sender {
                 let cap = self.rtt.smoothed().unwrap_or_default();
                 self.reorder_extra = (self.reorder_extra + min / 4).min(cap);
             }
-        } else {
-            self.rack_sent = Some(
-                self.rack_sent
-                    .map_or(packet.last_sent, |t| t.max(packet.last_sent)),
-            );
         }
+        spurious
     }
 
     /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged: the round
@@ -879,11 +895,17 @@ impl Sender {
     /// that delayed cumulative ack. Packets of that run are declared lost only by the time
     /// threshold plus the peer's observed ack delay, so a slow acker's in-order packets are not
     /// resent each time a later packet is lost.
+    #[inline]
     fn detect_losses(&mut self, now: Instant, stats: &mut ChannelStats) {
         self.loss_time = None;
-        if self.in_flight.is_empty() {
-            return;
+        // Often the ack took every packet in flight: answered without the call.
+        if !self.in_flight.is_empty() {
+            self.detect_losses_in_flight(now, stats);
         }
+    }
+
+    /// [`Sender::detect_losses`] while packets are in flight.
+    fn detect_losses_in_flight(&mut self, now: Instant, stats: &mut ChannelStats) {
         let (Some(rack), Some(delay)) = (self.rack_sent, self.rtt.loss_delay(self.reorder_extra))
         else {
             return;
