@@ -41,6 +41,7 @@ impl Pacer {
 
     /// When a packet may go: `None` if now, else the instant it may. `rtt` is the smoothed round
     /// trip in nanoseconds.
+    #[inline]
     pub(crate) fn delay(&mut self, now: Instant, window: u32, rtt: Option<u64>) -> Option<Instant> {
         let Some(interval) = Self::interval(window, rtt) else {
             self.interval = 0;

@@ -10,7 +10,7 @@ use soe_wire::reliable::{DATA_HEADER_LEN, FIRST_FRAGMENT_EXTRA, GROUP_PREFIX, ne
 use soe_wire::varint::group_len_size;
 
 use crate::arena::{ARENA_CHUNK, reserve};
-use crate::channel::{Opcodes, put_header};
+use crate::channel::{Opcodes, earlier, put_header};
 use crate::congestion::{Congestion, PathShare};
 use crate::pacing::Pacer;
 use crate::rtt::RttEstimator;
@@ -323,17 +323,33 @@ impl Sender {
         oldest.first_sent.checked_add(config.unacknowledged_timeout)
     }
 
-    /// The loss-detection timer: the earlier of a loss candidate's time threshold and the probe
-    /// timeout while packets are in flight.
+    /// The sender's earliest timer: the loss-detection timer, the pacer's release (while it
+    /// holds a packet back) and the unacknowledged limit ([`Sender::give_up_deadline`]).
     ///
-    /// The loss timer never postpones the probe timeout: its delay follows the smoothed round
-    /// trip, which a peer holding acks (flow control, a stalled application) can inflate to
-    /// seconds, while the probe timeout is capped at `max_rto`.
+    /// The loss-detection timer is the earlier of a loss candidate's time threshold and the
+    /// probe timeout while packets are in flight. It never postpones the probe timeout: its
+    /// delay follows the smoothed round trip, which a peer holding acks (flow control, a
+    /// stalled application) can inflate to seconds, while the probe timeout is capped at
+    /// `max_rto`.
     #[inline]
-    pub(crate) fn loss_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
-        match (self.loss_time, self.probe_deadline(config)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+    pub(crate) fn deadline(&self, config: &ReliableConfig) -> Option<Instant> {
+        if self.in_flight.is_empty() && self.loss_time.is_none() {
+            // Nothing in flight: no probe timeout (the packets `flight` and `sacked` count are
+            // in `in_flight`), no unacknowledged limit.
+            return self.paced_until;
+        }
+        self.deadline_in_flight(config)
+    }
+
+    /// [`Sender::deadline`] while packets are in flight (or a loss timer is armed).
+    #[inline]
+    fn deadline_in_flight(&self, config: &ReliableConfig) -> Option<Instant> {
+        let (probe, limit_later) = self.probe_deadline_and_limit(config);
+        let timer = earlier(earlier(self.loss_time, probe), self.paced_until);
+        if limit_later {
+            timer
+        } else {
+            earlier(timer, self.give_up_deadline(config))
         }
     }
 
@@ -341,23 +357,35 @@ impl Sender {
     /// probe timeout after the last send, or the oldest packet's own deadline if sooner.
     #[inline]
     fn probe_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
+        self.probe_deadline_and_limit(config).0
+    }
+
+    /// [`Sender::probe_deadline`], and whether the unacknowledged limit is sure to come no
+    /// sooner (so that [`Sender::deadline`] need not work it out): the oldest packet, sent once,
+    /// was the last send, and `max_rto` (the longest probe timeout) is within
+    /// `unacknowledged_timeout`.
+    #[inline]
+    fn probe_deadline_and_limit(&self, config: &ReliableConfig) -> (Option<Instant>, bool) {
         if self.flight == 0 && self.sacked == 0 {
-            return None;
+            return (None, false);
         }
         let pto = self.pto(config);
-        let last_send = self.last_send?;
+        let Some(last_send) = self.last_send else {
+            return (None, false);
+        };
         let after_send = last_send.checked_add(pto);
         // The oldest packet's own deadline is two probe timeouts after it went: when that was
         // the last send, it comes after the probe timeout and need not be worked out.
         if let (Some(at), Some(Some(oldest))) = (after_send, self.in_flight.front()) {
             if oldest.last_sent >= last_send {
-                return Some(at);
+                // Sent once, its first send is its last: the limit is at least
+                // `unacknowledged_timeout` after the last send, the probe at most `max_rto`.
+                let limit_later =
+                    oldest.transmissions == 1 && config.max_rto <= config.unacknowledged_timeout;
+                return (Some(at), limit_later);
             }
         }
-        match (after_send, self.oldest_deadline(pto)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        (earlier(after_send, self.oldest_deadline(pto)), false)
     }
 
     /// When the oldest unacknowledged packet is due for a retransmission timeout of its own:
@@ -374,11 +402,6 @@ impl Sender {
             Some(retry) => due.max(retry),
             None => due,
         })
-    }
-
-    /// When the pacer lets the next packet go, while it is holding one back.
-    pub(crate) fn pacing_deadline(&self) -> Option<Instant> {
-        self.paced_until
     }
 
     /// Whether the peer's receive window (counted from the oldest unacknowledged sequence) has
@@ -842,6 +865,7 @@ impl Sender {
     /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged: the round
     /// trip (`sample`, when Karn's rule gives one), the window, and loss detection.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn after_ack(
         &mut self,
         now: Instant,
