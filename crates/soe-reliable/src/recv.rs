@@ -248,6 +248,13 @@ impl Receiver {
             return Ok(());
         }
         stats.packets_received += 1;
+        if kind == Kind::Whole && self.deliver_plain(data, config, stats) {
+            self.advance(now, config);
+            if self.drain(now, config, stats)? {
+                self.ack_now(now);
+            }
+            return Ok(());
+        }
         if let Admit::NoRoom(need) =
             self.process(sequence, kind, Payload::Borrowed(data), config, stats)?
         {
@@ -427,6 +434,33 @@ impl Receiver {
                 Ok(Admit::Taken)
             }
         }
+    }
+
+    /// The common case of [`Receiver::process`], answered without its general path: a whole
+    /// packet, no reassembly under way, no decryption, and a payload that is one message as it
+    /// stands ([`is_plain_message`]). Queues the message if it fits and returns true; returns
+    /// false, having changed nothing, when the packet is not such a case or does not fit (the
+    /// general path then decides).
+    #[inline]
+    fn deliver_plain(
+        &mut self,
+        data: &[u8],
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) -> bool {
+        if self.reassembly.is_some() || self.decrypting() || !is_plain_message(data) {
+            return false;
+        }
+        let need = Need {
+            messages: 1,
+            bytes: data.len(),
+        };
+        if !fits(need, self.delivered.len(), self.delivered_bytes, config) {
+            return false;
+        }
+        let message = copy_to_arena(&mut self.arena, data);
+        self.push(message, stats);
+        true
     }
 
     /// Unbundles, unescapes and decrypts a complete payload and queues its messages, if they fit.

@@ -74,6 +74,7 @@ impl InFlight {
             + self.data.len()
     }
 
+    #[inline]
     fn encode(&self, sequence: u64, ops: &Opcodes, out: &mut Vec<u8>) -> usize {
         let start = out.len();
         match self.header {
