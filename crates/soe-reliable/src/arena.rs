@@ -15,6 +15,7 @@ pub(crate) fn reserve(arena: &mut BytesMut, len: usize) {
 }
 
 /// Copies `data` into the arena and cuts it off as `Bytes`.
+#[inline]
 pub(crate) fn copy_to_arena(arena: &mut BytesMut, data: &[u8]) -> Bytes {
     reserve(arena, data.len());
     arena.extend_from_slice(data);

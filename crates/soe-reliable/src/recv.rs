@@ -315,6 +315,7 @@ impl Receiver {
     }
 
     /// Moves the window past the expected packet and schedules the cumulative ack.
+    #[inline]
     fn advance(&mut self, now: Instant, config: &ReliableConfig) {
         self.slots.pop_front();
         self.expected += 1;

@@ -74,7 +74,7 @@ impl InFlight {
             + self.data.len()
     }
 
-    #[inline]
+    #[inline(always)]
     fn encode(&self, sequence: u64, ops: &Opcodes, out: &mut Vec<u8>) -> usize {
         let start = out.len();
         match self.header {
@@ -232,6 +232,7 @@ impl Sender {
         }
     }
 
+    #[inline]
     pub(crate) fn send(
         &mut self,
         message: Bytes,
@@ -866,7 +867,7 @@ impl Sender {
     /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged: the round
     /// trip (`sample`, when Karn's rule gives one), the window, and loss detection.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     fn after_ack(
         &mut self,
         now: Instant,
