@@ -147,6 +147,7 @@ impl Receiver {
         !self.delivered.is_empty()
     }
 
+    #[inline]
     pub(crate) fn poll_message(&mut self) -> Option<Bytes> {
         let message = self.delivered.pop_front()?;
         self.delivered_bytes -= message.len();
@@ -522,6 +523,7 @@ impl Receiver {
     /// Makes a delayed cumulative ack due at once: data is leaving anyway, so the ack rides in the
     /// same datagram instead of waiting for its timer (and a peer whose window is smaller than
     /// `ack_every` is not left stalled for `ack_delay`).
+    #[inline]
     pub(crate) fn hasten_ack(&mut self, now: Instant) {
         if let Some(due) = self.ack_all_due.as_mut() {
             *due = (*due).min(now);

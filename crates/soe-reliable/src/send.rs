@@ -738,7 +738,9 @@ impl Sender {
             }
             _ => None,
         };
-        for sequence in self.base..=last {
+        // `last < next`, so `last + 1` cannot overflow (and a `Range` steps cheaper than a
+        // `RangeInclusive`).
+        for sequence in self.base..last + 1 {
             if let Some(Some(packet)) = self.in_flight.pop_front() {
                 if !packet.elicitor {
                     self.bytes = self.bytes.saturating_sub(packet.encoded_len());
