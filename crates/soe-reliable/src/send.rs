@@ -649,7 +649,8 @@ impl Sender {
                     total: len,
                 });
             } else {
-                if bundle && len > 0 {
+                // Nothing else queued, nothing to bundle with (what `group_with` would find).
+                if bundle && len > 0 && !self.queue.is_empty() {
                     if let Some(group) = self.group_with(&message, len, room) {
                         return Some((Header::Whole, false, group));
                     }

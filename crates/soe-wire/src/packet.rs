@@ -318,6 +318,7 @@ impl<'a> Packet<'a> {
     }
 
     /// [`Packet::decode`] by the opcode table, for every packet.
+    #[inline]
     fn decode_by_table(bytes: &'a [u8]) -> Result<Self, WireError> {
         let (op, body) = match bytes {
             [] => return Err(truncated("opcode", 2, 0)),
