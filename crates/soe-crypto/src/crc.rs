@@ -83,14 +83,15 @@ impl CrcLength {
     }
 
     /// Writes the truncated `crc` big endian into the start of `out` and returns the number of
-    /// bytes written ([`CrcLength::get`]); the trailer is `out[..n]`.
+    /// bytes written ([`CrcLength::get`]); the trailer is `out[..n]`, and the rest of `out` is
+    /// zeroed.
     #[inline]
     pub fn write(self, crc: u32, out: &mut [u8; 4]) -> usize {
         let n = self.get();
-        let be = crc.to_be_bytes();
-        for (dst, src) in out.iter_mut().zip(be.iter().skip(4 - n)) {
-            *dst = *src;
-        }
+        // The kept bytes shifted to the top, so that they lead the big-endian form: one store
+        // of four bytes (the bytes past `n` are zeros, outside the trailer).
+        let shift = 8 * (4 - n as u32);
+        *out = crc.checked_shl(shift).unwrap_or(0).to_be_bytes();
         n
     }
 

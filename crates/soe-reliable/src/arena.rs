@@ -71,6 +71,7 @@ fn reserve_chunk(arena: &mut Arena, len: usize) {
 }
 
 /// Copies `data` into the arena and cuts it off as `Bytes`.
+#[inline]
 pub(crate) fn copy_to_arena(arena: &mut Arena, data: &[u8]) -> bytes::Bytes {
     reserve(arena, data.len());
     arena.buf.extend_from_slice(data);

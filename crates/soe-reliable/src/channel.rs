@@ -27,7 +27,7 @@ pub(crate) struct Opcodes {
 
 /// The earlier of two optional deadlines.
 #[inline]
-fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+pub(crate) fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -35,9 +35,12 @@ fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 /// Appends `opcode | u16 sequence` (the sequence truncated to its wire width).
+#[inline]
 pub(crate) fn put_header(out: &mut Vec<u8>, opcode: u16, sequence: u64) {
-    out.extend_from_slice(&opcode.to_be_bytes());
-    out.extend_from_slice(&(sequence as u16).to_be_bytes());
+    let [op_hi, op_lo] = opcode.to_be_bytes();
+    let [seq_hi, seq_lo] = (sequence as u16).to_be_bytes();
+    // One append of four bytes: one capacity check.
+    out.extend_from_slice(&[op_hi, op_lo, seq_hi, seq_lo]);
 }
 
 /// One reliable channel (0 to 3) of a session: the sending and the receiving half.
@@ -253,17 +256,12 @@ impl ReliableChannel {
     /// (due once the application has taken enough messages), loss detection (a loss candidate's time
     /// threshold, or the probe timeout), the pacer releasing a held-back packet, or the
     /// unacknowledged limit.
-    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let rx = earlier(
             self.rx.ack_deadline(),
             self.rx.resume_deadline(&self.config),
         );
-        let tx = earlier(
-            self.tx.loss_deadline(&self.config),
-            self.tx.pacing_deadline(),
-        );
-        earlier(earlier(rx, tx), self.tx.give_up_deadline(&self.config))
+        earlier(rx, self.tx.deadline(&self.config))
     }
 
     /// Runs the timers due at `now`; an early call does nothing. Fails with

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use soe_crypto::Rc4;
+use soe_wire::payload::is_plain_message;
 use soe_wire::reliable::split_first_fragment;
 use soe_wire::{PayloadMessages, WireError};
 
@@ -146,6 +147,7 @@ impl Receiver {
         !self.delivered.is_empty()
     }
 
+    #[inline]
     pub(crate) fn poll_message(&mut self) -> Option<Bytes> {
         let message = self.delivered.pop_front()?;
         self.delivered_bytes -= message.len();
@@ -247,6 +249,13 @@ impl Receiver {
             return Ok(());
         }
         stats.packets_received += 1;
+        if kind == Kind::Whole && self.deliver_plain(data, config, stats) {
+            self.advance(now, config);
+            if self.drain(now, config, stats)? {
+                self.ack_now(now);
+            }
+            return Ok(());
+        }
         if let Admit::NoRoom(need) =
             self.process(sequence, kind, Payload::Borrowed(data), config, stats)?
         {
@@ -269,7 +278,22 @@ impl Receiver {
 
     /// Delivers the stored packets that continue the sequence, while their messages fit the
     /// undelivered queue. Returns whether any was delivered.
+    #[inline]
     fn drain(
+        &mut self,
+        now: Instant,
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) -> Result<bool, ReliableError> {
+        // Usually nothing is stored: answered without the call.
+        if !matches!(self.slots.front(), Some(Some(_))) {
+            return Ok(false);
+        }
+        self.drain_stored(now, config, stats)
+    }
+
+    /// [`Receiver::drain`] once the next packet is stored.
+    fn drain_stored(
         &mut self,
         now: Instant,
         config: &ReliableConfig,
@@ -292,6 +316,7 @@ impl Receiver {
     }
 
     /// Moves the window past the expected packet and schedules the cumulative ack.
+    #[inline]
     fn advance(&mut self, now: Instant, config: &ReliableConfig) {
         self.slots.pop_front();
         self.expected += 1;
@@ -413,6 +438,33 @@ impl Receiver {
         }
     }
 
+    /// The common case of [`Receiver::process`], answered without its general path: a whole
+    /// packet, no reassembly under way, no decryption, and a payload that is one message as it
+    /// stands ([`is_plain_message`]). Queues the message if it fits and returns true; returns
+    /// false, having changed nothing, when the packet is not such a case or does not fit (the
+    /// general path then decides).
+    #[inline]
+    fn deliver_plain(
+        &mut self,
+        data: &[u8],
+        config: &ReliableConfig,
+        stats: &mut ChannelStats,
+    ) -> bool {
+        if self.reassembly.is_some() || self.decrypting() || !is_plain_message(data) {
+            return false;
+        }
+        let need = Need {
+            messages: 1,
+            bytes: data.len(),
+        };
+        if !fits(need, self.delivered.len(), self.delivered_bytes, config) {
+            return false;
+        }
+        let message = copy_to_arena(&mut self.arena, data);
+        self.push(message, stats);
+        true
+    }
+
     /// Unbundles, unescapes and decrypts a complete payload and queues its messages, if they fit.
     fn deliver(
         &mut self,
@@ -471,6 +523,7 @@ impl Receiver {
     /// Makes a delayed cumulative ack due at once: data is leaving anyway, so the ack rides in the
     /// same datagram instead of waiting for its timer (and a peer whose window is smaller than
     /// `ack_every` is not left stalled for `ack_delay`).
+    #[inline]
     pub(crate) fn hasten_ack(&mut self, now: Instant) {
         if let Some(due) = self.ack_all_due.as_mut() {
             *due = (*due).min(now);
@@ -483,7 +536,23 @@ impl Receiver {
     }
 
     /// Writes a due cumulative ack, or a selective one.
+    #[inline]
     pub(crate) fn poll_ack(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        ops: &Opcodes,
+        stats: &mut ChannelStats,
+    ) -> Option<usize> {
+        // Most calls find nothing due: answered here, inlined into the caller.
+        if self.selective.is_empty() && self.ack_all_due.is_none_or(|due| due > now) {
+            return None;
+        }
+        self.write_ack(now, out, ops, stats)
+    }
+
+    /// [`Receiver::poll_ack`] once an ack may be due.
+    fn write_ack(
         &mut self,
         now: Instant,
         out: &mut Vec<u8>,
@@ -534,6 +603,11 @@ fn message_ranges(
     plaintext: bool,
     ranges: &mut Vec<(usize, usize)>,
 ) -> Result<(), WireError> {
+    if is_plain_message(payload) {
+        // The common case, one message as it stands: the rule's answer without decoding.
+        ranges.push((0, payload.len()));
+        return Ok(());
+    }
     let messages = PayloadMessages::decode(payload, plaintext)?;
     ranges.extend(messages.ranges().map(|r| (r.start, r.end)));
     Ok(())

@@ -222,6 +222,12 @@ impl RttEstimator {
         self.estimate.map(|e| duration(e.smoothed))
     }
 
+    /// The smoothed round trip in nanoseconds, if measured.
+    #[inline]
+    pub(crate) fn smoothed_nanos(&self) -> Option<u64> {
+        self.estimate.map(|e| e.smoothed)
+    }
+
     /// The shortest round trip seen, if measured.
     #[inline]
     pub(crate) fn min(&self) -> Option<Duration> {

@@ -10,7 +10,7 @@ use soe_wire::reliable::{DATA_HEADER_LEN, FIRST_FRAGMENT_EXTRA, GROUP_PREFIX, ne
 use soe_wire::varint::group_len_size;
 
 use crate::arena::{Arena, reserve};
-use crate::channel::{Opcodes, put_header};
+use crate::channel::{Opcodes, earlier, put_header};
 use crate::congestion::{Congestion, PathShare};
 use crate::pacing::Pacer;
 use crate::rtt::RttEstimator;
@@ -74,6 +74,7 @@ impl InFlight {
             + self.data.len()
     }
 
+    #[inline(always)]
     fn encode(&self, sequence: u64, ops: &Opcodes, out: &mut Vec<u8>) -> usize {
         let start = out.len();
         match self.header {
@@ -227,6 +228,7 @@ impl Sender {
         }
     }
 
+    #[inline]
     pub(crate) fn send(
         &mut self,
         message: Bytes,
@@ -319,17 +321,33 @@ impl Sender {
         oldest.first_sent.checked_add(config.unacknowledged_timeout)
     }
 
-    /// The loss-detection timer: the earlier of a loss candidate's time threshold and the probe
-    /// timeout while packets are in flight.
+    /// The sender's earliest timer: the loss-detection timer, the pacer's release (while it
+    /// holds a packet back) and the unacknowledged limit ([`Sender::give_up_deadline`]).
     ///
-    /// The loss timer never postpones the probe timeout: its delay follows the smoothed round
-    /// trip, which a peer holding acks (flow control, a stalled application) can inflate to
-    /// seconds, while the probe timeout is capped at `max_rto`.
+    /// The loss-detection timer is the earlier of a loss candidate's time threshold and the
+    /// probe timeout while packets are in flight. It never postpones the probe timeout: its
+    /// delay follows the smoothed round trip, which a peer holding acks (flow control, a
+    /// stalled application) can inflate to seconds, while the probe timeout is capped at
+    /// `max_rto`.
     #[inline]
-    pub(crate) fn loss_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
-        match (self.loss_time, self.probe_deadline(config)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+    pub(crate) fn deadline(&self, config: &ReliableConfig) -> Option<Instant> {
+        if self.in_flight.is_empty() && self.loss_time.is_none() {
+            // Nothing in flight: no probe timeout (the packets `flight` and `sacked` count are
+            // in `in_flight`), no unacknowledged limit.
+            return self.paced_until;
+        }
+        self.deadline_in_flight(config)
+    }
+
+    /// [`Sender::deadline`] while packets are in flight (or a loss timer is armed).
+    #[inline]
+    fn deadline_in_flight(&self, config: &ReliableConfig) -> Option<Instant> {
+        let (probe, limit_later) = self.probe_deadline_and_limit(config);
+        let timer = earlier(earlier(self.loss_time, probe), self.paced_until);
+        if limit_later {
+            timer
+        } else {
+            earlier(timer, self.give_up_deadline(config))
         }
     }
 
@@ -337,23 +355,35 @@ impl Sender {
     /// probe timeout after the last send, or the oldest packet's own deadline if sooner.
     #[inline]
     fn probe_deadline(&self, config: &ReliableConfig) -> Option<Instant> {
+        self.probe_deadline_and_limit(config).0
+    }
+
+    /// [`Sender::probe_deadline`], and whether the unacknowledged limit is sure to come no
+    /// sooner (so that [`Sender::deadline`] need not work it out): the oldest packet, sent once,
+    /// was the last send, and `max_rto` (the longest probe timeout) is within
+    /// `unacknowledged_timeout`.
+    #[inline]
+    fn probe_deadline_and_limit(&self, config: &ReliableConfig) -> (Option<Instant>, bool) {
         if self.flight == 0 && self.sacked == 0 {
-            return None;
+            return (None, false);
         }
         let pto = self.pto(config);
-        let last_send = self.last_send?;
+        let Some(last_send) = self.last_send else {
+            return (None, false);
+        };
         let after_send = last_send.checked_add(pto);
         // The oldest packet's own deadline is two probe timeouts after it went: when that was
         // the last send, it comes after the probe timeout and need not be worked out.
         if let (Some(at), Some(Some(oldest))) = (after_send, self.in_flight.front()) {
             if oldest.last_sent >= last_send {
-                return Some(at);
+                // Sent once, its first send is its last: the limit is at least
+                // `unacknowledged_timeout` after the last send, the probe at most `max_rto`.
+                let limit_later =
+                    oldest.transmissions == 1 && config.max_rto <= config.unacknowledged_timeout;
+                return (Some(at), limit_later);
             }
         }
-        match (after_send, self.oldest_deadline(pto)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        (earlier(after_send, self.oldest_deadline(pto)), false)
     }
 
     /// When the oldest unacknowledged packet is due for a retransmission timeout of its own:
@@ -370,11 +400,6 @@ impl Sender {
             Some(retry) => due.max(retry),
             None => due,
         })
-    }
-
-    /// When the pacer lets the next packet go, while it is holding one back.
-    pub(crate) fn pacing_deadline(&self) -> Option<Instant> {
-        self.paced_until
     }
 
     /// Whether the peer's receive window (counted from the oldest unacknowledged sequence) has
@@ -492,7 +517,7 @@ impl Sender {
         // Whether the pacer holds back a packet sent within the window (a timer's probes and
         // budgeted resends are not paced).
         let pace = if config.pacing {
-            self.pacer.delay(now, window, self.rtt.smoothed())
+            self.pacer.delay(now, window, self.rtt.smoothed_nanos())
         } else {
             None
         };
@@ -620,7 +645,8 @@ impl Sender {
                     total: len,
                 });
             } else {
-                if bundle && len > 0 {
+                // Nothing else queued, nothing to bundle with (what `group_with` would find).
+                if bundle && len > 0 && !self.queue.is_empty() {
                     if let Some(group) = self.group_with(&message, len, room) {
                         return Some((Header::Whole, false, group));
                     }
@@ -709,7 +735,9 @@ impl Sender {
             }
             _ => None,
         };
-        for sequence in self.base..=last {
+        // `last < next`, so `last + 1` cannot overflow (and a `Range` steps cheaper than a
+        // `RangeInclusive`).
+        for sequence in self.base..last + 1 {
             if let Some(Some(packet)) = self.in_flight.pop_front() {
                 if !packet.elicitor {
                     self.bytes = self.bytes.saturating_sub(packet.encoded_len());
@@ -794,12 +822,32 @@ impl Sender {
         if packet.counted() {
             self.flight = self.flight.saturating_sub(1);
         }
-        let spurious = packet.transmissions > 1
-            && self
-                .rtt
-                .min()
-                .is_some_and(|min| now.saturating_duration_since(packet.last_sent) < min);
-        if packet.declared_lost && packet.transmissions > 1 && !spurious {
+        // A packet sent once (the usual case) is no resend, so neither lost nor spurious.
+        if packet.transmissions > 1 && self.on_resend_delivered(now, sequence, packet, stats) {
+            return;
+        }
+        self.rack_sent = Some(
+            self.rack_sent
+                .map_or(packet.last_sent, |t| t.max(packet.last_sent)),
+        );
+    }
+
+    /// [`Sender::on_delivered`] for a packet sent more than once: counts it lost, unless the
+    /// ack came sooner after the resend than any round trip seen, so it was for the original
+    /// (spurious: returns true, and the packet's send time is no RACK evidence).
+    #[cold]
+    fn on_resend_delivered(
+        &mut self,
+        now: Instant,
+        sequence: u64,
+        packet: &InFlight,
+        stats: &mut ChannelStats,
+    ) -> bool {
+        let spurious = self
+            .rtt
+            .min()
+            .is_some_and(|min| now.saturating_duration_since(packet.last_sent) < min);
+        if packet.declared_lost && !spurious {
             stats.packets_lost += 1;
         }
         if spurious {
@@ -811,17 +859,14 @@ impl Sender {
                 let cap = self.rtt.smoothed().unwrap_or_default();
                 self.reorder_extra = (self.reorder_extra + min / 4).min(cap);
             }
-        } else {
-            self.rack_sent = Some(
-                self.rack_sent
-                    .map_or(packet.last_sent, |t| t.max(packet.last_sent)),
-            );
         }
+        spurious
     }
 
     /// Bookkeeping after `acked > 0` packets up to `highest` were newly acknowledged: the round
     /// trip (`sample`, when Karn's rule gives one), the window, and loss detection.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn after_ack(
         &mut self,
         now: Instant,
@@ -875,11 +920,17 @@ impl Sender {
     /// that delayed cumulative ack. Packets of that run are declared lost only by the time
     /// threshold plus the peer's observed ack delay, so a slow acker's in-order packets are not
     /// resent each time a later packet is lost.
+    #[inline]
     fn detect_losses(&mut self, now: Instant, stats: &mut ChannelStats) {
         self.loss_time = None;
-        if self.in_flight.is_empty() {
-            return;
+        // Often the ack took every packet in flight: answered without the call.
+        if !self.in_flight.is_empty() {
+            self.detect_losses_in_flight(now, stats);
         }
+    }
+
+    /// [`Sender::detect_losses`] while packets are in flight.
+    fn detect_losses_in_flight(&mut self, now: Instant, stats: &mut ChannelStats) {
         let (Some(rack), Some(delay)) = (self.rack_sent, self.rtt.loss_delay(self.reorder_extra))
         else {
             return;

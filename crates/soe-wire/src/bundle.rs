@@ -226,11 +226,14 @@ impl MultiPacketWriter {
     /// Writes the header if needed and the length byte of an entry known to fit.
     #[inline]
     fn start_entry(&mut self, len: usize) {
-        if self.buf.is_empty() {
-            self.buf.extend_from_slice(&MULTI_HEADER);
-        }
         debug_assert!((1..=MAX_SUB_PACKET).contains(&len));
-        self.buf.push(len as u8);
+        if self.buf.is_empty() {
+            // The header and the length byte in one append.
+            let [hi, lo] = MULTI_HEADER;
+            self.buf.extend_from_slice(&[hi, lo, len as u8]);
+        } else {
+            self.buf.push(len as u8);
+        }
         self.count += 1;
     }
 

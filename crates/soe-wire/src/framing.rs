@@ -347,7 +347,11 @@ impl Framer {
             let crc = self.crc.checksum(buf.get(start..).unwrap_or_default());
             let mut trailer = [0u8; 4];
             let n = crc_length.write(crc, &mut trailer);
-            buf.extend_from_slice(trailer.get(..n).unwrap_or_default());
+            // All four bytes, then the ones past the trailer cut: a fixed-size copy, where a
+            // copy of `n` bytes would call `memcpy`.
+            let end = buf.len() + n;
+            buf.extend_from_slice(&trailer);
+            buf.truncate(end);
         }
     }
 

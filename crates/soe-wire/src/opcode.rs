@@ -15,6 +15,13 @@ impl Channel {
         if n < 4 { Some(Self(n)) } else { None }
     }
 
+    /// The channel of an opcode `offset` past its family's first (channel 0) opcode, kept to
+    /// 0 to 3 (the low two bits) as [`OpCode::from_u16`] keeps it.
+    #[inline]
+    pub(crate) const fn from_offset(offset: u8) -> Self {
+        Self(offset % 4)
+    }
+
     /// The channel number, 0 to 3.
     pub const fn index(self) -> usize {
         self.0 as usize

@@ -48,6 +48,15 @@ pub fn is_ack_elicitor(payload: &[u8]) -> bool {
     payload == EMPTY_GROUP || payload == TRUNCATED_GROUP
 }
 
+/// Whether `payload` is one message exactly as it stands, by the rule: it does not start with a
+/// zero byte, so it is no Group, no ack elicitor, and has nothing to unescape. For such a payload
+/// [`PayloadMessages::decode`] yields the payload itself, whatever `plaintext` is; a receiver can
+/// skip the decoding.
+#[inline]
+pub fn is_plain_message(payload: &[u8]) -> bool {
+    payload.first().is_some_and(|&b| b != 0)
+}
+
 /// The messages of one reassembled reliable payload, in order, each a slice of the payload (see
 /// the [module](self) for the rule).
 ///
@@ -366,6 +375,11 @@ mod tests {
             let mut payload = payload;
             if group {
                 payload.splice(0..0, [0x00, 0x19]);
+            }
+            if is_plain_message(&payload) {
+                let m = PayloadMessages::decode(&payload, plaintext).unwrap();
+                prop_assert!(m.is_whole());
+                prop_assert_eq!(m.ranges().collect::<Vec<_>>(), vec![0..payload.len()]);
             }
             if let Ok(m) = PayloadMessages::decode(&payload, plaintext) {
                 let len = m.len();
