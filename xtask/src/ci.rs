@@ -1,6 +1,7 @@
 //! `cargo xtask ci` and `cargo xtask test`.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -347,6 +348,9 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
             None => {}
         }
 
+        if step == Step::Package {
+            forget_unpacked_packages(&cargo_home());
+        }
         let mut command = step.command();
         println!("==> {position} {step}: {}", cmd::describe(&command));
         let step_started = Instant::now();
@@ -366,6 +370,60 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
     print_summary(&outcomes, started.elapsed());
     println!("ci: all steps passed");
     Ok(())
+}
+
+/// The cargo home: `CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .unwrap_or_default()
+}
+
+/// Removes the sources of our crates that an earlier `package` step unpacked from its local
+/// registry overlay, so that this one verifies against the sources it has just packaged.
+///
+/// cargo unpacks a registry's crates into `registry/src/<registry>/<name>-<version>` once and
+/// trusts that directory from then on, since a published version never changes. The overlay
+/// that `cargo package` verifies the workspace's crates against has no host name, so its
+/// directory is `-<hash>`, the hash of its path, which is the same for every run in the same
+/// checkout. Our versions do change between runs, so a second run compiled a crate against the
+/// first run's sources of its dependencies (a function added since was "unresolved"). Crates.io's
+/// sources are left alone.
+fn forget_unpacked_packages(cargo_home: &Path) {
+    let Ok(registries) = std::fs::read_dir(cargo_home.join("registry").join("src")) else {
+        return;
+    };
+    let ours: Vec<String> = LIBRARY_CRATES
+        .into_iter()
+        .chain([TOOL_CRATE])
+        .map(|name| format!("{name}-"))
+        .collect();
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for unpacked in crates.flatten() {
+            let name = unpacked.file_name().to_string_lossy().into_owned();
+            let version = |prefix: &String| name.strip_prefix(prefix.as_str());
+            // `soe-wire-0.1.0`, not `soe-wire-extra-0.1.0`: the rest is a version.
+            let is_ours = ours
+                .iter()
+                .filter_map(version)
+                .any(|rest| rest.starts_with(|c: char| c.is_ascii_digit()));
+            if is_ours {
+                if let Err(e) = std::fs::remove_dir_all(unpacked.path()) {
+                    println!(
+                        "    package: could not remove {}: {e}",
+                        unpacked.path().display()
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The fallback of a skipped `msrv` step: warns (without failing the run) about any crate the
@@ -437,6 +495,28 @@ fn print_summary(outcomes: &[(Step, Outcome)], total: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_our_crates_unpacked_from_a_local_overlay_are_forgotten() {
+        let home = std::env::temp_dir().join(format!("xtask-ci-home-{}", std::process::id()));
+        let src = home.join("registry").join("src");
+        let overlay = src.join("-22c3805da5a543b4");
+        let crates_io = src.join("index.crates.io-1949cf8c6b5b557f");
+        let dirs = [
+            overlay.join("soe-wire-0.1.0"),
+            overlay.join("soe-cli-0.1.0"),
+            overlay.join("soe-wire-extra-0.1.0"),
+            overlay.join("bytes-1.12.1"),
+            crates_io.join("soe-wire-0.1.0"),
+        ];
+        for dir in &dirs {
+            std::fs::create_dir_all(dir.join("src")).unwrap();
+        }
+        forget_unpacked_packages(&home);
+        let left: Vec<bool> = dirs.iter().map(|d| d.exists()).collect();
+        let _ = std::fs::remove_dir_all(&home);
+        assert_eq!(left, [false, false, true, true, true]);
+    }
 
     #[test]
     fn step_names_round_trip() {
