@@ -350,6 +350,14 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
 
         if step == Step::Package {
             forget_unpacked_packages(&cargo_home());
+            // What an earlier run compiled from those sources counts as built too (a registry
+            // crate's version is its fingerprint): the packages are built again.
+            let built = crate::install_c::target_dir().join("package");
+            if let Err(e) = std::fs::remove_dir_all(&built) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    println!("    package: could not remove {}: {e}", built.display());
+                }
+            }
         }
         let mut command = step.command();
         println!("==> {position} {step}: {}", cmd::describe(&command));
