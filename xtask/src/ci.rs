@@ -181,6 +181,8 @@ impl Step {
                 for name in LIBRARY_CRATES.into_iter().chain([TOOL_CRATE]) {
                     cmd.args(["-p", name]);
                 }
+                // Emptied before each run (see `forget_unpacked_packages`).
+                cmd.args(["--target-dir", PACKAGE_TARGET]);
             }
             Self::Msrv => {
                 cmd.args(["check", "--locked"]);
@@ -351,8 +353,9 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
         if step == Step::Package {
             forget_unpacked_packages(&cargo_home());
             // What an earlier run compiled from those sources counts as built too (a registry
-            // crate's version is its fingerprint): the packages are built again.
-            let built = crate::install_c::target_dir().join("package");
+            // crate's version is its fingerprint), so the step builds in a directory of its own,
+            // emptied first.
+            let built = cmd::workspace_root().join(PACKAGE_TARGET);
             if let Err(e) = std::fs::remove_dir_all(&built) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     println!("    package: could not remove {}: {e}", built.display());
@@ -379,6 +382,10 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
     println!("ci: all steps passed");
     Ok(())
 }
+
+/// The `package` step's target directory (relative to the workspace, as the `msrv` step's is):
+/// emptied before each run.
+const PACKAGE_TARGET: &str = "target/package-check";
 
 /// The cargo home: `CARGO_HOME`, else `~/.cargo`.
 fn cargo_home() -> PathBuf {
@@ -558,7 +565,8 @@ mod tests {
                 "cargo xtask links",
                 "cargo deny check licenses bans sources",
                 "cargo package --locked --allow-dirty -p soe-crypto -p soe-wire -p soe-reliable -p soe-session \
-                 -p soe-winsock -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect -p soe-cli",
+                 -p soe-winsock -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect -p soe-cli \
+                 --target-dir target/package-check",
                 "cargo +1.85 check --locked -p soe-crypto -p soe-wire -p soe-reliable \
                  -p soe-session -p soe-winsock -p soe-runtime -p soe-tokio -p soe-async-std -p soe-dissect \
                  --target-dir target/msrv",
