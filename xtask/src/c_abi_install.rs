@@ -95,9 +95,7 @@ pub(crate) fn static_symbols(installed: &Installed, rustc_archive: &Path) -> Res
 /// Neither library holds the workspace's path or the cargo home's.
 pub(crate) fn no_build_paths(installed: &Installed) -> Result<()> {
     let root = cmd::workspace_root();
-    let home = std::env::var("CARGO_HOME")
-        .ok()
-        .or_else(|| std::env::var("HOME").ok().map(|h| format!("{h}/.cargo")));
+    let home = cmd::cargo_home().map(|h| h.display().to_string());
     let needles: Vec<String> = [Some(root.display().to_string()), home]
         .into_iter()
         .flatten()

@@ -1,7 +1,7 @@
 //! `cargo xtask ci` and `cargo xtask test`.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -351,7 +351,9 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
         }
 
         if step == Step::Package {
-            forget_unpacked_packages(&cargo_home());
+            if let Some(home) = cmd::cargo_home() {
+                forget_unpacked_packages(&home);
+            }
             // What an earlier run compiled from those sources counts as built too (a registry
             // crate's version is its fingerprint), so the step builds in a directory of its own,
             // emptied first.
@@ -386,14 +388,6 @@ pub(crate) fn run(skip: &[Step]) -> Result<()> {
 /// The `package` step's target directory (relative to the workspace, as the `msrv` step's is):
 /// emptied before each run.
 const PACKAGE_TARGET: &str = "target/package-check";
-
-/// The cargo home: `CARGO_HOME`, else `~/.cargo`.
-fn cargo_home() -> PathBuf {
-    std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-        .unwrap_or_default()
-}
 
 /// Removes the sources of our crates that an earlier `package` step unpacked from its local
 /// registry overlay, so that this one verifies against the sources it has just packaged.

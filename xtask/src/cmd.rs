@@ -16,6 +16,13 @@ pub(crate) fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The cargo home: `CARGO_HOME`, else `~/.cargo`; `None` when neither variable is set.
+pub(crate) fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+}
+
 /// A `cargo` command that runs in the workspace root.
 ///
 /// It uses the cargo that started xtask (`$CARGO`, set by `cargo run`), so the checks run on the

@@ -181,9 +181,7 @@ fn linker(target: Target) -> Option<&'static str> {
 fn target_rustflags(target: Target) -> String {
     let root = cmd::workspace_root();
     let mut flags = format!("--remap-path-prefix={}=/soe", root.display());
-    if let Some(home) = std::env::var_os("HOME") {
-        let cargo_home = std::env::var_os("CARGO_HOME")
-            .map_or_else(|| PathBuf::from(home).join(".cargo"), PathBuf::from);
+    if let Some(cargo_home) = cmd::cargo_home() {
         flags.push_str(&format!(
             " --remap-path-prefix={}=/cargo",
             cargo_home.display()

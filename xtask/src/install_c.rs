@@ -338,9 +338,7 @@ pub(crate) fn pkg_config_static(version: Version) -> String {
 /// workspace (`/soe`) and the cargo home (`/cargo`), so that no path of the build machine (in
 /// panic locations, which the stripped libraries keep) is in the binaries.
 fn remap_rustflags(root: &Path) -> String {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let home = cmd::cargo_home();
     let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
     let _ = write!(flags, " --remap-path-prefix={}=/soe", root.display());
     if let Some(home) = home {
