@@ -71,7 +71,7 @@ pub enum OpCode {
 impl OpCode {
     /// The opcode for a wire value, or `None` for an unknown one.
     pub const fn from_u16(value: u16) -> Option<Self> {
-        let ch = Channel(((value.wrapping_sub(0x09)) % 4) as u8);
+        let ch = Channel::from_offset(value.wrapping_sub(0x09) as u8);
         Some(match value {
             0x01 => Self::SessionRequest,
             0x02 => Self::SessionResponse,

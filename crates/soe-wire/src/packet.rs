@@ -305,11 +305,8 @@ impl<'a> Packet<'a> {
                     .map(Self::ReliableData);
             }
             [0, lo @ 0x15..=0x18, body @ ..] => {
-                let b = exact::<2>(body, "AcknowledgeAll")?;
-                return Ok(Self::AcknowledgeAll(Ack {
-                    channel: Channel::from_offset(lo - 0x15),
-                    sequence: u16::from_be_bytes(b),
-                }));
+                let channel = Channel::from_offset(lo - 0x15);
+                return Ack::decode_body(channel, body, "AcknowledgeAll").map(Self::AcknowledgeAll);
             }
             [0, 0x03, body @ ..] => return Ok(Self::MultiPacket(MultiPacket::new(body))),
             _ => {}
@@ -360,18 +357,10 @@ impl<'a> Packet<'a> {
                 ReliableData::decode_body(channel, body, "ReliableDataFragment")?,
             ),
             OpCode::Acknowledge(channel) => {
-                let b = exact::<2>(body, "Acknowledge")?;
-                Self::Acknowledge(Ack {
-                    channel,
-                    sequence: u16::from_be_bytes(b),
-                })
+                Self::Acknowledge(Ack::decode_body(channel, body, "Acknowledge")?)
             }
             OpCode::AcknowledgeAll(channel) => {
-                let b = exact::<2>(body, "AcknowledgeAll")?;
-                Self::AcknowledgeAll(Ack {
-                    channel,
-                    sequence: u16::from_be_bytes(b),
-                })
+                Self::AcknowledgeAll(Ack::decode_body(channel, body, "AcknowledgeAll")?)
             }
             OpCode::Group => Self::Group(Group::new(body)),
             OpCode::Ordered => Self::Ordered(Ordered::decode_body(body, "Ordered")?),
@@ -664,6 +653,17 @@ impl<'a> ReliableData<'a> {
             channel,
             sequence: u16::from_be_bytes(*seq),
             data,
+        })
+    }
+}
+
+impl Ack {
+    #[inline]
+    fn decode_body(channel: Channel, body: &[u8], what: &'static str) -> Result<Self, WireError> {
+        let b = exact::<2>(body, what)?;
+        Ok(Self {
+            channel,
+            sequence: u16::from_be_bytes(b),
         })
     }
 }
