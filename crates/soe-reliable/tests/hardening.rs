@@ -22,6 +22,14 @@ fn message(i: u64, len: usize) -> Bytes {
     Bytes::from(m)
 }
 
+/// Message `i` as a plain one: a non-zero first byte (so the receiver takes it as one message
+/// without decoding: `soe_wire::payload::is_plain_message`), then its index, then filler.
+fn plain_message(i: u64, len: usize) -> Bytes {
+    let mut m = vec![0xA5u8; len.max(9)];
+    m[1..9].copy_from_slice(&i.to_be_bytes());
+    Bytes::from(m)
+}
+
 /// What a slow reader run observed.
 struct SlowRead {
     /// The most messages the receiver held undelivered at any check.
@@ -35,7 +43,20 @@ struct SlowRead {
 /// (after 200 ms at first), taking all it holds. Checks the order of every message and, with
 /// one message per packet, that no packet was cumulatively acknowledged before its message was
 /// delivered. Returns when all messages are taken.
-fn backlog_run(seed: u64, limit: usize, bundle: bool, count: u64, len: usize) -> SlowRead {
+/// `plain`: messages that start with a non-zero byte ([`plain_message`]) instead of their index.
+fn backlog_run(
+    seed: u64,
+    limit: usize,
+    bundle: bool,
+    plain: bool,
+    count: u64,
+    len: usize,
+) -> SlowRead {
+    let (make, at): (fn(u64, usize) -> Bytes, usize) = if plain {
+        (plain_message, 1)
+    } else {
+        (message, 0)
+    };
     // No ack elicitors: they take sequences that carry no message.
     let sender = ReliableConfig::default()
         .with_bundle_messages(bundle)
@@ -62,7 +83,7 @@ fn backlog_run(seed: u64, limit: usize, bundle: bool, count: u64, len: usize) ->
     let mut buf = Vec::new();
     loop {
         while sent < count {
-            match tx.send(message(sent, len)) {
+            match tx.send(make(sent, len)) {
                 Ok(()) => sent += 1,
                 Err(SendError::QueueFull(_)) => break,
                 Err(e) => panic!("seed {seed}: send: {e}"),
@@ -81,7 +102,7 @@ fn backlog_run(seed: u64, limit: usize, bundle: bool, count: u64, len: usize) ->
             // Everything the channel holds, counted, then checked in order.
             let mut held = 0;
             while let Some(m) = rx.poll_message() {
-                let index = u64::from_be_bytes(m[..8].try_into().unwrap());
+                let index = u64::from_be_bytes(m[at..at + 8].try_into().unwrap());
                 assert_eq!(index, taken, "seed {seed}: messages arrive in order, once");
                 assert_eq!(m.len(), len, "seed {seed}: message {index} length");
                 taken += 1;
@@ -136,7 +157,21 @@ fn backlog_run(seed: u64, limit: usize, bundle: bool, count: u64, len: usize) ->
 fn undelivered_messages_never_exceed_max_queued_messages() {
     // Issue 22 A3: 46,550 messages were held with a limit of 16.
     for seed in 0..12 {
-        let run = backlog_run(seed, 16, false, 600, 24);
+        let run = backlog_run(seed, 16, false, false, 600, 24);
+        assert_eq!(run.taken, 600, "seed {seed}");
+        assert_eq!(
+            run.max_held, 16,
+            "seed {seed}: the limit holds exactly, and is reached"
+        );
+    }
+}
+
+#[test]
+fn plain_messages_respect_the_limit_too() {
+    // Messages that do not start with a zero take the receiver's shortcut for one plain message
+    // per packet; the limit holds there exactly as on the general path.
+    for seed in 0..12 {
+        let run = backlog_run(seed, 16, false, true, 600, 24);
         assert_eq!(run.taken, 600, "seed {seed}");
         assert_eq!(
             run.max_held, 16,
@@ -150,7 +185,7 @@ fn bundled_messages_respect_the_limit_too() {
     // 40-byte messages: at most 11 per 496-byte packet, so any packet fits a limit of 16 from
     // an empty queue and the limit holds exactly.
     for seed in 0..12 {
-        let run = backlog_run(seed, 16, true, 600, 40);
+        let run = backlog_run(seed, 16, true, false, 600, 40);
         assert_eq!(run.taken, 600, "seed {seed}");
         assert!(run.max_held <= 16, "seed {seed}: held {}", run.max_held);
     }
@@ -160,7 +195,7 @@ fn bundled_messages_respect_the_limit_too() {
 fn a_packet_larger_than_the_limit_is_delivered_into_an_empty_queue() {
     // Limit 1, bundles of several messages: progress is still made (one packet at a time).
     for seed in 0..4 {
-        let run = backlog_run(seed, 1, true, 200, 12);
+        let run = backlog_run(seed, 1, true, false, 200, 12);
         assert_eq!(run.taken, 200, "seed {seed}");
     }
 }
