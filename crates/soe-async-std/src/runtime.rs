@@ -5,6 +5,7 @@ use std::io::{self, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
@@ -34,6 +35,7 @@ impl Runtime for AsyncStdRuntime {
         Ok(Arc::new(Socket {
             io: Async::new(socket)?,
             state,
+            registered: AtomicBool::new(false),
         }))
     }
 }
@@ -56,6 +58,9 @@ struct Socket {
     io: Async<UdpSocket>,
     /// quinn-udp's batched I/O, or the plain path where it cannot start.
     state: UdpIo,
+    /// Whether the last `poll_recv` ran the socket empty and registered for the next datagram
+    /// (see [`AsyncUdpSocket::registered_after_recv`]); only the driver's task receives.
+    registered: AtomicBool,
 }
 
 impl AsyncUdpSocket for Socket {
@@ -68,6 +73,12 @@ impl AsyncUdpSocket for Socket {
         // Receive first, and wait for readiness only once the socket is empty: async-io reports
         // each readiness once, so waiting before every receive would cost one turn of the
         // reactor per call (per datagram on the plain path, which is Windows' only path).
+        // A receive that fills fewer slots than offered emptied the socket: register for the
+        // next datagram in the same call, sparing the driver a second receive call (a system
+        // call that finds nothing) only to register. Should the reactor already hold a
+        // readiness, the driver is told nothing and calls again.
+        self.registered.store(false, Ordering::Relaxed);
+        let slots = bufs.len().min(self.state.batch_size());
         loop {
             let socket = self.io.get_ref();
             match self
@@ -75,6 +86,11 @@ impl AsyncUdpSocket for Socket {
                 .recv(socket.into(), bufs, meta, |buf| socket.recv_from(buf))
             {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Ok(n) if n < slots => {
+                    let registered = self.io.poll_readable(cx).is_pending();
+                    self.registered.store(registered, Ordering::Relaxed);
+                    return Poll::Ready(Ok(n));
+                }
                 other => return Poll::Ready(other),
             }
             ready!(self.io.poll_readable(cx))?;
@@ -103,5 +119,9 @@ impl AsyncUdpSocket for Socket {
 
     fn max_receive_segments(&self) -> usize {
         self.state.gro_segments()
+    }
+
+    fn registered_after_recv(&self) -> bool {
+        self.registered.load(Ordering::Relaxed)
     }
 }

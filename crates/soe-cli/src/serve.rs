@@ -191,7 +191,7 @@ impl Shared {
 /// Runs the command.
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
     match args.driver {
-        Driver::Async => crate::block_on(false, serve(args))?,
+        Driver::Async => crate::block_on(false, serve_in_a_task(args))?,
         Driver::Blocking => serve_blocking(&args),
     }
 }
@@ -229,6 +229,18 @@ fn print_listening(addr: SocketAddr, args: &ServeArgs, key: bool) {
     );
 }
 
+/// [`serve`] as a task of its own rather than as the runtime's main future. The driver's task
+/// wakes the server at nearly every one of its own wake-ups; a woken main future makes tokio's
+/// one-thread scheduler look at its I/O driver once more (an `epoll_wait` that finds nothing)
+/// before polling it, while a woken task is only queued behind the driver's.
+async fn serve_in_a_task(args: ServeArgs) -> Result<ExitCode> {
+    match tokio::spawn(serve(args)).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(anyhow::anyhow!("the server's task ended early: {e}")),
+    }
+}
+
 async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let (config, key) = config_of(&args)?;
     let backlog_limit = config.receive_queue_bytes;
@@ -248,8 +260,14 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         .map(|every| tokio::spawn(print_stats(shared.clone(), every)));
     let mut server = Server::new(&args, key, backlog_limit, shared.clone());
     server.record = record_to(&args, endpoint.local_addr())?;
-    let stop = stop_signal(args.duration);
-    tokio::pin!(stop);
+    // The signal waits in a task of its own, which tells this one: polled here at every
+    // wake-up, the Ctrl-C future would cost more than the channel.
+    let (stopped, mut stop) = tokio::sync::oneshot::channel();
+    let duration = args.duration;
+    let stopper = tokio::spawn(async move {
+        stop_signal(duration).await;
+        let _ = stopped.send(());
+    });
     loop {
         // The echoes go out from this task once it has handled what is ready, not from the
         // driver's task woken for each.
@@ -257,7 +275,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
             more = endpoint.handle_events(|event| server.on_event(event)) => if !more {
                 break;
             },
-            () = &mut stop => break,
+            _ = &mut stop => break,
         }
         if out::gone() {
             // Its reader went away (`soe serve | head`): stop as cleanly as on Ctrl-C.
@@ -276,6 +294,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
+    stopper.abort();
     if let Some(task) = stats_task {
         task.abort();
     }

@@ -133,7 +133,21 @@ fn load_json_summary_with_a_few_sessions() {
 )]
 #[test]
 fn serve_with_the_blocking_driver_echoes_a_load_and_stops_on_interrupt() {
-    let mut server = serve(&["--driver", "blocking", "--stats-interval", "0.2"]);
+    echoes_a_load_and_stops_on_interrupt("blocking");
+}
+
+#[cfg_attr(
+    windows,
+    ignore = "stops the child with Ctrl-C (`kill -INT`); Windows has no way to send a console Ctrl-C to one child without unsafe code (GenerateConsoleCtrlEvent)"
+)]
+#[test]
+fn serve_with_the_async_driver_echoes_a_load_and_stops_on_interrupt() {
+    // Its server runs in a task of its own, told of Ctrl-C by another (issue 44 §2).
+    echoes_a_load_and_stops_on_interrupt("async");
+}
+
+fn echoes_a_load_and_stops_on_interrupt(driver: &str) {
+    let mut server = serve(&["--driver", driver, "--stats-interval", "0.2"]);
     let summary = load_three_sessions(&server.addr.to_string());
     assert_eq!(summary["sessions_failed"], 0);
     assert_eq!(summary["messages_verified"], 450);

@@ -114,6 +114,8 @@ impl Driver {
             } else {
                 self.poll_recv_into::<BATCH_SIZE>(cx, socket, slots)
             };
+            // Asked at once: the flag is the last call's.
+            let registered = socket.registered_after_recv();
             let filled = match polled {
                 Poll::Ready(Ok(n)) => {
                     self.offer = if n >= slots {
@@ -164,6 +166,10 @@ impl Driver {
                     state.proto.handle_datagram(now, meta.addr, datagram);
                     received += 1;
                 }
+            }
+            // The socket ran empty and already waits for the next datagram.
+            if registered {
+                break;
             }
         }
         received
@@ -377,6 +383,10 @@ pub(crate) mod tests {
         sent: AtomicUsize,
         /// The entries of each batch handed to `try_send_batch`.
         batches: Mutex<Vec<usize>>,
+        /// Whether a call that fills fewer buffers than offered says it registered.
+        registers: std::sync::atomic::AtomicBool,
+        /// Whether the last call filled fewer buffers than offered.
+        short: std::sync::atomic::AtomicBool,
     }
 
     impl AsyncUdpSocket for Flood {
@@ -399,7 +409,11 @@ pub(crate) mod tests {
                 m.stride = 4;
             }
             self.handed.fetch_add(n, Ordering::SeqCst);
+            self.short.store(n < bufs.len(), Ordering::SeqCst);
             Poll::Ready(Ok(n))
+        }
+        fn registered_after_recv(&self) -> bool {
+            self.registers.load(Ordering::SeqCst) && self.short.load(Ordering::SeqCst)
         }
         fn try_send(&self, _: SocketAddr, _: &[u8]) -> io::Result<()> {
             self.sent.fetch_add(1, Ordering::SeqCst);
@@ -453,6 +467,8 @@ pub(crate) mod tests {
             buffer_sizes: Mutex::new(Vec::new()),
             sent: AtomicUsize::new(0),
             batches: Mutex::new(Vec::new()),
+            registers: std::sync::atomic::AtomicBool::new(false),
+            short: std::sync::atomic::AtomicBool::new(false),
         });
         let driver = Driver::new(shared, socket.clone(), Arc::new(NoRuntime), &config);
         (driver, socket)
@@ -473,6 +489,32 @@ pub(crate) mod tests {
                 "per_call {per_call}: datagrams read in one wake-up"
             );
         }
+    }
+
+    #[test]
+    fn a_short_batch_that_registered_ends_the_receiving() {
+        // Issue 44: a socket that registers for the next datagram when a receive runs it empty
+        // spares the driver a second call that would only register; one that does not is
+        // asked again (the flood never runs empty: the budget ends the wake-up).
+        let mut cx = Context::from_waker(Waker::noop());
+        for registers in [true, false] {
+            let (mut driver, socket) = driver(3, 512);
+            socket.registers.store(registers, Ordering::SeqCst);
+            let received = driver.receive(&mut cx, &*driver.socket.clone().unwrap());
+            let calls = socket.offered.lock().unwrap().len();
+            if registers {
+                assert_eq!((received, calls), (3, 1));
+            } else {
+                assert_eq!(received, RECV_BUDGET);
+                assert_eq!(calls, RECV_BUDGET.div_ceil(3));
+            }
+        }
+        // A full batch is asked again even so: the socket may hold more.
+        let (mut driver, socket) = driver(64, 512);
+        socket.registers.store(true, Ordering::SeqCst);
+        let received = driver.receive(&mut cx, &*driver.socket.clone().unwrap());
+        assert_eq!(received, RECV_BUDGET);
+        assert!(socket.offered.lock().unwrap().len() > 1);
     }
 
     #[test]

@@ -180,4 +180,13 @@ pub trait AsyncUdpSocket: Send + Sync + Debug + 'static {
     fn may_be_readable(&self) -> bool {
         true
     }
+
+    /// `true` only when the last [`poll_recv`](Self::poll_recv) filled fewer buffers than it was
+    /// given because the socket ran empty, and left its `cx` registered for the next datagram
+    /// (as a `Pending` return would have): the driver then makes no further receive call in that
+    /// wake-up, one that would only register. The default, `false`, is right for every socket:
+    /// the driver then calls again until `poll_recv` returns `Pending`.
+    fn registered_after_recv(&self) -> bool {
+        false
+    }
 }

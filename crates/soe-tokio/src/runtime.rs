@@ -4,6 +4,7 @@ use std::future::Future;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
@@ -62,7 +63,12 @@ impl Runtime for TokioRuntime {
         // Windows reports a connected socket's closed port on the receive itself.
         let errors =
             (cfg!(unix) && connected).then(|| Mutex::new(Some(ErrorWait::new(io.clone()))));
-        Ok(Arc::new(Socket { io, state, errors }))
+        Ok(Arc::new(Socket {
+            io,
+            state,
+            errors,
+            registered: AtomicBool::new(false),
+        }))
     }
 }
 
@@ -90,6 +96,9 @@ struct Socket {
     /// readiness leaves errors out, so without this wait the driver would only hear of one at
     /// its next send.
     errors: Option<Mutex<Option<ErrorWait>>>,
+    /// Whether the last `poll_recv` ran the socket empty and registered for the next datagram
+    /// (see [`AsyncUdpSocket::registered_after_recv`]); only the driver's task receives.
+    registered: AtomicBool,
 }
 
 /// A wait for a socket's error readiness.
@@ -163,6 +172,7 @@ impl AsyncUdpSocket for Socket {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
+        self.registered.store(false, Ordering::Relaxed);
         if let Some(e) = self.poll_error(cx) {
             return Poll::Ready(Err(e));
         }
@@ -172,7 +182,9 @@ impl AsyncUdpSocket for Socket {
             // A receive that fills fewer slots than offered emptied the socket: tell tokio so
             // (a WouldBlock clears its readiness), sparing the next wake-up's receive call that
             // would only find nothing. tokio keeps the readiness when a datagram came in since
-            // it was observed, so none is missed.
+            // it was observed, so none is missed. Then register for the next datagram here,
+            // which spares the driver a second call that would only do that; should one have
+            // come in meanwhile, the driver is told nothing and calls again.
             let mut short = None;
             let received = self.io.try_io(Interest::READABLE, || {
                 let n = self.state.recv((&self.io).into(), bufs, meta, |buf| {
@@ -185,7 +197,11 @@ impl AsyncUdpSocket for Socket {
                 Ok(n)
             });
             match (received, short) {
-                (_, Some(n)) => return Poll::Ready(Ok(n)),
+                (_, Some(n)) => {
+                    let registered = self.io.poll_recv_ready(cx).is_pending();
+                    self.registered.store(registered, Ordering::Relaxed);
+                    return Poll::Ready(Ok(n));
+                }
                 (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 (other, None) => return Poll::Ready(other),
             }
@@ -230,5 +246,9 @@ impl AsyncUdpSocket for Socket {
 
     fn max_receive_segments(&self) -> usize {
         self.state.gro_segments()
+    }
+
+    fn registered_after_recv(&self) -> bool {
+        self.registered.load(Ordering::Relaxed)
     }
 }
