@@ -26,6 +26,11 @@ pub trait Runtime: Send + Sync + Debug + 'static {
     /// The socket is already in non-blocking mode.
     fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>>;
     /// The current time, as the runtime's timers see it.
+    ///
+    /// The driver compares it with the deadlines its timer fires at, and the handles stamp
+    /// connects and closes with it. A runtime whose timers run on a clock other than the
+    /// system's (tokio's paused test clock) returns that clock's time: on the system's, the
+    /// driver would see a timer that fired as still to come.
     fn now(&self) -> Instant {
         Instant::now()
     }
