@@ -108,6 +108,10 @@ impl Runtime for Counting {
             receives: self.receives.clone(),
         }))
     }
+
+    fn now(&self) -> Instant {
+        self.inner.now()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
