@@ -5,7 +5,6 @@ use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Instant;
 
 use bytes::Bytes;
 use soe_session::SessionStats;
@@ -83,7 +82,9 @@ struct ConnRef {
 
 impl Drop for ConnRef {
     fn drop(&mut self) {
-        self.shared.lock().release(self.id, Instant::now());
+        let mut state = self.shared.lock();
+        let now = state.now();
+        state.release(self.id, now);
     }
 }
 
@@ -238,7 +239,8 @@ impl Connection {
             return;
         }
         let handle = conn.handle;
-        state.proto.close(Instant::now(), handle, reason);
+        let now = state.now();
+        state.proto.close(now, handle, reason);
         state.wake_driver();
     }
 

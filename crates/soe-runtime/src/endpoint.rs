@@ -8,7 +8,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use soe_wire::Channel;
@@ -431,7 +430,8 @@ impl Core {
         if state.closing.is_some() || state.driver_done {
             return Err(ConnectError::EndpointClosed);
         }
-        let handle = state.proto.connect(Instant::now(), remote)?;
+        let now = state.now();
+        let handle = state.proto.connect(now, remote)?;
         let id = state.insert_conn(handle, remote, Phase::Connecting, 1);
         if let Some(conn) = state.conns.get_mut(&id) {
             conn.report_connect = report;
@@ -470,7 +470,7 @@ impl Core {
         if state.closing.is_none() {
             state.closing = Some(reason);
         }
-        let now = Instant::now();
+        let now = state.now();
         state.proto.close_all(now, reason);
         state.drop_unaccepted(now);
         state.accept_wakers.wake_all();
@@ -590,6 +590,7 @@ pub(crate) fn connect_error(reason: CloseReason, timeout: std::time::Duration) -
 mod tests {
     use std::sync::atomic::Ordering;
     use std::task::Waker;
+    use std::time::Instant;
 
     use soe_session::{EndpointConfig, Event, SessionConfig};
 

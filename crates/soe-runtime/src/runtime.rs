@@ -26,6 +26,11 @@ pub trait Runtime: Send + Sync + Debug + 'static {
     /// The socket is already in non-blocking mode.
     fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>>;
     /// The current time, as the runtime's timers see it.
+    ///
+    /// The driver compares it with the deadlines its timer fires at, and the handles stamp
+    /// connects and closes with it. A runtime whose timers run on a clock other than the
+    /// system's (tokio's paused test clock) returns that clock's time: on the system's, the
+    /// driver would see a timer that fired as still to come.
     fn now(&self) -> Instant {
         Instant::now()
     }
@@ -93,6 +98,12 @@ pub fn send_one_by_one<S: AsyncUdpSocket + ?Sized>(
 /// A timer that can be moved to a new deadline without being rebuilt.
 pub trait AsyncTimer: Send + Debug + 'static {
     /// Moves the timer to `deadline`, whether or not it already fired.
+    ///
+    /// A timer that has not fired yet keeps the waker its last [`poll`](Self::poll)
+    /// registered: it wakes that task at the new deadline without being polled again (as
+    /// tokio's `Sleep::reset` and async-io's `Timer::set_at` do). The driver relies on it and
+    /// polls a moved timer only when its waker changed or the timer may have fired, which it
+    /// judges by [`Runtime::now`]: a timer must never fire before its deadline on that clock.
     fn reset(self: Pin<&mut Self>, deadline: Instant);
     /// Ready once the deadline has passed.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()>;

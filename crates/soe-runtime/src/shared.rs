@@ -791,7 +791,8 @@ impl Drop for EndpointRef {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
         state.endpoint_alive = false;
-        state.drop_unaccepted(Instant::now());
+        let now = state.now();
+        state.drop_unaccepted(now);
         state.accept_wakers.wake_all();
         state.event_wakers.wake_all();
         state.wake_driver();

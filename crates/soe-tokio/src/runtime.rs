@@ -53,6 +53,14 @@ impl Runtime for TokioRuntime {
         }
     }
 
+    /// tokio's clock, which its timers run on: the system's, or the paused test clock
+    /// (`tokio::time::pause`, `start_paused`) where that is on, so the driver sees its timer's
+    /// deadline pass when the timer fires.
+    fn now(&self) -> Instant {
+        let _guard = self.handle.as_ref().map(tokio::runtime::Handle::enter);
+        tokio::time::Instant::now().into_std()
+    }
+
     fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
         let handle = self.handle()?;
         socket.set_nonblocking(true)?;
