@@ -45,6 +45,8 @@ pub(crate) struct JsThread {
     callback: sys::napi_ref,
     resource: sys::napi_ref,
     context: sys::napi_async_context,
+    /// The environment's cleanup hook is set (and holds a reference).
+    hooked: Cell<bool>,
     state: RefCell<State>,
 }
 
@@ -148,6 +150,7 @@ pub(crate) fn start(
         callback,
         resource,
         context,
+        hooked: Cell::new(false),
         state: RefCell::new(State {
             events,
             shared,
@@ -162,8 +165,20 @@ pub(crate) fn start(
     // Each handle holds a reference, given back by its close callback.
     uv.set_handle_data(poll, Rc::into_raw(this.clone()).cast_mut().cast());
     uv.set_handle_data(timer, Rc::into_raw(this.clone()).cast_mut().cast());
+    this.hook();
     this.rearm();
     Ok(this)
+}
+
+/// The environment's cleanup hook (a worker thread that ends, the process's exit): closes the
+/// handles of an endpoint still open, which would otherwise keep the worker's loop from
+/// closing.
+unsafe extern "C" fn cleanup(arg: *mut std::ffi::c_void) {
+    // SAFETY: the reference `hook` made for the hook, given back once (here, or by `hook`
+    // when the endpoint ends first, which removes the hook).
+    let this = unsafe { Rc::from_raw(arg.cast_const().cast::<JsThread>()) };
+    this.hooked.set(false);
+    this.close_handles();
 }
 
 /// The state a handle's `data` points at, for its callback.
@@ -262,6 +277,7 @@ impl JsThread {
                 self.close_handles();
                 self.call_js(&packed);
                 self.release_js();
+                self.unhook();
                 return;
             }
             self.call_js(&packed);
@@ -326,6 +342,33 @@ impl JsThread {
         if let Ok(mut st) = self.state.try_borrow_mut() {
             // The poll handle is closed, so no longer watches it.
             st.socket = None;
+        }
+    }
+
+    /// Sets the environment's cleanup hook, which holds a reference.
+    fn hook(self: &Rc<Self>) {
+        let arg = Rc::into_raw(self.clone()).cast_mut().cast();
+        // SAFETY: on the JS thread of `env`; `cleanup` or `unhook` takes `arg` back.
+        let status = unsafe { sys::napi_add_env_cleanup_hook(self.env, Some(cleanup), arg) };
+        if status == sys::Status::napi_ok {
+            self.hooked.set(true);
+        } else {
+            // SAFETY: the reference made just above, not handed to N-API.
+            drop(unsafe { Rc::from_raw(arg.cast_const().cast::<Self>()) });
+        }
+    }
+
+    /// Removes the environment's cleanup hook, if set, and drops its reference (the handles
+    /// still hold theirs, so `self` lives on).
+    fn unhook(&self) {
+        if self.hooked.replace(false) {
+            let this: *const Self = self;
+            // SAFETY: the hook set in `hook` with this function and this address (which
+            // `Rc::into_raw` returned), and its reference, given back once.
+            unsafe {
+                sys::napi_remove_env_cleanup_hook(self.env, Some(cleanup), this.cast_mut().cast());
+                drop(Rc::from_raw(this));
+            }
         }
     }
 

@@ -4,7 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import soe from '../index.js';
 import { SOEServer } from '../h1z1.js';
-import { T, release, echoServer, collect, runNode, importPackage } from './helpers.mjs';
+import path from 'node:path';
+import { T, release, echoServer, collect, runNode, importPackage, pkgDir } from './helpers.mjs';
 
 const { SoeServer, SoeClient } = soe;
 
@@ -98,4 +99,24 @@ test('on the JS thread, a listener that throws reaches uncaughtException and the
     setTimeout(() => session.send(Buffer.from('b')), 50);`);
   assert.equal(run.killed, false, 'the process was still running 15 s later');
   assert.equal(run.stdout, 'caught boom\na b 1\n', run.stderr);
+});
+
+test('on the JS thread, a worker that ends with its endpoints open ends cleanly', T, async (t) => {
+  // The worker's loop closes after it ends: open libuv handles there abort the process.
+  const run = await runNode(t, `
+    import { Worker } from 'node:worker_threads';
+    const index = ${JSON.stringify(path.join(pkgDir, 'index.js'))};
+    const w = new Worker(\`
+      const soe = require(\${JSON.stringify(index)});
+      const { parentPort } = require('node:worker_threads');
+      (async () => {
+        const server = await soe.SoeServer.listen({ host: '127.0.0.1', port: 0, eventThread: 'js' });
+        const session = await soe.SoeClient.connect('127.0.0.1:' + server.address().port, { eventThread: 'js' });
+        parentPort.postMessage(server.eventThread + ' ' + session.client.eventThread);
+      })();
+    \`, { eval: true, execArgv: [] });
+    w.on('message', async (m) => console.log(m, await w.terminate()));`);
+  assert.equal(run.killed, false, 'the process was still running 15 s later');
+  assert.equal(run.status, 0, run.stderr);
+  assert.equal(run.stdout, 'js js 1\n', run.stderr);
 });
