@@ -199,6 +199,7 @@ class SOEServer extends EventEmitter {
       reusePort: Boolean(this.reusePort),
       limitLoopback: Boolean(this.limitLoopback),
       ...(this.preset === undefined ? {} : { preset: this.preset }),
+      ...(this.eventThread === undefined ? {} : { eventThread: this.eventThread }),
       recordSessions: Boolean(this.recordSessions),
       ...(this.recordDir === undefined ? {} : { recordDir: this.recordDir }),
     });

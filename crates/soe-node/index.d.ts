@@ -106,6 +106,15 @@ export interface SoeOptions {
    * by default); the first event after a quiet millisecond goes at once. Default 1.
    */
   eventBatchMs?: number;
+  /**
+   * Where the endpoint runs. 'pump' (default): a thread of its own, so acks, resends and
+   * heartbeats go on while JS is busy. 'js': the JS thread's own event loop (libuv), as a
+   * dgram socket does: no second thread and no hand-over between threads (less CPU per
+   * message), but acks and resends wait while a JS handler runs. Where the host lacks what
+   * 'js' needs (libuv's functions), the pump runs instead: `eventThread` on the endpoint says
+   * which.
+   */
+  eventThread?: 'pump' | 'js';
 }
 
 export interface ServerOptions extends SoeOptions {
@@ -256,6 +265,8 @@ declare class Endpoint extends EventEmitter {
   stats(): EndpointStats;
   /** The bound address. */
   address(): AddressInfo;
+  /** Where the endpoint runs: 'js' when options.eventThread asked for it and the host allows it, else 'pump'. */
+  readonly eventThread: 'pump' | 'js';
   /** Lets the process exit while this endpoint is open, as socket.unref() does. */
   unref(): this;
   /** Undoes unref(). */

@@ -170,6 +170,7 @@ const NUMBERS = [
   ['recordEndpointBytes', 'recordEndpointBytes', 8192, U32],
 ];
 const PRESETS = ['free-realms', 'osfr-libsoe', 'h1z1', 'planetside2'];
+const EVENT_THREADS = ['pump', 'js'];
 
 /** Checks every option (the error names the one that is wrong) and builds the addon's. */
 function nativeOptions(server, options, bind) {
@@ -187,6 +188,11 @@ function nativeOptions(server, options, bind) {
     checkString('options.preset', o.preset);
     if (!PRESETS.includes(o.preset)) throw argValue('options.preset', `must be one of ${PRESETS.join(', ')}`, o.preset);
     out.preset = o.preset;
+  }
+  if (o.eventThread !== undefined) {
+    checkString('options.eventThread', o.eventThread);
+    if (!EVENT_THREADS.includes(o.eventThread)) throw argValue('options.eventThread', `must be one of ${EVENT_THREADS.join(', ')}`, o.eventThread);
+    out.eventThread = o.eventThread;
   }
   if (o.crcLength !== undefined) {
     if (typeof o.crcLength !== 'number') throw argType('options.crcLength', 'of type number', o.crcLength);
@@ -805,6 +811,14 @@ class Endpoint extends EventEmitter {
     const at = text.lastIndexOf(':');
     const address = text.slice(0, at).replace(/^\[|\]$/g, '');
     return { address, port: Number(text.slice(at + 1)), family: net.isIPv6(address) ? 'IPv6' : 'IPv4' };
+  }
+
+  /**
+   * Where the endpoint runs: 'pump' (a thread of its own) or 'js' (this thread's event loop),
+   * as options.eventThread asked, or 'pump' where the host lacks what 'js' needs.
+   */
+  get eventThread() {
+    return this._native.eventThread();
   }
 
   /** Lets the process exit while this endpoint is open, as socket.unref() does. */

@@ -5,6 +5,7 @@
 //
 //   node bench/echo-server.mjs [--port N] [--api addon|h1z1] [--crc-length 0|2|4]
 //                              [--udp-length N] [--host IP] [--rc4-key BASE64]
+//                              [--event-thread pump|js]
 //
 //   --port N         the UDP port; 0 (the default) picks a free one
 //   --api            addon (default): a SoeServer whose 'message' handler echoes;
@@ -14,6 +15,7 @@
 //   --udp-length     the largest datagram it announces (default 512)
 //   --host           the address to bind (default 127.0.0.1)
 //   --rc4-key        RC4 on from the start with this key (default: no RC4)
+//   --event-thread   where the endpoint runs (options.eventThread; default: the addon's)
 //
 // The addon is found as `require('soe-node')` finds it: the file SOE_NODE_ADDON names when it
 // is set (any name: SOE_NODE_ADDON=target/release/libsoe_node.so works), else the platform
@@ -63,6 +65,11 @@ function parse(argv) {
         o.host = value;
         i += 1;
         break;
+      case '--event-thread':
+        if (value !== 'pump' && value !== 'js') fail('--event-thread takes pump or js');
+        o.eventThread = value;
+        i += 1;
+        break;
       case '--rc4-key':
         if (value === undefined) fail('--rc4-key takes a base64 key');
         o.rc4Key = Buffer.from(value, 'base64');
@@ -96,6 +103,7 @@ function startAddon(o) {
     udpLength: o.udpLength,
     rc4Key: o.rc4Key,
     acceptAnyProtocol: true,
+    eventThread: o.eventThread,
   });
   server.on('session', (s) => {
     s.on('message', (data, info) => {
@@ -110,6 +118,7 @@ function startAddon(o) {
 function startH1z1(o) {
   const server = new EchoServer(o.port, o.rc4Key ?? Buffer.alloc(0));
   server._serverAddress = o.host;
+  if (o.eventThread !== undefined) server.eventThread = o.eventThread;
   server.start(o.crcLength, o.udpLength);
   return { port: server.address().port, stop: () => server.stop() };
 }

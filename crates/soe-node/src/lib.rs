@@ -1,8 +1,9 @@
 //! SOE sessions for Node.js: the native half of the `soe-node` npm package (see its README and
 //! `index.js`, which wraps this in `SoeServer`, `SoeClient` and `SoeSession` classes).
 //!
-//! Each endpoint runs on soe-runtime's blocking event loop, on a thread of its own (the pump,
-//! `src/pump.rs`), off the JS thread: acks, resends and timeouts never wait for JavaScript. The
+//! Each endpoint runs on soe-runtime's blocking event loop, by default on a thread of its own
+//! (the pump, `src/pump.rs`), off the JS thread (`eventThread: 'js'` drives it from the JS
+//! thread's libuv loop instead: `src/js_thread.rs`): acks, resends and timeouts never wait for JavaScript. The
 //! pump blocks in the kernel between wake-ups and hands events to JS in batches (one N-API call
 //! for up to 256 events), at most 64 batches in flight: when JS falls behind, the pump stops
 //! taking events and each session's messages wait in the endpoint's receive queue, bounded by
@@ -24,18 +25,21 @@
 
 #![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
+mod js_thread;
 mod pending;
 mod pump;
 mod recording;
+mod uv;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use napi::bindgen_prelude::{Buffer, Float64Array};
 use napi::threadsafe_function::ThreadSafeCallContext;
-use napi::{Env, Error, JsFunction, Result, Status};
+use napi::{Env, Error, JsFunction, JsUnknown, Result, Status};
 use napi_derive::napi;
 use soe_runtime::blocking::{EventLoop, EventLoopHandle};
 use soe_runtime::bytes::Bytes;
@@ -45,6 +49,7 @@ use soe_runtime::{
     SocketConfig, TrySendError,
 };
 
+use crate::js_thread::JsThread;
 use crate::pending::Pending;
 use crate::pump::{EventsFn, Flow, lock};
 
@@ -123,6 +128,9 @@ pub struct NativeOptions {
     pub record_endpoint_bytes: Option<u32>,
     /// Recordings hold the RC4 key. Default false: keys are never written.
     pub record_keys: Option<bool>,
+    /// Where the endpoint runs: `pump` (a thread of its own) or `js` (the JS thread's event
+    /// loop; the pump when the host lacks what that needs). Default `pump`.
+    pub event_thread: Option<String>,
 }
 
 /// The default of [`NativeOptions::event_batch_ms`]: 1 ms. A call into JS costs tens of
@@ -226,6 +234,32 @@ pub struct NativeEndpoint {
     /// itself, whichever handle calls them); given up by `release` once the endpoint has ended,
     /// so that it no longer keeps the process alive.
     events: Option<EventsFn>,
+    /// The endpoint on the JS thread's loop (`eventThread: 'js'`), instead of a pump.
+    local: Option<Rc<JsThread>>,
+}
+
+/// The arguments of a call into JS with a batch: its bytes, its count, and its strings (or
+/// `undefined`).
+pub(crate) fn batch_args(env: &Env, batch: &pump::Packed) -> Result<Vec<JsUnknown>> {
+    let texts = if batch.texts.is_empty() {
+        env.get_undefined()?.into_unknown()
+    } else {
+        let mut array = env.create_array_with_length(batch.texts.len())?;
+        for (i, text) in batch.texts.iter().enumerate() {
+            array.set_element(
+                u32::try_from(i).unwrap_or(u32::MAX),
+                env.create_string(text)?,
+            )?;
+        }
+        array.into_unknown()
+    };
+    Ok(vec![
+        env.create_buffer_copy(&batch.bytes)?
+            .into_raw()
+            .into_unknown(),
+        env.create_uint32(batch.events)?.into_unknown(),
+        texts,
+    ])
 }
 
 fn endpoint_config(o: &NativeOptions) -> Result<Config> {
@@ -330,7 +364,18 @@ impl NativeEndpoint {
         let session = sessions
             .get_mut(&(id as u64))
             .ok_or_else(|| bad_session(id))?;
-        f(session)
+        let out = f(session);
+        drop(sessions);
+        self.kick();
+        out
+    }
+
+    /// On the JS thread's loop: after a call that may have given the endpoint work (a send, a
+    /// close, a connect), moves its timer to the next turn (no wake-up is needed otherwise).
+    fn kick(&self) {
+        if let Some(local) = &self.local {
+            local.kick();
+        }
     }
 }
 
@@ -367,10 +412,21 @@ fn family_error(addr: SocketAddr, local: SocketAddr) -> Option<Error> {
 
 #[napi]
 impl NativeEndpoint {
-    /// Binds an endpoint and starts its pump; `on_events` receives the event batches.
+    /// Binds an endpoint and starts driving it (see `eventThread`); `on_events` receives the
+    /// event batches.
     #[napi(constructor)]
-    pub fn new(options: NativeOptions, on_events: JsFunction) -> Result<Self> {
+    pub fn new(env: Env, options: NativeOptions, on_events: JsFunction) -> Result<Self> {
         let config = endpoint_config(&options)?;
+        let on_js = match options.event_thread.as_deref() {
+            None | Some("pump") => false,
+            Some("js") => true,
+            Some(other) => {
+                return Err(code_error(
+                    "ERR_INVALID_ARG_VALUE",
+                    format!("eventThread {other:?} is not 'pump' or 'js'"),
+                ));
+            }
+        };
         let addr: SocketAddr = options.bind.parse().map_err(|_| {
             code_error(
                 "ERR_INVALID_ARG_VALUE",
@@ -378,35 +434,6 @@ impl NativeEndpoint {
             )
         })?;
         let events = EventLoop::bind(addr, config).map_err(|e| bind_error(addr, &e))?;
-        let flow = Arc::new(Flow::new(events.handle()));
-        let taken = flow.clone();
-        let js: EventsFn = on_events.create_threadsafe_function(
-            0,
-            move |ctx: ThreadSafeCallContext<pump::Packed>| {
-                taken.taken();
-                let env = ctx.env;
-                let batch = ctx.value;
-                let texts = if batch.texts.is_empty() {
-                    env.get_undefined()?.into_unknown()
-                } else {
-                    let mut array = env.create_array_with_length(batch.texts.len())?;
-                    for (i, text) in batch.texts.iter().enumerate() {
-                        array.set_element(
-                            u32::try_from(i).unwrap_or(u32::MAX),
-                            env.create_string(text)?,
-                        )?;
-                    }
-                    array.into_unknown()
-                };
-                Ok(vec![
-                    env.create_buffer_copy(&batch.bytes)?
-                        .into_raw()
-                        .into_unknown(),
-                    env.create_uint32(batch.events)?.into_unknown(),
-                    texts,
-                ])
-            },
-        )?;
         let shared = Arc::new(Shared {
             events: events.handle(),
             local_addr: events.local_addr(),
@@ -417,18 +444,52 @@ impl NativeEndpoint {
         let moderation = Duration::from_millis(u64::from(
             options.event_batch_ms.unwrap_or(DEFAULT_EVENT_BATCH_MS),
         ));
+        let events = if on_js {
+            match js_thread::start(&env, events, shared.clone(), &on_events, moderation) {
+                Ok(local) => {
+                    return Ok(Self {
+                        shared,
+                        events: None,
+                        local: Some(local),
+                    });
+                }
+                // Something the JS thread's loop needs is missing: the pump drives it.
+                Err(events) => *events,
+            }
+        } else {
+            events
+        };
+        let flow = Arc::new(Flow::new(events.handle()));
+        let taken = flow.clone();
+        let js: EventsFn = on_events.create_threadsafe_function(
+            0,
+            move |ctx: ThreadSafeCallContext<pump::Packed>| {
+                taken.taken();
+                batch_args(&ctx.env, &ctx.value)
+            },
+        )?;
         pump::start(events, shared.clone(), js.clone(), flow, moderation)
             .map_err(|e| code_error("ERR_SOE_INTERNAL", format!("cannot start a thread: {e}")))?;
         Ok(Self {
             shared,
             events: Some(js),
+            local: None,
         })
+    }
+
+    /// Where the endpoint runs: `pump` or `js` (see `eventThread`).
+    #[napi]
+    pub fn event_thread(&self) -> String {
+        if self.local.is_some() { "js" } else { "pump" }.to_owned()
     }
 
     /// Lets the process exit while this endpoint is open (Node's `unref`), sessions and
     /// connects in progress included.
     #[napi]
     pub fn unref(&mut self, env: Env) -> Result<()> {
+        if let Some(local) = &self.local {
+            local.set_ref(false);
+        }
         match self.events.as_mut() {
             Some(events) => events.unref(&env),
             None => Ok(()),
@@ -438,6 +499,9 @@ impl NativeEndpoint {
     /// Undoes `unref`: the open endpoint keeps the process alive again.
     #[napi(js_name = "ref")]
     pub fn refer(&mut self, env: Env) -> Result<()> {
+        if let Some(local) = &self.local {
+            local.set_ref(true);
+        }
         match self.events.as_mut() {
             Some(events) => events.refer(&env),
             None => Ok(()),
@@ -448,6 +512,7 @@ impl NativeEndpoint {
     #[napi]
     pub fn release(&mut self) {
         self.events = None;
+        self.local = None;
     }
 
     /// The bound address, `host:port`.
@@ -480,6 +545,8 @@ impl NativeEndpoint {
             .map_err(|e| code_error("ERR_SOE_CONNECT", e))?;
         let id = conn.id().value();
         sessions.insert(id, Session::new(conn));
+        drop(sessions);
+        self.kick();
         Ok(id as f64)
     }
 
@@ -545,6 +612,7 @@ impl NativeEndpoint {
             lock(&self.shared.flushing).extend(started);
             self.shared.events.wake();
         }
+        self.kick();
         Ok(full)
     }
 
@@ -638,5 +706,6 @@ impl NativeEndpoint {
     pub fn close(&self, reason: u32) {
         let reason = DisconnectReason::from_u16(u16::try_from(reason).unwrap_or(4));
         self.shared.events.close(reason);
+        self.kick();
     }
 }

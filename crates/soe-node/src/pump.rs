@@ -98,7 +98,7 @@ impl Ev {
     }
 }
 
-fn pack(events: &mut Vec<Ev>) -> Packed {
+pub(crate) fn pack(events: &mut Vec<Ev>) -> Packed {
     let numbers = events.len() * META * 8;
     let data: usize = events
         .iter()
@@ -275,7 +275,7 @@ impl Pump {
 /// queue emptied gets its `drain`. Each round ends with the batch's datagrams sent (from this
 /// thread), which makes room for more (a queue of `maxQueuedMessages: 1` takes one message a
 /// round): rounds go on while they move anything, at most [`FLUSH_ROUNDS`] per wake-up.
-fn flush_pending(shared: &Shared, out: &mut Vec<Ev>) {
+pub(crate) fn flush_pending(shared: &Shared, out: &mut Vec<Ev>) {
     let mut ids = std::mem::take(&mut *lock(&shared.flushing));
     let mut rounds = 0;
     while !ids.is_empty() {
@@ -316,7 +316,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The event for JS, filing and forgetting sessions on the way.
-fn convert(shared: &Shared, event: EndpointEvent) -> Option<Ev> {
+pub(crate) fn convert(shared: &Shared, event: EndpointEvent) -> Option<Ev> {
     match event {
         EndpointEvent::Accepted(conn) => {
             let id = conn.id().value();

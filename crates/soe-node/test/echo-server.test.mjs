@@ -63,3 +63,23 @@ test('echo-server.mjs refuses bad flags on stderr with status 1', T, async (t) =
   assert.equal(stdout, '');
   assert.match(stderr, /--api takes addon or h1z1/);
 });
+
+for (const api of ['addon', 'h1z1']) {
+  test(`echo-server.mjs --api ${api} --event-thread js: every echo right`, { ...T, skip: needsSoe }, async (t) => {
+    const server = start(t, ['--port', '0', '--api', api, '--event-thread', 'js']);
+    const port = await server.ready;
+    const { status, out } = await runSoe(soeBin, ['load', '--sessions', '2', '--messages', '100', '--size', '1-2000', '--depth', '8', '--json', `127.0.0.1:${port}`]);
+    assert.equal(status, 0, out);
+    assert.equal(JSON.parse(out.slice(out.indexOf('{'))).messages_verified, 200, out);
+    server.child.stdin.end();
+    assert.equal((await server.exited).status, 0);
+  });
+}
+
+test('echo-server.mjs refuses a bad --event-thread', T, async (t) => {
+  const bad = start(t, ['--event-thread', 'main']);
+  bad.ready.catch(() => {});
+  const { status, stderr } = await bad.exited;
+  assert.equal(status, 1);
+  assert.match(stderr, /--event-thread takes pump or js/);
+});

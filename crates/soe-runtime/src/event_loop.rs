@@ -200,6 +200,55 @@ impl EventLoop {
             .unwrap_or(Err(RecvTimeoutError::Timeout(Duration::ZERO)))
     }
 
+    /// The loop's socket while the driver runs (`None` once it stopped and closed it): for a
+    /// host that waits for the socket on an event loop of its own (Node's libuv loop, through
+    /// a duplicate of it), then turns this loop with [`turn_ready`](Self::turn_ready).
+    pub fn socket(&self) -> Option<&UdpSocket> {
+        self.running.as_ref().map(|r| &r.io.socket)
+    }
+
+    /// When the loop needs its next turn, for a host that waits on its own event loop instead
+    /// of [`drive`](Self::drive): now (or earlier) when something asked for a turn since the
+    /// last one (a send, a close, [`EventLoopHandle::wake`], the driver's own yield), else the
+    /// endpoint's next deadline; `None` when only a datagram can bring work, and once the
+    /// driver has stopped. Such a host calls it after every turn and after its own calls into
+    /// the endpoint, which may move the deadline.
+    pub fn next_turn(&self) -> Option<Instant> {
+        self.running.as_ref()?;
+        if self.wake.wanted.load(Ordering::SeqCst) {
+            return Some(Instant::now());
+        }
+        self.core.shared().lock().proto.poll_timeout()
+    }
+
+    /// Whether a send was refused for a full socket buffer: a host waiting on its own event
+    /// loop then waits for the socket to take datagrams too, and passes `writable` to
+    /// [`turn_ready`](Self::turn_ready).
+    pub fn wants_writable(&self) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|r| !r.io.writable.load(Ordering::Relaxed))
+    }
+
+    /// One turn of the loop without blocking, after a host's own wait found the socket
+    /// `readable` (datagrams may wait) or `writable`, or a deadline from
+    /// [`next_turn`](Self::next_turn) passed: receives (only when `readable`), runs the timers
+    /// that are due, routes the events and transmits. Events wait for
+    /// [`try_next_event`](Self::try_next_event), as after [`drive`](Self::drive). Returns
+    /// `false` once the driver has stopped.
+    pub fn turn_ready(&mut self, readable: bool, writable: bool) -> bool {
+        if let Some(Running { io, .. }) = self.running.as_ref() {
+            if readable {
+                io.readable.store(true, Ordering::Relaxed);
+            }
+            if writable {
+                io.writable.store(true, Ordering::Relaxed);
+            }
+        }
+        self.turn();
+        self.running.is_some()
+    }
+
     /// Closes every session with `reason` and stops accepting new ones; the loop ends once
     /// they are gone.
     pub fn close(&self, reason: DisconnectReason) {

@@ -731,3 +731,69 @@ fn the_port_is_free_once_the_driver_has_stopped() {
     UdpSocket::bind(addr).expect("the stopped loop's port is free while the loop lives");
     drop(events);
 }
+
+/// Waits, as a host's own event loop would, until a datagram waits on `socket` (a duplicate of
+/// the loop's: peeking takes nothing from it).
+fn wait_readable(socket: &UdpSocket) {
+    let started = Instant::now();
+    let mut buf = [0u8; 1];
+    while socket.peek_from(&mut buf).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(5), "no datagram");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_host_loop_turns_it_with_turn_ready_when_next_turn_and_the_socket_say() {
+    let mut events = server(session());
+    let addr = events.local_addr();
+    let handle = events.handle();
+    let socket = events.socket().unwrap().try_clone().unwrap();
+    // Nothing to do: no deadline, no send refused; a wake-up asks for a turn now, which the
+    // turn answers.
+    assert_eq!(events.next_turn(), None);
+    assert!(!events.wants_writable());
+    handle.wake();
+    assert!(events.next_turn().unwrap() <= Instant::now());
+    assert!(events.turn_ready(true, false));
+    assert_eq!(events.next_turn(), None);
+
+    let endpoint = client();
+    let sender = thread::spawn(move || {
+        let conn = endpoint.connect(addr).unwrap();
+        conn.send(Bytes::from_static(b"hello")).unwrap();
+        (endpoint, conn)
+    });
+    // A turn that is not told the socket is readable receives nothing: the request waits.
+    wait_readable(&socket);
+    assert!(events.turn_ready(false, false));
+    assert_eq!(handle.session_count(), 0);
+    let started = Instant::now();
+    let mut message = None;
+    while message.is_none() {
+        wait_readable(&socket);
+        assert!(events.turn_ready(true, false));
+        while let Ok(event) = events.try_next_event() {
+            if let EndpointEvent::Message { data, .. } = event {
+                message = Some(data);
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "no message");
+    }
+    assert_eq!(message.unwrap(), Bytes::from_static(b"hello"));
+    // A live session has a deadline (its heartbeat or idle timeout).
+    assert!(events.next_turn().is_some());
+    let (_endpoint, _conn) = sender.join().unwrap();
+
+    // Closed: turns go on until the driver stops, which closes the socket.
+    handle.close(DisconnectReason::Application);
+    while events.turn_ready(true, true) {
+        if let Some(at) = events.next_turn() {
+            thread::sleep(at.saturating_duration_since(Instant::now()));
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no end");
+    }
+    assert!(events.socket().is_none());
+    assert_eq!(events.next_turn(), None);
+    assert!(!events.turn_ready(true, false));
+}
