@@ -102,8 +102,7 @@ pub trait AsyncTimer: Send + Debug + 'static {
     /// A timer that has not fired yet keeps the waker its last [`poll`](Self::poll)
     /// registered: it wakes that task at the new deadline without being polled again (as
     /// tokio's `Sleep::reset` and async-io's `Timer::set_at` do). The driver relies on it and
-    /// polls a moved timer only when its waker changed or the timer may have fired, which it
-    /// judges by [`Runtime::now`]: a timer must never fire before its deadline on that clock.
+    /// polls a moved timer only when its waker changed or the timer may have fired.
     fn reset(self: Pin<&mut Self>, deadline: Instant);
     /// Ready once the deadline has passed.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()>;

@@ -108,10 +108,6 @@ impl Runtime for Counting {
             receives: self.receives.clone(),
         }))
     }
-
-    fn now(&self) -> Instant {
-        self.inner.now()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

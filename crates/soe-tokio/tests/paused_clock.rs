@@ -1,8 +1,8 @@
 //! The driver under tokio's paused test clock (`start_paused`), as applications test with it.
 //! tokio's timers then run in virtual time, so the driver must read that clock too: on the
 //! system's, it saw a timer that had fired as still to come, and polled it again at once, in a
-//! busy loop, until real time caught up (issue 44 §2); and a driver that polls its timer only
-//! when it may have fired took the fired timer for one still to come and stalled here.
+//! busy loop, until real time caught up (issue 44 §2). A driver that skipped polling a timer it
+//! believed still to come (branch async-wakeup-wip) was never woken again and stalled here.
 #![allow(missing_docs)]
 
 use std::future::Future;
