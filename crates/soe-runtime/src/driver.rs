@@ -46,8 +46,6 @@ pub(crate) struct Driver {
     runtime: Arc<dyn Runtime>,
     timer: Option<Pin<Box<dyn AsyncTimer>>>,
     timer_deadline: Option<Instant>,
-    /// The task's waker changed since the timer was last polled: the timer holds an old one.
-    timer_waker_stale: bool,
     recv_buf: Box<[u8]>,
     slot_size: usize,
     slots: usize,
@@ -87,7 +85,6 @@ impl Driver {
             runtime,
             timer: None,
             timer_deadline: None,
-            timer_waker_stale: false,
             recv_buf: vec![0; slot_size * slots].into_boxed_slice(),
             slot_size,
             slots,
@@ -263,7 +260,6 @@ impl Future for Driver {
             let current = state.driver_waker.as_ref();
             if !current.is_some_and(|w| w.will_wake(cx.waker())) {
                 state.driver_waker = Some(cx.waker().clone());
-                this.timer_waker_stale = true;
             }
         }
 
@@ -305,12 +301,6 @@ impl Future for Driver {
         drop(state);
 
         if let Some(deadline) = deadline {
-            // A timer still to come has not fired, and keeps the waker of its last poll when
-            // it is moved (see `AsyncTimer::reset`): it needs polling again only when the
-            // task's waker changed, or when the new deadline is already due.
-            let quiet = !this.timer_waker_stale
-                && deadline > now
-                && this.timer_deadline.is_some_and(|t| t > now);
             if this.timer_deadline != Some(deadline) {
                 match this.timer.as_mut() {
                     Some(timer) => timer.as_mut().reset(deadline),
@@ -318,8 +308,7 @@ impl Future for Driver {
                 }
                 this.timer_deadline = Some(deadline);
             }
-            if let Some(timer) = this.timer.as_mut().filter(|_| !quiet) {
-                this.timer_waker_stale = false;
+            if let Some(timer) = this.timer.as_mut() {
                 if timer.as_mut().poll(cx).is_ready() {
                     again = true;
                 }
@@ -694,99 +683,6 @@ pub(crate) mod tests {
         assert!(!driver.transmit(&mut cx, &*driver.socket.clone().unwrap(), &mut state, now));
         assert_eq!(gate.sent.load(Ordering::SeqCst), 18);
         assert!(state.deferred.is_none());
-    }
-
-    /// A clock the test moves, and a timer on it that counts its polls and moves.
-    #[derive(Debug)]
-    struct Clock {
-        now: Mutex<Instant>,
-        polls: AtomicUsize,
-        resets: AtomicUsize,
-    }
-
-    #[derive(Debug)]
-    struct OnClock(Arc<Clock>);
-
-    #[derive(Debug)]
-    struct ClockTimer(Arc<Clock>, Instant);
-
-    impl Runtime for OnClock {
-        fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>> {
-            Box::pin(ClockTimer(self.0.clone(), deadline))
-        }
-        fn spawn(&self, _: Pin<Box<dyn Future<Output = ()> + Send>>) {}
-        fn wrap_udp_socket(&self, _: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
-            Err(io::ErrorKind::Unsupported.into())
-        }
-        fn now(&self) -> Instant {
-            *self.0.now.lock().unwrap()
-        }
-    }
-
-    impl AsyncTimer for ClockTimer {
-        fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
-            self.0.resets.fetch_add(1, Ordering::SeqCst);
-            self.1 = deadline;
-        }
-        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-            self.0.polls.fetch_add(1, Ordering::SeqCst);
-            if *self.0.now.lock().unwrap() >= self.1 {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        }
-    }
-
-    #[test]
-    fn the_timer_is_polled_only_when_it_may_have_fired_or_the_waker_changed() {
-        // Issue 44: a timer still to come keeps the waker it registered, so the driver does
-        // not poll it at every wake-up.
-        let t0 = Instant::now();
-        let clock = Arc::new(Clock {
-            now: Mutex::new(t0),
-            polls: AtomicUsize::new(0),
-            resets: AtomicUsize::new(0),
-        });
-        let config = Config::new(Arc::new(EndpointConfig::client(Arc::new(
-            SessionConfig::new("T"),
-        ))));
-        let proto = soe_session::Endpoint::new(config.endpoint.clone());
-        let shared = Arc::new(Shared::new(proto, &config));
-        let gate = Arc::new(Gate::default());
-        gate.open.store(true, Ordering::SeqCst);
-        let runtime = Arc::new(OnClock(clock.clone()));
-        let mut driver = Driver::new(shared.clone(), gate.clone(), runtime, &config);
-        let server = SocketAddr::from(([127, 0, 0, 1], 9));
-        shared.lock().proto.connect(t0, server).unwrap();
-        let counts = || {
-            (
-                clock.polls.load(Ordering::SeqCst),
-                clock.resets.load(Ordering::SeqCst),
-                gate.sent.load(Ordering::SeqCst),
-            )
-        };
-        let waker = Waker::from(Arc::new(CountWakes::default()));
-        let mut cx = Context::from_waker(&waker);
-        // The SessionRequest goes out; the timer is built for its resend, and polled.
-        assert!(Pin::new(&mut driver).poll(&mut cx).is_pending());
-        let resend = driver.timer_deadline.expect("a deadline");
-        assert!(resend > t0);
-        assert_eq!(counts(), (1, 0, 1));
-        // Woken again with nothing due and the same waker: the timer is left alone.
-        assert!(Pin::new(&mut driver).poll(&mut cx).is_pending());
-        assert_eq!(counts(), (1, 0, 1));
-        // Another waker: the timer is polled, to hold the new one.
-        let other = Waker::from(Arc::new(CountWakes::default()));
-        let mut cx = Context::from_waker(&other);
-        assert!(Pin::new(&mut driver).poll(&mut cx).is_pending());
-        assert_eq!(counts(), (2, 0, 1));
-        // The deadline comes: the request goes again, and the timer, which may have fired,
-        // is moved and polled.
-        *clock.now.lock().unwrap() = resend;
-        assert!(Pin::new(&mut driver).poll(&mut cx).is_pending());
-        assert_eq!(counts(), (3, 1, 2));
-        assert!(driver.timer_deadline.is_some_and(|d| d > resend));
     }
 
     #[test]

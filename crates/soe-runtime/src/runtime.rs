@@ -98,11 +98,6 @@ pub fn send_one_by_one<S: AsyncUdpSocket + ?Sized>(
 /// A timer that can be moved to a new deadline without being rebuilt.
 pub trait AsyncTimer: Send + Debug + 'static {
     /// Moves the timer to `deadline`, whether or not it already fired.
-    ///
-    /// A timer that has not fired yet keeps the waker its last [`poll`](Self::poll)
-    /// registered: it wakes that task at the new deadline without being polled again (as
-    /// tokio's `Sleep::reset` and async-io's `Timer::set_at` do). The driver relies on it and
-    /// polls a moved timer only when its waker changed or the timer may have fired.
     fn reset(self: Pin<&mut Self>, deadline: Instant);
     /// Ready once the deadline has passed.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()>;
