@@ -492,6 +492,10 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        windows,
+        ignore = "one datagram per receive call there (quinn-udp's BATCH_SIZE is 1), so no batch is short"
+    )]
     fn a_short_batch_that_registered_ends_the_receiving() {
         // Issue 44: a socket that registers for the next datagram when a receive runs it empty
         // spares the driver a second call that would only register; one that does not is

@@ -736,7 +736,8 @@ fn the_port_is_free_once_the_driver_has_stopped() {
 /// the loop's: peeking takes nothing from it).
 fn wait_readable(socket: &UdpSocket) {
     let started = Instant::now();
-    let mut buf = [0u8; 1];
+    // Room for any datagram: Windows fails a peek into a smaller buffer (WSAEMSGSIZE).
+    let mut buf = vec![0u8; 65_536];
     while socket.peek_from(&mut buf).is_err() {
         assert!(started.elapsed() < Duration::from_secs(5), "no datagram");
         thread::sleep(Duration::from_millis(1));
