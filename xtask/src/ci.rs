@@ -265,9 +265,9 @@ impl Step {
             }),
             Self::Windows if !crate::wine::tools_present() => Some(if running_in_ci() {
                 Unavailable::Fail(
-                    "wine, MinGW-w64 (gcc-mingw-w64-x86-64, mingw-w64-tools) or Debian's Rust \
-                     (rustc-web, cargo-web, rust-web-src) is not installed, and CI=true \
-                     requires them (`.ci/run` installs them from the OS packages)",
+                    "wine, MinGW-w64 (gcc-mingw-w64-x86-64, g++-mingw-w64-x86-64, mingw-w64-tools) \
+                     or Debian's Rust (rustc-web, cargo-web, rust-web-src) is not installed, \
+                     and CI=true requires them (`.ci/run` installs them from the OS packages)",
                 )
             } else {
                 Unavailable::Skip(

@@ -41,9 +41,12 @@ pub(crate) struct Skip {
     pub(crate) node: bool,
 }
 
-/// Whether wine and MinGW are installed.
+/// Whether wine and MinGW are installed: its C compiler for the binaries and its C++ compiler
+/// for the C examples (their CMake project builds the C++ game server too).
 pub(crate) fn present() -> bool {
-    cross_tools::on_path("wine") && cross_tools::on_path("x86_64-w64-mingw32-gcc")
+    cross_tools::on_path("wine")
+        && cross_tools::on_path("x86_64-w64-mingw32-gcc")
+        && cross_tools::on_path("x86_64-w64-mingw32-g++")
 }
 
 /// Whether everything the `windows` step of `cargo xtask ci` needs is installed: wine,
@@ -58,7 +61,13 @@ pub(crate) fn tools_present() -> bool {
 pub(crate) fn run(skip: Skip) -> Result<()> {
     let started = Instant::now();
     if !present() {
-        cross_tools::apt_install(&["wine", "wine64", "gcc-mingw-w64-x86-64", "mingw-w64-tools"])?;
+        cross_tools::apt_install(&[
+            "wine",
+            "wine64",
+            "gcc-mingw-w64-x86-64",
+            "g++-mingw-w64-x86-64",
+            "mingw-w64-tools",
+        ])?;
     }
     // The artifacts first, as `cargo xtask cross --target win` makes them (cargo rebuilds
     // only what changed).
