@@ -113,8 +113,10 @@ impl Guarded {
         let micros = at.map_or(NEVER, |at| {
             u64::try_from(at.saturating_duration_since(self.epoch).as_micros()).unwrap_or(NEVER)
         });
-        self.expect.store(micros, Ordering::Relaxed);
-        if self.parked.load(Ordering::Relaxed) {
+        // Sequentially consistent with `wait`'s store of `parked` and load of `expect`: either
+        // the guard sees the new timer, or this sees it parked.
+        self.expect.store(micros, Ordering::SeqCst);
+        if self.parked.load(Ordering::SeqCst) {
             self.notify();
         }
     }
@@ -137,16 +139,17 @@ impl Guarded {
         }
         let idle = self.expect.load(Ordering::Relaxed) == NEVER && self.handle.session_count() == 0;
         if idle {
-            self.parked.store(true, Ordering::Relaxed);
-            // Looked at again under the lock the JS thread's notify takes: no wake-up is lost.
-            if self.expect.load(Ordering::Relaxed) == NEVER {
+            self.parked.store(true, Ordering::SeqCst);
+            // Looked at again once parked, under the lock the JS thread's notify takes: no
+            // wake-up is lost.
+            if self.expect.load(Ordering::SeqCst) == NEVER {
                 drop(
                     self.woken
                         .wait(guard)
                         .unwrap_or_else(PoisonError::into_inner),
                 );
             }
-            self.parked.store(false, Ordering::Relaxed);
+            self.parked.store(false, Ordering::SeqCst);
         } else {
             drop(
                 self.woken
