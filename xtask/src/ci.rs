@@ -266,13 +266,13 @@ impl Step {
             Self::Windows if !crate::wine::tools_present() => Some(if running_in_ci() {
                 Unavailable::Fail(
                     "wine, MinGW-w64 (gcc-mingw-w64-x86-64, g++-mingw-w64-x86-64, mingw-w64-tools) \
-                     or Debian's Rust (rustc-web, cargo-web, rust-web-src) is not installed, \
-                     and CI=true requires them (`.ci/run` installs them from the OS packages)",
+                     or Debian's Rust (rustc-web, cargo-web, rust-web-src, rust-web-clippy) is \
+                     not installed, and CI=true requires them (`.ci/run` installs them from the OS packages)",
                 )
             } else {
                 Unavailable::Skip(
-                    "wine, MinGW-w64 or Debian's Rust (rustc-web, cargo-web, rust-web-src) is \
-                     not installed: the Windows build is NOT built or run; under CI=true this \
+                    "wine, MinGW-w64 or Debian's Rust (rustc-web, cargo-web, rust-web-src, \
+                     rust-web-clippy) is not installed: the Windows build is NOT built or run; under CI=true this \
                      fails",
                 )
             }),

@@ -21,6 +21,8 @@ use crate::{Error, Result};
 const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
 const DEBIAN_CARGO: &str = "/usr/bin/cargo";
 const DEBIAN_RUSTDOC: &str = "/usr/bin/rustdoc";
+/// Debian's clippy for that compiler (`rust-web-clippy`).
+const DEBIAN_CLIPPY: &str = "/usr/bin/cargo-clippy";
 const DEBIAN_STD_SOURCES: &str = "/usr/lib/rustlib/src/rust/library/Cargo.lock";
 
 /// How a target is built.
@@ -163,6 +165,38 @@ pub(crate) fn debian_cargo() -> Command {
         .env_remove("RUSTUP_TOOLCHAIN")
         .env_remove("RUSTC_WRAPPER");
     c
+}
+
+/// Whether Debian's clippy (`rust-web-clippy`), the one that matches Debian's compiler, is
+/// installed.
+pub(crate) fn debian_clippy_present() -> bool {
+    Path::new(DEBIAN_CLIPPY).exists()
+}
+
+/// `cargo clippy` for `target` with Debian's clippy, compiler and standard library sources
+/// (`-Zbuild-std`), into `target/cross/clippy`. Called by its full path: rustup's
+/// `cargo-clippy`, found first on most `PATH`s, would drive rustup's clippy against Debian's
+/// standard library sources, a different release.
+pub(crate) fn debian_clippy(target: Target) -> Command {
+    let c = debian_cargo();
+    let mut clippy = Command::new(DEBIAN_CLIPPY);
+    clippy.current_dir(cmd::workspace_root());
+    for (key, value) in c.get_envs() {
+        match value {
+            Some(v) => clippy.env(key, v),
+            None => clippy.env_remove(key),
+        };
+    }
+    let triple = target.triple();
+    clippy
+        .env("CARGO", DEBIAN_CARGO)
+        .env("CARGO_TARGET_DIR", cross::root().join("clippy"))
+        .args(["clippy", "-Zbuild-std", "--target", triple, "--quiet"]);
+    if let Some(linker) = linker(target) {
+        let upper = triple.to_uppercase().replace('-', "_");
+        clippy.env(format!("CARGO_TARGET_{upper}_LINKER"), linker);
+    }
+    clippy
 }
 
 /// The target's linker, where cargo's default is not it (macOS: cargo-zigbuild sets zig).

@@ -152,6 +152,9 @@ enum Command {
         /// Leave node.exe out.
         #[arg(long)]
         no_node: bool,
+        /// Leave out clippy for the Windows target.
+        #[arg(long)]
+        no_clippy: bool,
     },
     /// Run the whole-server simulation (soe-sim) over a range of seeds, release build.
     ///
@@ -209,9 +212,14 @@ impl Command {
             Self::Node => node::run(),
             Self::Links => links::run(),
             Self::Cross { targets, tests } => cross::run(&targets, tests),
-            Self::Wine { no_tests, no_node } => wine::run(wine::Skip {
+            Self::Wine {
+                no_tests,
+                no_node,
+                no_clippy,
+            } => wine::run(wine::Skip {
                 tests: no_tests,
                 node: no_node,
+                clippy: no_clippy,
             }),
             Self::Sim {
                 seeds,

@@ -15,6 +15,11 @@
 //!    `soe.dll` through `soe.dll.a`), answering `soe ping` and `soe load`;
 //! 4. `node.exe` 22 with the packed addon (`wine_node`).
 //!
+//! Before them, clippy checks every crate of the workspace for `x86_64-pc-windows-gnu` with
+//! `-D warnings` (Debian's clippy, `rust-web-clippy`, which matches Debian's compiler), so the
+//! code that only Windows compiles (`soe-winsock`, the Windows paths of `soe-runtime`) is
+//! linted too. Left out: `soe-bench`, whose servers use Linux's `sendmmsg`, and `xtask`.
+//!
 //! Wine 8 lacks `bcryptprimitives.dll`, whose `ProcessPrng` Rust's standard library calls on
 //! Windows: `xtask/wine/bcryptprimitives.c`, built with MinGW, stands in for it beside every
 //! executable that runs.
@@ -39,6 +44,8 @@ pub(crate) struct Skip {
     pub(crate) tests: bool,
     /// `node.exe` with the addon.
     pub(crate) node: bool,
+    /// clippy for the Windows target.
+    pub(crate) clippy: bool,
 }
 
 /// Whether wine and MinGW are installed: its C compiler for the binaries and its C++ compiler
@@ -50,10 +57,13 @@ pub(crate) fn present() -> bool {
 }
 
 /// Whether everything the `windows` step of `cargo xtask ci` needs is installed: wine,
-/// MinGW-w64 and, unless rustup has the Windows standard library, Debian's Rust with the
-/// standard library's sources.
+/// MinGW-w64, Debian's clippy and, unless rustup has the Windows standard library, Debian's
+/// Rust with the standard library's sources.
 pub(crate) fn tools_present() -> bool {
-    present() && cross_tools::on_path("gendef") && cross_tools::can_build(Target::Win)
+    present()
+        && cross_tools::on_path("gendef")
+        && cross_tools::can_build(Target::Win)
+        && cross_tools::debian_clippy_present()
 }
 
 /// Builds what is missing and runs every check; each one runs, and the first failure is
@@ -69,6 +79,9 @@ pub(crate) fn run(skip: Skip) -> Result<()> {
             "mingw-w64-tools",
         ])?;
     }
+    if !skip.clippy && !cross_tools::debian_clippy_present() {
+        cross_tools::apt_install(&["rust-web-clippy"])?;
+    }
     // The artifacts first, as `cargo xtask cross --target win` makes them (cargo rebuilds
     // only what changed).
     cross::run(&[cross::Pick::Win], false)?;
@@ -83,6 +96,9 @@ pub(crate) fn run(skip: Skip) -> Result<()> {
         }
         outcomes.push((name, result));
     };
+    if !skip.clippy {
+        step("clippy --target x86_64-pc-windows-gnu", &mut clippy);
+    }
     if !skip.tests {
         step("test suites", &mut || test_suites(&wine));
     }
@@ -119,6 +135,31 @@ pub(crate) fn run(skip: Skip) -> Result<()> {
     } else {
         Err(Error::new(format!("wine: {} failed", failed.join("; "))))
     }
+}
+
+/// clippy on every crate but `soe-bench` and `xtask`, all targets, for Windows, with
+/// `-D warnings`. One lint is allowed: `missing_const_for_thread_local`, which Debian's clippy
+/// 1.96 raises on this target for a `thread_local!` whose initializer is already `const { .. }`
+/// (`soe_wire::fuzzing`'s scratch buffer); rustup's clippy on Linux keeps checking it.
+fn clippy() -> Result<()> {
+    let mut clippy = cross_tools::debian_clippy(Target::Win);
+    // soe-node's build script links the addon against node.exe's import library.
+    clippy
+        .env("LIBNODE_PATH", cross_tools::libnode_dir()?)
+        .args([
+            "--workspace",
+            "--exclude",
+            "soe-bench",
+            "--exclude",
+            "xtask",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+            "-A",
+            "clippy::missing_const_for_thread_local",
+        ]);
+    cmd::run_timed(&mut clippy).map(drop)
 }
 
 /// A wine prefix of our own, with the stand-in DLL built.
