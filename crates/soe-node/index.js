@@ -815,7 +815,7 @@ class Endpoint extends EventEmitter {
 
   /**
    * Where the endpoint runs: 'pump' (a thread of its own) or 'js' (this thread's event loop),
-   * as options.eventThread asked, or 'pump' where the host lacks what 'js' needs.
+   * as options.eventThread asked ('js' by default), or 'pump' where the host lacks what 'js' needs.
    */
   get eventThread() {
     return this._native.eventThread();

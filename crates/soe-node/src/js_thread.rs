@@ -10,11 +10,17 @@
 //! and each call into the endpoint moves the timer to the loop's new next turn.
 //!
 //! `eventBatchMs` holds events as in the pump: while they keep coming, a call into JS at most
-//! once per that long (the loop keeps turning meanwhile). Unlike the pump, acks and resends
-//! wait while the JS thread is busy (as a `dgram` socket's datagrams do).
+//! once per that long (the loop keeps turning meanwhile).
+//!
+//! While the JS thread is held (a long handler, a slow reader, any long-running JS code), a
+//! guard thread (`src/guard.rs`) drives the loop in its place, so acks, resends and heartbeats
+//! do not wait for JS, and wakes this loop through a libuv async handle (never ref'd: it keeps
+//! no process alive), whose callback takes the loop back and delivers what the guard's turns
+//! made ready (the poll handle may see nothing: the guard read the socket).
 //!
 //! The handles hold the state (a reference each, through their `data`); once the endpoint has
-//! ended and JS heard it, both are closed, and their close callbacks free them.
+//! ended and JS heard it (or the environment's cleanup hook ran), the guard is stopped and
+//! joined, then the handles are closed, and their close callbacks free them.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_int;
@@ -29,6 +35,7 @@ use soe_runtime::RecvTimeoutError;
 use soe_runtime::blocking::EventLoop;
 
 use crate::Shared;
+use crate::guard::{Guard, Guarded};
 use crate::pump::{BATCH, END, Ev, Packed, convert, flush_pending, pack};
 use crate::uv::{self, Handle, Uv};
 
@@ -39,6 +46,13 @@ pub(crate) struct JsThread {
     /// The handles; null once closed.
     poll: Cell<*mut Handle>,
     timer: Cell<*mut Handle>,
+    /// The async handle the guard wakes this loop with.
+    wake: Cell<*mut Handle>,
+    /// The loop, shared with the guard.
+    events: Arc<Guarded>,
+    /// The guard thread, until the handles close (`None` if it could not start: the JS thread
+    /// then drives the loop alone).
+    guard: RefCell<Option<Guard>>,
     /// What the poll handle waits for (`uv::READABLE`, `uv::WRITABLE`).
     polling: Cell<c_int>,
     /// The JS function that takes the batches, and the async resource its calls run in.
@@ -51,7 +65,6 @@ pub(crate) struct JsThread {
 }
 
 struct State {
-    events: EventLoop,
     shared: Arc<Shared>,
     /// The duplicate of the endpoint's socket that the poll handle watches: open until the
     /// handle is closed, even once the driver has closed its own.
@@ -125,6 +138,10 @@ pub(crate) fn start(
     let Some(socket) = events.socket().and_then(|s| s.try_clone().ok()) else {
         return Err(Box::new(events));
     };
+    // The guard's own duplicate, which it peeks at.
+    let Ok(peeked) = socket.try_clone() else {
+        return Err(Box::new(events));
+    };
     // SAFETY (of `raw`): the function is a live value of `env`.
     let Some(callback) = reference(env.raw(), unsafe { on_events.raw() }) else {
         return Err(Box::new(events));
@@ -134,25 +151,31 @@ pub(crate) fn start(
     };
     let poll = uv.new_poll(uv_loop, raw_socket(&socket));
     let timer = uv.new_timer(uv_loop);
-    let (Some(poll), Some(timer)) = (poll, timer) else {
+    let wake = uv.new_async(uv_loop, on_wake);
+    let (Some(poll), Some(timer), Some(wake)) = (poll, timer, wake) else {
         // Handles without data: their close callbacks only free them.
-        for handle in [poll, timer].into_iter().flatten() {
+        for handle in [poll, timer, wake].into_iter().flatten() {
             uv.close(handle, closed);
         }
         return Err(Box::new(events));
     };
+    // The guard's wake-ups never keep the process alive (the poll handle does, if ref'd).
+    uv.set_ref(wake, false);
+    let events = Guarded::new(events);
     let this = Rc::new(JsThread {
         uv,
         env: env.raw(),
         poll: Cell::new(poll),
         timer: Cell::new(timer),
+        wake: Cell::new(wake),
+        events: events.clone(),
+        guard: RefCell::new(None),
         polling: Cell::new(0),
         callback,
         resource,
         context,
         hooked: Cell::new(false),
         state: RefCell::new(State {
-            events,
             shared,
             socket: Some(socket),
             batch: Vec::with_capacity(BATCH),
@@ -165,6 +188,9 @@ pub(crate) fn start(
     // Each handle holds a reference, given back by its close callback.
     uv.set_handle_data(poll, Rc::into_raw(this.clone()).cast_mut().cast());
     uv.set_handle_data(timer, Rc::into_raw(this.clone()).cast_mut().cast());
+    uv.set_handle_data(wake, Rc::into_raw(this.clone()).cast_mut().cast());
+    let waker = Waker(wake);
+    *this.guard.borrow_mut() = Guard::start(events, peeked, Box::new(move || waker.send(uv)));
     this.hook();
     this.rearm();
     Ok(this)
@@ -207,6 +233,28 @@ unsafe extern "C" fn on_timer(handle: *mut Handle) {
     }
 }
 
+/// The async handle's callback: the guard drove the loop while the JS thread was held, and
+/// events may be ready; takes the loop back (the socket may hold datagrams too).
+unsafe extern "C" fn on_wake(handle: *mut Handle) {
+    let Some(uv) = Uv::get() else { return };
+    if let Some(this) = of(uv, handle) {
+        this.run(true, false);
+    }
+}
+
+/// The async handle, for the guard's thread.
+struct Waker(*mut Handle);
+
+// SAFETY: the guard only passes the pointer to `uv_async_send`, which libuv allows from any
+// thread, and is joined before the handle is closed (`close_handles`).
+unsafe impl Send for Waker {}
+
+impl Waker {
+    fn send(&self, uv: &Uv) {
+        uv.async_send(self.0);
+    }
+}
+
 /// A handle's close callback: libuv is done with it; frees it and drops its reference.
 unsafe extern "C" fn closed(handle: *mut Handle) {
     let Some(uv) = Uv::get() else { return };
@@ -220,6 +268,7 @@ unsafe extern "C" fn closed(handle: *mut Handle) {
 
 impl JsThread {
     /// Lets the endpoint keep the process alive (`true`) or not, as `ref`/`unref`.
+    /// (The async handle stays unref'd: see `start`.)
     pub(crate) fn set_ref(&self, on: bool) {
         for handle in [self.poll.get(), self.timer.get()] {
             if !handle.is_null() {
@@ -239,20 +288,23 @@ impl JsThread {
         let Ok(mut st) = self.state.try_borrow_mut() else {
             return;
         };
-        if !st.ended {
-            st.events.turn_ready(readable, writable);
+        // Held for the turn and the taking of events, never across a call into JS (the guard
+        // takes the loop over while JS runs long).
+        let mut events = Some(self.events.reclaim());
+        if let Some(events) = events.as_mut().filter(|_| !st.ended) {
+            events.turn_ready(readable, writable);
         }
         loop {
             let State {
-                events,
                 shared,
                 batch,
                 ended,
                 ..
             } = &mut *st;
             flush_pending(shared, batch);
+            let turning = events.get_or_insert_with(|| self.events.reclaim());
             while batch.len() < BATCH && !*ended {
-                match events.try_next_event() {
+                match turning.try_next_event() {
                     Ok(event) => batch.extend(convert(shared, event)),
                     Err(RecvTimeoutError::Closed) => *ended = true,
                     Err(_) => break,
@@ -272,6 +324,7 @@ impl JsThread {
             st.last_call = Some(now);
             let ended = st.ended;
             drop(st);
+            events = None;
             if ended {
                 // The port is free before JS hears of the end (it may bind it again at once).
                 self.close_handles();
@@ -289,6 +342,7 @@ impl JsThread {
                 break;
             }
         }
+        drop(events);
         drop(st);
         self.rearm();
     }
@@ -302,8 +356,12 @@ impl JsThread {
         if st.ended || poll.is_null() || timer.is_null() {
             return;
         }
+        // While the guard drives the loop, the JS thread asks again once the guard wakes it.
+        let Some(events) = self.events.try_lock() else {
+            return;
+        };
         let wanted = uv::READABLE
-            | if st.events.wants_writable() {
+            | if events.wants_writable() {
                 uv::WRITABLE
             } else {
                 0
@@ -313,10 +371,12 @@ impl JsThread {
         }
         let now = Instant::now();
         let hold = (!st.batch.is_empty()).then(|| st.hold(now)).flatten();
-        let next = match (st.events.next_turn(), hold) {
+        let next = match (events.next_turn(), hold) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        drop(events);
+        self.events.expect(next);
         match next {
             Some(at) => {
                 let wait = at.saturating_duration_since(now);
@@ -329,11 +389,16 @@ impl JsThread {
         }
     }
 
-    /// Closes both handles (their close callbacks free them) and the socket they watched.
+    /// Stops the guard, then closes the handles (their close callbacks free them) and the
+    /// socket the poll handle watched.
     fn close_handles(&self) {
+        // First: once joined, the guard sends on the async handle no more.
+        let guard = self.guard.borrow_mut().take();
+        drop(guard);
         for handle in [
             self.poll.replace(ptr::null_mut()),
             self.timer.replace(ptr::null_mut()),
+            self.wake.replace(ptr::null_mut()),
         ] {
             if !handle.is_null() {
                 self.uv.close(handle, closed);

@@ -25,6 +25,7 @@
 
 #![warn(clippy::too_many_lines)] // the limit is in clippy.toml
 
+mod guard;
 mod js_thread;
 mod pending;
 mod pump;
@@ -418,8 +419,8 @@ impl NativeEndpoint {
     pub fn new(env: Env, options: NativeOptions, on_events: JsFunction) -> Result<Self> {
         let config = endpoint_config(&options)?;
         let on_js = match options.event_thread.as_deref() {
-            None | Some("pump") => false,
-            Some("js") => true,
+            Some("pump") => false,
+            None | Some("js") => true,
             Some(other) => {
                 return Err(code_error(
                     "ERR_INVALID_ARG_VALUE",

@@ -9,9 +9,11 @@ import { T, release, echoServer, collect, runNode, importPackage, pkgDir } from 
 
 const { SoeServer, SoeClient } = soe;
 
-test("eventThread says where the endpoint runs: 'js' when asked for, else the pump", T, async (t) => {
+test("eventThread says where the endpoint runs: 'js' by default or when asked for, else the pump", T, async (t) => {
   const js = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, eventThread: 'js' }));
   const pump = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, eventThread: 'pump' }));
+  const byDefault = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0 }));
+  assert.equal(byDefault.eventThread, 'js');
   assert.equal(js.eventThread, 'js');
   assert.equal(pump.eventThread, 'pump');
   assert.throws(() => new SoeServer({ eventThread: 'main' }), { code: 'ERR_INVALID_ARG_VALUE', message: /options\.eventThread/ });
