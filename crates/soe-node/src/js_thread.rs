@@ -27,7 +27,7 @@ use std::ffi::c_int;
 use std::net::UdpSocket;
 use std::ptr;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use napi::{Env, JsFunction, NapiRaw, sys};
@@ -343,7 +343,11 @@ impl JsThread {
             }
         }
         drop(events);
+        let held = !st.batch.is_empty();
         drop(st);
+        if held {
+            test_pause();
+        }
         self.rearm();
     }
 
@@ -356,7 +360,8 @@ impl JsThread {
         if st.ended || poll.is_null() || timer.is_null() {
             return;
         }
-        // While the guard drives the loop, the JS thread asks again once the guard wakes it.
+        // While the guard drives the loop, the JS thread asks again once the guard wakes it
+        // (after each of its turns, and when it lets the loop go).
         let Some(events) = self.events.try_lock() else {
             return;
         };
@@ -370,8 +375,8 @@ impl JsThread {
             self.polling.set(wanted);
         }
         let now = Instant::now();
-        let hold = (!st.batch.is_empty()).then(|| st.hold(now)).flatten();
-        let next = match (events.next_turn(), hold) {
+        let due = st.due(now);
+        let next = match (events.next_turn(), due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -500,11 +505,35 @@ impl JsThread {
     }
 }
 
+/// A pause for the tests, never set in use (`SOE_NODE_TEST_HELD_PAUSE_MS`): how long the JS
+/// thread waits after a turn that held events back, before it sets its timer. A test makes
+/// the hold end in between, as a thread preempted there does.
+fn test_pause() {
+    static PAUSE: OnceLock<Option<Duration>> = OnceLock::new();
+    let pause = PAUSE.get_or_init(|| {
+        std::env::var("SOE_NODE_TEST_HELD_PAUSE_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis)
+    });
+    if let Some(pause) = *pause {
+        std::thread::sleep(pause);
+    }
+}
+
 impl State {
     /// Until when events are held (see the pump's `eventBatchMs`), or `None`.
     fn hold(&self, now: Instant) -> Option<Instant> {
         self.last_call
             .map(|last| last + self.moderation)
             .filter(|until| !self.moderation.is_zero() && !self.last_full && now < *until)
+    }
+
+    /// When the events held in the batch must go to JS (`None`: it is empty): at the end of
+    /// their hold, or at once when that has passed. It may have passed since the turn that
+    /// held them looked (the thread can be preempted in between), and with no timer for them
+    /// they would wait for the next datagram or deadline, maybe the idle timeout's.
+    fn due(&self, now: Instant) -> Option<Instant> {
+        (!self.batch.is_empty()).then(|| self.hold(now).unwrap_or(now))
     }
 }
