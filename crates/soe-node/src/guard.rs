@@ -176,6 +176,10 @@ impl Guarded {
             wake();
         }
         self.active.store(false, Ordering::SeqCst);
+        drop(events);
+        // Once more after letting go: a JS thread that found the loop taken meanwhile (its
+        // `rearm` set no timer) then looks again, so none is left without a wake-up.
+        wake();
         running
     }
 }
