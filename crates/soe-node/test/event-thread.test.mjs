@@ -138,10 +138,13 @@ test('on the JS thread, events held back by eventBatchMs reach JS when their hol
   const port = await new Promise((resolve) => server.stdout.once('data', (d) => resolve(Number(String(d).trim()))));
   const client = release(t, new SoeClient({ eventThread: 'pump' }));
   const session = await client.connect(`127.0.0.1:${port}`);
-  const echo = () => Promise.race([
-    new Promise((resolve) => session.once('message', (data) => resolve(String(data)))),
-    new Promise((resolve) => setTimeout(resolve, 5000, 'no echo within 5 s')),
-  ]);
+  const echo = () => new Promise((resolve) => {
+    const timer = setTimeout(resolve, 5000, 'no echo within 5 s');
+    session.once('message', (data) => {
+      clearTimeout(timer);
+      resolve(String(data));
+    });
+  });
   // Each reaches the server within half a second of its previous call into JS (the accepted
   // session, then the first echo), so both are held back. Unreliable both ways: no ack or
   // resend is due on the server to bring its next turn.
