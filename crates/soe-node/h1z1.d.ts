@@ -88,7 +88,7 @@ export declare class SOEServer extends EventEmitter {
   limitLoopback: boolean;
   /** Addition: a known client's settings for start() ('free-realms', 'osfr-libsoe', 'h1z1', 'planetside2'); default none. */
   preset?: 'free-realms' | 'osfr-libsoe' | 'h1z1' | 'planetside2';
-  /** Addition: where the server runs, 'pump' (default) or 'js' (read by start(); see soe-node's eventThread). */
+  /** Addition: where the server runs, 'js' (default) or 'pump' (read by start(); see soe-node's eventThread). */
   eventThread?: 'pump' | 'js';
   /** Addition: the flight recorder records every client (read by start()). Default false. */
   recordSessions: boolean;

@@ -107,12 +107,13 @@ export interface SoeOptions {
    */
   eventBatchMs?: number;
   /**
-   * Where the endpoint runs. 'pump' (default): a thread of its own, so acks, resends and
-   * heartbeats go on while JS is busy. 'js': the JS thread's own event loop (libuv), as a
-   * dgram socket does: no second thread and no hand-over between threads (less CPU per
-   * message), but acks and resends wait while a JS handler runs. Where the host lacks what
-   * 'js' needs (libuv's functions), the pump runs instead: `eventThread` on the endpoint says
-   * which.
+   * Where the endpoint runs. 'js' (default): the JS thread's own event loop (libuv), as a
+   * dgram socket does, with no hand-over between threads (about half the CPU per message of
+   * the pump); while the JS thread is held (a long handler, a slow reader), a guard thread
+   * drives the endpoint in its place within 10 to 20 ms, so acks, resends and heartbeats go on
+   * and messages wait in the receive queue (receiveQueueBytes). 'pump': a thread of its own,
+   * so acks and resends never wait for JS at all. Where the host lacks what 'js' needs
+   * (libuv's functions), the pump runs instead: `eventThread` on the endpoint says which.
    */
   eventThread?: 'pump' | 'js';
 }
@@ -265,7 +266,7 @@ declare class Endpoint extends EventEmitter {
   stats(): EndpointStats;
   /** The bound address. */
   address(): AddressInfo;
-  /** Where the endpoint runs: 'js' when options.eventThread asked for it and the host allows it, else 'pump'. */
+  /** Where the endpoint runs: 'js' unless options.eventThread asked for 'pump' or the host lacks what 'js' needs, else 'pump'. */
   readonly eventThread: 'pump' | 'js';
   /** Lets the process exit while this endpoint is open, as socket.unref() does. */
   unref(): this;

@@ -507,16 +507,12 @@ class SoeSession extends EventEmitter {
 
 // ----- endpoints -----
 
-// A native batch: one Buffer with 8 numbers (float64, little-endian, as every platform the
-// addon is built for stores them) per event, then the messages' bytes; `texts` is undefined
-// when no event has a string.
+// A native batch: one ArrayBuffer with 8 numbers (float64, little-endian, as every platform
+// the addon is built for stores them) per event, then the messages' bytes; `texts` is
+// undefined when no event has a string.
 function unpack(bytes, count, texts) {
   const numbers = count * 8;
-  const meta =
-    bytes.byteOffset % 8 === 0
-      ? new Float64Array(bytes.buffer, bytes.byteOffset, numbers)
-      : new Float64Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + numbers * 8));
-  return { meta, data: bytes.subarray(numbers * 8), texts };
+  return { meta: new Float64Array(bytes, 0, numbers), data: Buffer.from(bytes, numbers * 8), texts };
 }
 
 class Endpoint extends EventEmitter {
@@ -765,7 +761,7 @@ class Endpoint extends EventEmitter {
   _flush() {
     this._flushScheduled = false;
     if (this._outMeta.length === 0) return;
-    const meta = Float64Array.from(this._outMeta);
+    const meta = new Float64Array(this._outMeta);
     const data = this._outData.length === 1 ? this._outData[0] : Buffer.concat(this._outData);
     this._outMeta = [];
     this._outData = [];
@@ -815,7 +811,7 @@ class Endpoint extends EventEmitter {
 
   /**
    * Where the endpoint runs: 'pump' (a thread of its own) or 'js' (this thread's event loop),
-   * as options.eventThread asked, or 'pump' where the host lacks what 'js' needs.
+   * as options.eventThread asked ('js' by default), or 'pump' where the host lacks what 'js' needs.
    */
   get eventThread() {
     return this._native.eventThread();

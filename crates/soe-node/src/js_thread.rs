@@ -10,18 +10,24 @@
 //! and each call into the endpoint moves the timer to the loop's new next turn.
 //!
 //! `eventBatchMs` holds events as in the pump: while they keep coming, a call into JS at most
-//! once per that long (the loop keeps turning meanwhile). Unlike the pump, acks and resends
-//! wait while the JS thread is busy (as a `dgram` socket's datagrams do).
+//! once per that long (the loop keeps turning meanwhile).
+//!
+//! While the JS thread is held (a long handler, a slow reader, any long-running JS code), a
+//! guard thread (`src/guard.rs`) drives the loop in its place, so acks, resends and heartbeats
+//! do not wait for JS, and wakes this loop through a libuv async handle (never ref'd: it keeps
+//! no process alive), whose callback takes the loop back and delivers what the guard's turns
+//! made ready (the poll handle may see nothing: the guard read the socket).
 //!
 //! The handles hold the state (a reference each, through their `data`); once the endpoint has
-//! ended and JS heard it, both are closed, and their close callbacks free them.
+//! ended and JS heard it (or the environment's cleanup hook ran), the guard is stopped and
+//! joined, then the handles are closed, and their close callbacks free them.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_int;
 use std::net::UdpSocket;
 use std::ptr;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use napi::{Env, JsFunction, NapiRaw, sys};
@@ -29,6 +35,7 @@ use soe_runtime::RecvTimeoutError;
 use soe_runtime::blocking::EventLoop;
 
 use crate::Shared;
+use crate::guard::{Guard, Guarded};
 use crate::pump::{BATCH, END, Ev, Packed, convert, flush_pending, pack};
 use crate::uv::{self, Handle, Uv};
 
@@ -39,6 +46,13 @@ pub(crate) struct JsThread {
     /// The handles; null once closed.
     poll: Cell<*mut Handle>,
     timer: Cell<*mut Handle>,
+    /// The async handle the guard wakes this loop with.
+    wake: Cell<*mut Handle>,
+    /// The loop, shared with the guard.
+    events: Arc<Guarded>,
+    /// The guard thread, until the handles close (`None` if it could not start: the JS thread
+    /// then drives the loop alone).
+    guard: RefCell<Option<Guard>>,
     /// What the poll handle waits for (`uv::READABLE`, `uv::WRITABLE`).
     polling: Cell<c_int>,
     /// The JS function that takes the batches, and the async resource its calls run in.
@@ -51,7 +65,6 @@ pub(crate) struct JsThread {
 }
 
 struct State {
-    events: EventLoop,
     shared: Arc<Shared>,
     /// The duplicate of the endpoint's socket that the poll handle watches: open until the
     /// handle is closed, even once the driver has closed its own.
@@ -125,6 +138,10 @@ pub(crate) fn start(
     let Some(socket) = events.socket().and_then(|s| s.try_clone().ok()) else {
         return Err(Box::new(events));
     };
+    // The guard's own duplicate, which it peeks at.
+    let Ok(peeked) = socket.try_clone() else {
+        return Err(Box::new(events));
+    };
     // SAFETY (of `raw`): the function is a live value of `env`.
     let Some(callback) = reference(env.raw(), unsafe { on_events.raw() }) else {
         return Err(Box::new(events));
@@ -134,25 +151,31 @@ pub(crate) fn start(
     };
     let poll = uv.new_poll(uv_loop, raw_socket(&socket));
     let timer = uv.new_timer(uv_loop);
-    let (Some(poll), Some(timer)) = (poll, timer) else {
+    let wake = uv.new_async(uv_loop, on_wake);
+    let (Some(poll), Some(timer), Some(wake)) = (poll, timer, wake) else {
         // Handles without data: their close callbacks only free them.
-        for handle in [poll, timer].into_iter().flatten() {
+        for handle in [poll, timer, wake].into_iter().flatten() {
             uv.close(handle, closed);
         }
         return Err(Box::new(events));
     };
+    // The guard's wake-ups never keep the process alive (the poll handle does, if ref'd).
+    uv.set_ref(wake, false);
+    let events = Guarded::new(events);
     let this = Rc::new(JsThread {
         uv,
         env: env.raw(),
         poll: Cell::new(poll),
         timer: Cell::new(timer),
+        wake: Cell::new(wake),
+        events: events.clone(),
+        guard: RefCell::new(None),
         polling: Cell::new(0),
         callback,
         resource,
         context,
         hooked: Cell::new(false),
         state: RefCell::new(State {
-            events,
             shared,
             socket: Some(socket),
             batch: Vec::with_capacity(BATCH),
@@ -165,6 +188,9 @@ pub(crate) fn start(
     // Each handle holds a reference, given back by its close callback.
     uv.set_handle_data(poll, Rc::into_raw(this.clone()).cast_mut().cast());
     uv.set_handle_data(timer, Rc::into_raw(this.clone()).cast_mut().cast());
+    uv.set_handle_data(wake, Rc::into_raw(this.clone()).cast_mut().cast());
+    let waker = Waker(wake);
+    *this.guard.borrow_mut() = Guard::start(events, peeked, Box::new(move || waker.send(uv)));
     this.hook();
     this.rearm();
     Ok(this)
@@ -207,6 +233,28 @@ unsafe extern "C" fn on_timer(handle: *mut Handle) {
     }
 }
 
+/// The async handle's callback: the guard drove the loop while the JS thread was held, and
+/// events may be ready; takes the loop back (the socket may hold datagrams too).
+unsafe extern "C" fn on_wake(handle: *mut Handle) {
+    let Some(uv) = Uv::get() else { return };
+    if let Some(this) = of(uv, handle) {
+        this.run(true, false);
+    }
+}
+
+/// The async handle, for the guard's thread.
+struct Waker(*mut Handle);
+
+// SAFETY: the guard only passes the pointer to `uv_async_send`, which libuv allows from any
+// thread, and is joined before the handle is closed (`close_handles`).
+unsafe impl Send for Waker {}
+
+impl Waker {
+    fn send(&self, uv: &Uv) {
+        uv.async_send(self.0);
+    }
+}
+
 /// A handle's close callback: libuv is done with it; frees it and drops its reference.
 unsafe extern "C" fn closed(handle: *mut Handle) {
     let Some(uv) = Uv::get() else { return };
@@ -220,6 +268,7 @@ unsafe extern "C" fn closed(handle: *mut Handle) {
 
 impl JsThread {
     /// Lets the endpoint keep the process alive (`true`) or not, as `ref`/`unref`.
+    /// (The async handle stays unref'd: see `start`.)
     pub(crate) fn set_ref(&self, on: bool) {
         for handle in [self.poll.get(), self.timer.get()] {
             if !handle.is_null() {
@@ -239,20 +288,23 @@ impl JsThread {
         let Ok(mut st) = self.state.try_borrow_mut() else {
             return;
         };
-        if !st.ended {
-            st.events.turn_ready(readable, writable);
+        // Held for the turn and the taking of events, never across a call into JS (the guard
+        // takes the loop over while JS runs long).
+        let mut events = Some(self.events.reclaim());
+        if let Some(events) = events.as_mut().filter(|_| !st.ended) {
+            events.turn_ready(readable, writable);
         }
         loop {
             let State {
-                events,
                 shared,
                 batch,
                 ended,
                 ..
             } = &mut *st;
             flush_pending(shared, batch);
+            let turning = events.get_or_insert_with(|| self.events.reclaim());
             while batch.len() < BATCH && !*ended {
-                match events.try_next_event() {
+                match turning.try_next_event() {
                     Ok(event) => batch.extend(convert(shared, event)),
                     Err(RecvTimeoutError::Closed) => *ended = true,
                     Err(_) => break,
@@ -272,6 +324,7 @@ impl JsThread {
             st.last_call = Some(now);
             let ended = st.ended;
             drop(st);
+            events = None;
             if ended {
                 // The port is free before JS hears of the end (it may bind it again at once).
                 self.close_handles();
@@ -289,7 +342,12 @@ impl JsThread {
                 break;
             }
         }
+        drop(events);
+        let held = !st.batch.is_empty();
         drop(st);
+        if held {
+            test_pause();
+        }
         self.rearm();
     }
 
@@ -302,8 +360,13 @@ impl JsThread {
         if st.ended || poll.is_null() || timer.is_null() {
             return;
         }
+        // While the guard drives the loop, the JS thread asks again once the guard wakes it
+        // (after each of its turns, and when it lets the loop go).
+        let Some(events) = self.events.try_lock() else {
+            return;
+        };
         let wanted = uv::READABLE
-            | if st.events.wants_writable() {
+            | if events.wants_writable() {
                 uv::WRITABLE
             } else {
                 0
@@ -312,11 +375,13 @@ impl JsThread {
             self.polling.set(wanted);
         }
         let now = Instant::now();
-        let hold = (!st.batch.is_empty()).then(|| st.hold(now)).flatten();
-        let next = match (st.events.next_turn(), hold) {
+        let due = st.due(now);
+        let next = match (events.next_turn(), due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        drop(events);
+        self.events.expect(next);
         match next {
             Some(at) => {
                 let wait = at.saturating_duration_since(now);
@@ -329,11 +394,16 @@ impl JsThread {
         }
     }
 
-    /// Closes both handles (their close callbacks free them) and the socket they watched.
+    /// Stops the guard, then closes the handles (their close callbacks free them) and the
+    /// socket the poll handle watched.
     fn close_handles(&self) {
+        // First: once joined, the guard sends on the async handle no more.
+        let guard = self.guard.borrow_mut().take();
+        drop(guard);
         for handle in [
             self.poll.replace(ptr::null_mut()),
             self.timer.replace(ptr::null_mut()),
+            self.wake.replace(ptr::null_mut()),
         ] {
             if !handle.is_null() {
                 self.uv.close(handle, closed);
@@ -435,11 +505,35 @@ impl JsThread {
     }
 }
 
+/// A pause for the tests, never set in use (`SOE_NODE_TEST_HELD_PAUSE_MS`): how long the JS
+/// thread waits after a turn that held events back, before it sets its timer. A test makes
+/// the hold end in between, as a thread preempted there does.
+fn test_pause() {
+    static PAUSE: OnceLock<Option<Duration>> = OnceLock::new();
+    let pause = PAUSE.get_or_init(|| {
+        std::env::var("SOE_NODE_TEST_HELD_PAUSE_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis)
+    });
+    if let Some(pause) = *pause {
+        std::thread::sleep(pause);
+    }
+}
+
 impl State {
     /// Until when events are held (see the pump's `eventBatchMs`), or `None`.
     fn hold(&self, now: Instant) -> Option<Instant> {
         self.last_call
             .map(|last| last + self.moderation)
             .filter(|until| !self.moderation.is_zero() && !self.last_full && now < *until)
+    }
+
+    /// When the events held in the batch must go to JS (`None`: it is empty): at the end of
+    /// their hold, or at once when that has passed. It may have passed since the turn that
+    /// held them looked (the thread can be preempted in between), and with no timer for them
+    /// they would wait for the next datagram or deadline, maybe the idle timeout's.
+    fn due(&self, now: Instant) -> Option<Instant> {
+        (!self.batch.is_empty()).then(|| self.hold(now).unwrap_or(now))
     }
 }

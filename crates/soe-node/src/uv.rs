@@ -26,7 +26,8 @@ pub(crate) type OsSocket = c_int;
 #[cfg(windows)]
 pub(crate) type OsSocket = usize;
 
-/// `UV_POLL` and `UV_TIMER` of `uv_handle_type` (stable since libuv 1.0).
+/// `UV_ASYNC`, `UV_POLL` and `UV_TIMER` of `uv_handle_type` (stable since libuv 1.0).
+const UV_ASYNC: c_int = 1;
 const UV_POLL: c_int = 8;
 const UV_TIMER: c_int = 13;
 /// `uv_poll_event` flags.
@@ -36,6 +37,7 @@ pub(crate) const WRITABLE: c_int = 2;
 pub(crate) type PollCb = unsafe extern "C" fn(*mut Handle, c_int, c_int);
 pub(crate) type TimerCb = unsafe extern "C" fn(*mut Handle);
 pub(crate) type CloseCb = unsafe extern "C" fn(*mut Handle);
+pub(crate) type AsyncCb = unsafe extern "C" fn(*mut Handle);
 
 /// The libuv functions, resolved once per process.
 pub(crate) struct Uv {
@@ -48,11 +50,14 @@ pub(crate) struct Uv {
     timer_start: unsafe extern "C" fn(*mut Handle, TimerCb, u64, u64) -> c_int,
     timer_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
     close: unsafe extern "C" fn(*mut Handle, CloseCb),
+    async_init: unsafe extern "C" fn(*mut Loop, *mut Handle, AsyncCb) -> c_int,
+    async_send: unsafe extern "C" fn(*mut Handle) -> c_int,
     uv_ref: unsafe extern "C" fn(*mut Handle),
     uv_unref: unsafe extern "C" fn(*mut Handle),
-    /// The layouts of a `uv_poll_t` and a `uv_timer_t` on this platform.
+    /// The layouts of a `uv_poll_t`, a `uv_timer_t` and a `uv_async_t` on this platform.
     poll_layout: Layout,
     timer_layout: Layout,
+    async_layout: Layout,
 }
 
 impl Uv {
@@ -102,6 +107,31 @@ impl Uv {
         Some(handle)
     }
 
+    /// A new async handle in `uv_loop` (its data null) whose callback is `cb`, or `None`.
+    pub(crate) fn new_async(&self, uv_loop: *mut Loop, cb: AsyncCb) -> Option<*mut Handle> {
+        let handle = Self::alloc(self.async_layout);
+        if handle.is_null() {
+            return None;
+        }
+        // SAFETY: as in `new_poll`.
+        let status = unsafe { (self.async_init)(uv_loop, handle, cb) };
+        if status != 0 {
+            self.free(handle, self.async_layout);
+            return None;
+        }
+        Some(handle)
+    }
+
+    /// Wakes the loop of an async handle, which then runs its callback (once for any number of
+    /// sends before it runs). The one libuv call made from another thread (the guard's).
+    pub(crate) fn async_send(&self, handle: *mut Handle) {
+        // SAFETY: `handle` is an initialized async handle not yet closed (its owner joins the
+        // only other thread that sends before closing it); `uv_async_send` is thread-safe.
+        unsafe {
+            (self.async_send)(handle);
+        }
+    }
+
     /// Sets a handle's `data`, which its callbacks read.
     pub(crate) fn set_handle_data(&self, handle: *mut Handle, data: *mut c_void) {
         // SAFETY: `handle` is an initialized handle.
@@ -123,10 +153,10 @@ impl Uv {
     pub(crate) fn free_handle(&self, handle: *mut Handle) {
         // SAFETY: `handle` is a handle libuv passed to its close callback, still readable.
         let kind = unsafe { (self.handle_get_type)(handle) };
-        let layout = if kind == UV_POLL {
-            self.poll_layout
-        } else {
-            self.timer_layout
+        let layout = match kind {
+            UV_POLL => self.poll_layout,
+            UV_ASYNC => self.async_layout,
+            _ => self.timer_layout,
         };
         self.free(handle, layout);
     }
@@ -198,8 +228,14 @@ fn resolve() -> Option<Uv> {
     let lib = this()?;
     let handle_size: unsafe extern "C" fn(c_int) -> usize = symbol(&lib, b"uv_handle_size\0")?;
     // SAFETY: `uv_handle_size` takes a handle type and returns its size, with no other effect.
-    let (poll, timer) = unsafe { (handle_size(UV_POLL), handle_size(UV_TIMER)) };
-    if poll == 0 || timer == 0 {
+    let (poll, timer, wake) = unsafe {
+        (
+            handle_size(UV_POLL),
+            handle_size(UV_TIMER),
+            handle_size(UV_ASYNC),
+        )
+    };
+    if poll == 0 || timer == 0 || wake == 0 {
         return None;
     }
     let layout = |size| Layout::from_size_align(size, 16).ok();
@@ -213,10 +249,13 @@ fn resolve() -> Option<Uv> {
         timer_start: symbol(&lib, b"uv_timer_start\0")?,
         timer_stop: symbol(&lib, b"uv_timer_stop\0")?,
         close: symbol(&lib, b"uv_close\0")?,
+        async_init: symbol(&lib, b"uv_async_init\0")?,
+        async_send: symbol(&lib, b"uv_async_send\0")?,
         uv_ref: symbol(&lib, b"uv_ref\0")?,
         uv_unref: symbol(&lib, b"uv_unref\0")?,
         poll_layout: layout(poll)?,
         timer_layout: layout(timer)?,
+        async_layout: layout(wake)?,
     };
     // The functions live as long as the process: the handle on it is never closed.
     std::mem::forget(lib);

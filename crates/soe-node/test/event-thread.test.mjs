@@ -5,13 +5,16 @@ import assert from 'node:assert/strict';
 import soe from '../index.js';
 import { SOEServer } from '../h1z1.js';
 import path from 'node:path';
-import { T, release, echoServer, collect, runNode, importPackage, pkgDir } from './helpers.mjs';
+import { spawn } from 'node:child_process';
+import { T, release, reap, echoServer, collect, runNode, importPackage, pkgDir } from './helpers.mjs';
 
 const { SoeServer, SoeClient } = soe;
 
-test("eventThread says where the endpoint runs: 'js' when asked for, else the pump", T, async (t) => {
+test("eventThread says where the endpoint runs: 'js' by default or when asked for, else the pump", T, async (t) => {
   const js = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, eventThread: 'js' }));
   const pump = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, eventThread: 'pump' }));
+  const byDefault = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0 }));
+  assert.equal(byDefault.eventThread, 'js');
   assert.equal(js.eventThread, 'js');
   assert.equal(pump.eventThread, 'pump');
   assert.throws(() => new SoeServer({ eventThread: 'main' }), { code: 'ERR_INVALID_ARG_VALUE', message: /options\.eventThread/ });
@@ -119,4 +122,35 @@ test('on the JS thread, a worker that ends with its endpoints open ends cleanly'
   assert.equal(run.killed, false, 'the process was still running 15 s later');
   assert.equal(run.status, 0, run.stderr);
   assert.equal(run.stdout, 'js js 1\n', run.stderr);
+});
+
+test('on the JS thread, events held back by eventBatchMs reach JS when their hold ends, even if it ended before the timer was set', T, async (t) => {
+  // The server's JS thread pauses after every turn that held events back, for longer than the
+  // hold (as a thread preempted there does), before it sets its timer (a test hook, in a child
+  // process): the held events must go to JS then, not wait for the next datagram or deadline.
+  const server = reap(t, spawn(process.execPath, ['--input-type=module', '-e', `${importPackage}
+    const server = await soe.SoeServer.listen({ host: '127.0.0.1', port: 0, eventThread: 'js', eventBatchMs: 500 });
+    server.on('session', (s) => s.on('message', (data) => s.sendUnreliable(data)));
+    process.stdout.write(server.address().port + '\\n');`], {
+    env: { ...process.env, SOE_NODE_TEST_HELD_PAUSE_MS: '600' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }));
+  const port = await new Promise((resolve) => server.stdout.once('data', (d) => resolve(Number(String(d).trim()))));
+  const client = release(t, new SoeClient({ eventThread: 'pump' }));
+  const session = await client.connect(`127.0.0.1:${port}`);
+  const echo = () => new Promise((resolve) => {
+    const timer = setTimeout(resolve, 5000, 'no echo within 5 s');
+    session.once('message', (data) => {
+      clearTimeout(timer);
+      resolve(String(data));
+    });
+  });
+  // Each reaches the server within half a second of its previous call into JS (the accepted
+  // session, then the first echo), so both are held back. Unreliable both ways: no ack or
+  // resend is due on the server to bring its next turn.
+  for (const text of ['first', 'second']) {
+    const back = echo();
+    session.sendUnreliable(Buffer.from(text));
+    assert.equal(await back, text);
+  }
 });

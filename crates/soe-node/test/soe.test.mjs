@@ -290,67 +290,70 @@ test('index.d.ts declares exactly what index.js exports', T, async () => {
   }
 });
 
-test('a JS handler that blocks for 2 s stalls neither acks nor resends', { ...T, skip: needsSoe }, async (t) => {
-  // What the Rust side did while JS was blocked, read from the blocked handler itself: the
-  // datagrams that arrived in those 2 s (the load keeps 8 messages outstanding, 40 a second,
-  // so some arrive then), and the acks that answered them. A stalled ack path would have
-  // answered none, and the client's probe timeouts would have resent into the silence.
-  const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0 }));
-  let during = null;
-  server.on('session', (s) => {
-    s.on('message', (data) => {
-      if (during === null) {
-        const before = s.stats();
-        const until = Date.now() + 2000;
-        while (Date.now() < until) {
-          // The JS thread is busy; the endpoint's threads go on acknowledging.
-        }
-        const after = s.stats();
-        during = {
-          datagramsReceived: after.datagramsReceived - before.datagramsReceived,
-          duplicates: after.duplicates - before.duplicates,
-          acksSent: after.acksSent - before.acksSent,
-        };
-      }
-      s.send(data);
-    });
-  });
-  const { status, out } = await run([
-    'load', '--sessions', '1', '--messages', '60', '--size', '300', '--depth', '8', '--rate', '40',
-    '--timeout', '10', '--json', `127.0.0.1:${server.address().port}`,
-  ]);
-  assert.equal(status, 0, out);
-  const summary = JSON.parse(out.slice(out.indexOf('{')));
-  assert.equal(summary.messages_verified, 60, out);
-  assert.ok(during.datagramsReceived > 0, `data arrived while JS was blocked: ${JSON.stringify(during)}`);
-  assert.ok(during.acksSent > 0, `and was acknowledged then: ${JSON.stringify(during)}`);
-});
-
-test('a reader that stays behind past receiveQueueBytes closes the session with reliableOverflow', { ...T, timeout: 60_000, skip: needsSoe }, async (t) => {
-  // The handler stays behind until the session has ended (the endpoint holds no session any
-  // more), so the overflow is decided by what the test controls, not by a race between the
-  // server's block and the client's echo timeout (30 s here, far beyond the wait).
-  const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, receiveQueueBytes: 8192 }));
-  let stayedBehind = null;
-  const ended = new Promise((resolve) => {
+for (const eventThread of ['js', 'pump']) {
+  test(`a JS handler that blocks for 2 s stalls neither acks nor resends (eventThread ${eventThread})`, { ...T, skip: needsSoe }, async (t) => {
+    // What the Rust side did while JS was blocked, read from the blocked handler itself: the
+    // datagrams that arrived in those 2 s (the load keeps 8 messages outstanding, 40 a second,
+    // so some arrive then), and the acks that answered them. A stalled ack path would have
+    // answered none, and the client's probe timeouts would have resent into the silence.
+    const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, eventThread }));
+    assert.equal(server.eventThread, eventThread);
+    let during = null;
     server.on('session', (s) => {
-      s.on('disconnect', (reason, info) => resolve([reason, info]));
-      s.once('message', () => {
-        const until = Date.now() + 20_000;
-        while (server.stats().sessions > 0 && Date.now() < until) {
-          // Not reading: everything else waits in the session's receive queue.
+      s.on('message', (data) => {
+        if (during === null) {
+          const before = s.stats();
+          const until = Date.now() + 2000;
+          while (Date.now() < until) {
+            // The JS thread is busy; the endpoint's threads go on acknowledging.
+          }
+          const after = s.stats();
+          during = {
+            datagramsReceived: after.datagramsReceived - before.datagramsReceived,
+            duplicates: after.duplicates - before.duplicates,
+            acksSent: after.acksSent - before.acksSent,
+          };
         }
-        stayedBehind = server.stats().sessions === 0;
+        s.send(data);
       });
     });
+    const { status, out } = await run([
+      'load', '--sessions', '1', '--messages', '60', '--size', '300', '--depth', '8', '--rate', '40',
+      '--timeout', '10', '--json', `127.0.0.1:${server.address().port}`,
+    ]);
+    assert.equal(status, 0, out);
+    const summary = JSON.parse(out.slice(out.indexOf('{')));
+    assert.equal(summary.messages_verified, 60, out);
+    assert.ok(during.datagramsReceived > 0, `data arrived while JS was blocked: ${JSON.stringify(during)}`);
+    assert.ok(during.acksSent > 0, `and was acknowledged then: ${JSON.stringify(during)}`);
   });
-  // 200 messages of 1000 B outstanding: more than the addon's pump holds for JS (64 batches)
-  // plus 8 KiB, however the pump batches them.
-  const load = run(['load', '--sessions', '1', '--messages', '400', '--size', '1000', '--depth', '200', '--timeout', '30', `127.0.0.1:${server.address().port}`]);
-  const [reason, info] = await ended;
-  assert.equal(stayedBehind, true, 'the session ended while the reader stayed behind');
-  assert.equal(reason, 'reliableOverflow', JSON.stringify(info));
-  assert.equal(info.byPeer, false);
-  const { status } = await load;
-  assert.notEqual(status, 0, 'the client was told its session ended');
-});
+
+  test(`a reader that stays behind past receiveQueueBytes closes the session with reliableOverflow (eventThread ${eventThread})`, { ...T, timeout: 60_000, skip: needsSoe }, async (t) => {
+    // The handler stays behind until the session has ended (the endpoint holds no session any
+    // more), so the overflow is decided by what the test controls, not by a race between the
+    // server's block and the client's echo timeout (30 s here, far beyond the wait).
+    const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0, receiveQueueBytes: 8192, eventThread }));
+    let stayedBehind = null;
+    const ended = new Promise((resolve) => {
+      server.on('session', (s) => {
+        s.on('disconnect', (reason, info) => resolve([reason, info]));
+        s.once('message', () => {
+          const until = Date.now() + 20_000;
+          while (server.stats().sessions > 0 && Date.now() < until) {
+            // Not reading: everything else waits in the session's receive queue.
+          }
+          stayedBehind = server.stats().sessions === 0;
+        });
+      });
+    });
+    // 200 messages of 1000 B outstanding: more than the addon's pump holds for JS (64 batches)
+    // plus 8 KiB, however the pump batches them.
+    const load = run(['load', '--sessions', '1', '--messages', '400', '--size', '1000', '--depth', '200', '--timeout', '30', `127.0.0.1:${server.address().port}`]);
+    const [reason, info] = await ended;
+    assert.equal(stayedBehind, true, 'the session ended while the reader stayed behind');
+    assert.equal(reason, 'reliableOverflow', JSON.stringify(info));
+    assert.equal(info.byPeer, false);
+    const { status } = await load;
+    assert.notEqual(status, 0, 'the client was told its session ended');
+  });
+}
