@@ -91,7 +91,43 @@ pub(crate) fn run(wine: &Wine, soe: &Path) -> Result<()> {
         &server,
         &["--protocol", "CGAPI_527"],
     )?;
-    serve_load(wine, &node, &app, soe, "h1z1-echo-server.js", &echo, &[])
+    serve_load(wine, &node, &app, soe, "h1z1-echo-server.js", &echo, &[])?;
+    event_thread(wine, &node, &app)
+}
+
+/// The servers above run where the addon runs them by default: on the JS thread's own event
+/// loop ('js', libuv's functions found in `node.exe`), or on the pump where they are missing.
+/// Checks that `node.exe` gets the JS thread and its guard, not the pump.
+fn event_thread(wine: &Wine, node: &Path, app: &Path) -> Result<()> {
+    let name = "event-thread.js";
+    write(
+        &app.join(name),
+        "const { SoeServer } = require('soe-node');\n\
+         const server = new SoeServer({ host: '127.0.0.1', port: 0, protocol: 'T' });\n\
+         require('fs').writeFileSync('event-thread.out', 'eventThread=' + server.eventThread);\n\
+         server.close();\n",
+    )?;
+    // Written to a file: under wine, node.exe's stdout to a pipe fails (EBADF).
+    let written = app.join("event-thread.out");
+    let _ = std::fs::remove_file(&written);
+    let mut check = wine.command("wine");
+    check.arg(node).arg(name).current_dir(app);
+    println!("==> wine node: node.exe {name}");
+    cmd::output(&mut check)?;
+    let out = std::fs::read_to_string(&written)
+        .map_err(|e| Error::new(format!("{}: {e}", written.display())))?;
+    let mode = out
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("eventThread="))
+        .unwrap_or_default()
+        .to_owned();
+    if mode != "js" {
+        return Err(Error::new(format!(
+            "node.exe ran the endpoint on {mode:?}, not on the JS thread ('js'): {out}"
+        )));
+    }
+    println!("    node.exe: the endpoint runs on the JS thread (eventThread 'js', the default)");
+    Ok(())
 }
 
 /// `PACKAGE` (npm registry) unpacked under `tools/NAME`; the path of `file` in it.
