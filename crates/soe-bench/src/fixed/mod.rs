@@ -808,6 +808,8 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
                 );
             }
         }
+        // The Node rows' targets: at 500 × 20 (issue 29) and in the game tick (issue 44).
+        let node_target = at_target || matches!(load.mix, Mix::Tick);
         if let Some(node) = per(label::NODE) {
             let mut row = Row::new(
                 F,
@@ -820,7 +822,7 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
             if let Some(ours) = ours {
                 row = row.vs_limit(ours);
             }
-            if at_target {
+            if node_target {
                 row = row.with_target(Target::RatioAtMost(1.5));
             }
             rows.push(row);
@@ -834,7 +836,7 @@ fn rows(results: &[Result3]) -> Vec<crate::Row> {
                 )
                 .vs_limit(node)
                 .with_note("limit: the addon's own API, same load, same run");
-                if at_target {
+                if node_target {
                     row = row.with_target(Target::RatioAtMost(1.1));
                 }
                 rows.push(row);
@@ -1400,6 +1402,59 @@ mod tests {
         );
         // Without the curve's loads (as in --quick), no chart.
         assert!(curve_svg(&results[..4]).is_none());
+    }
+
+    #[test]
+    fn the_node_rows_have_their_targets_at_500_x_20_and_in_the_game_tick_only() {
+        let loads = [
+            Load {
+                sessions: 500,
+                mix: Mix::Echo {
+                    rate: 20.0,
+                    size: 100,
+                },
+            },
+            Load {
+                sessions: 2000,
+                mix: Mix::Echo {
+                    rate: 10.0,
+                    size: 100,
+                },
+            },
+            Load {
+                sessions: 500,
+                mix: Mix::Tick,
+            },
+        ];
+        let mut results = Vec::new();
+        for load in &loads {
+            for (label, us) in [
+                (label::SOE_SERVE, 10.0),
+                (label::NODE, 16.0),
+                (label::FACADE, 17.0),
+            ] {
+                results.push((*load, label.to_owned(), Ok(sound(load, us))));
+            }
+        }
+        let rows = rows(&results);
+        let met = |name: &str| {
+            rows.iter()
+                .find(|r| r.name.starts_with(name))
+                .unwrap_or_else(|| panic!("no row {name:?}"))
+                .met()
+        };
+        // 1.6x the server: over the addon's 1.5x; the facade 1.06x the addon: within 1.1x.
+        assert_eq!(met("500 × 20 msg/s, 100 B: Node addon vs"), Some(false));
+        assert_eq!(
+            met("500 × game tick (10 Hz 40 B unreliable + 1 Hz 200 B reliable): Node addon vs"),
+            Some(false)
+        );
+        assert_eq!(
+            met("500 × game tick (10 Hz 40 B unreliable + 1 Hz 200 B reliable): h1z1 facade"),
+            Some(true)
+        );
+        assert_eq!(met("2000 × 10 msg/s, 100 B: Node addon vs"), None);
+        assert_eq!(met("2000 × 10 msg/s, 100 B: h1z1 facade"), None);
     }
 
     #[test]
