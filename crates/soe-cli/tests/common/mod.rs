@@ -105,13 +105,13 @@ pub(crate) struct Server {
 }
 
 pub(crate) fn serve(extra: &[&str]) -> Server {
-    let mut child = Command::new(soe_bin())
+    let mut command = Command::new(soe_bin());
+    command
         .args(["serve", "--bind", "127.0.0.1:0", "--duration", "120"])
         .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn soe serve");
+        .stderr(Stdio::null());
+    let mut child = started(|| command.spawn()).expect("spawn soe serve");
     let stdout = lines(child.stdout.take().expect("stdout"));
     let process = Running { child };
     let mut seen = Vec::new();
@@ -133,15 +133,15 @@ pub(crate) struct Proxy {
 }
 
 pub(crate) fn proxy(upstream: SocketAddr, extra: &[&str]) -> Proxy {
-    let mut child = Command::new(soe_bin())
+    let mut command = Command::new(soe_bin());
+    command
         .args(["proxy", "--listen", "127.0.0.1:0", "--upstream"])
         .arg(upstream.to_string())
         .args(["--duration", "120"])
         .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn soe proxy");
+        .stderr(Stdio::piped());
+    let mut child = started(|| command.spawn()).expect("spawn soe proxy");
     let stdout: ChildStdout = child.stdout.take().expect("stdout");
     let stderr: ChildStderr = child.stderr.take().expect("stderr");
     let (stdout, stderr) = (lines(stdout), lines(stderr));
@@ -156,11 +156,30 @@ pub(crate) fn proxy(upstream: SocketAddr, extra: &[&str]) -> Proxy {
 }
 
 pub(crate) fn soe(args: &[&str]) -> Output {
-    Command::new(soe_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run soe")
+    let mut command = Command::new(soe_bin());
+    command.args(args).stdin(Stdio::null());
+    started(|| command.output()).expect("run soe")
+}
+
+/// Starts a process (`start`: a command's `spawn` or `output`), again after Windows'
+/// `ERROR_INTERNAL_ERROR` (1359), at most three times more. Under wine 8, process creation
+/// fails so now and then while many processes start at once (seen in CI: `soe --help` failed
+/// with it before it ran); nothing was started, so starting again is safe. Any other error is
+/// returned at once.
+pub(crate) fn started<T>(mut start: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    const ERROR_INTERNAL_ERROR: i32 = 1359;
+    let mut again = 3;
+    loop {
+        match start() {
+            Err(e)
+                if cfg!(windows) && e.raw_os_error() == Some(ERROR_INTERNAL_ERROR) && again > 0 =>
+            {
+                again -= 1;
+                thread::sleep(Duration::from_millis(200));
+            }
+            outcome => return outcome,
+        }
+    }
 }
 
 /// Runs `soe` and asserts that it succeeded (showing its output when not).
@@ -197,12 +216,12 @@ pub(crate) fn message(seq: u64, tag: u64, size: usize) -> Vec<u8> {
 /// Starts `soe` with `args`, its stdout read line by line and its stderr discarded; the process
 /// is killed when the returned handle drops.
 pub(crate) fn spawn(args: &[&str]) -> (Running, mpsc::Receiver<String>) {
-    let mut child = Command::new(soe_bin())
+    let mut command = Command::new(soe_bin());
+    command
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn soe");
+        .stderr(Stdio::null());
+    let mut child = started(|| command.spawn()).expect("spawn soe");
     let stdout = lines(child.stdout.take().expect("stdout"));
     (Running { child }, stdout)
 }
