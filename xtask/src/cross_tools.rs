@@ -157,7 +157,13 @@ fn musl_dynamic_dir() -> PathBuf {
 /// Debian's cargo, compiling with Debian's rustc (cargo would otherwise take rustup's rustc
 /// from the `PATH`), with unstable flags allowed on the stable compiler.
 pub(crate) fn debian_cargo() -> Command {
-    let mut c = Command::new(DEBIAN_CARGO);
+    debian_command(DEBIAN_CARGO)
+}
+
+/// `program` (Debian's cargo or its clippy) in the workspace, set to compile with Debian's
+/// rustc, with unstable flags allowed on the stable compiler.
+fn debian_command(program: &str) -> Command {
+    let mut c = Command::new(program);
     c.current_dir(cmd::workspace_root())
         .env("RUSTC", DEBIAN_RUSTC)
         .env("RUSTDOC", DEBIAN_RUSTDOC)
@@ -178,15 +184,7 @@ pub(crate) fn debian_clippy_present() -> bool {
 /// `cargo-clippy`, found first on most `PATH`s, would drive rustup's clippy against Debian's
 /// standard library sources, a different release.
 pub(crate) fn debian_clippy(target: Target) -> Command {
-    let c = debian_cargo();
-    let mut clippy = Command::new(DEBIAN_CLIPPY);
-    clippy.current_dir(cmd::workspace_root());
-    for (key, value) in c.get_envs() {
-        match value {
-            Some(v) => clippy.env(key, v),
-            None => clippy.env_remove(key),
-        };
-    }
+    let mut clippy = debian_command(DEBIAN_CLIPPY);
     let triple = target.triple();
     clippy
         .env("CARGO", DEBIAN_CARGO)
