@@ -236,7 +236,10 @@ export declare class SoeSession extends EventEmitter {
   readonly writableNeedDrain: boolean;
   /** Set on a session made by SoeClient.connect: its client. */
   client?: SoeClient;
-  /** Sends a reliable message on channel 0-3; false when it waits for room ('drain' follows). */
+  /**
+   * Sends a reliable message on channel 0-3; false when it waits for room ('drain' follows).
+   * The bytes are copied before it returns (as with sendUnreliable and sendOrdered).
+   */
   send(data: Buffer | Uint8Array | string, channel?: 0 | 1 | 2 | 3): boolean;
   /** Sends an unreliable message (one datagram, not empty, first byte not 0), at the end of the tick. */
   sendUnreliable(data: Buffer | Uint8Array | string): void;

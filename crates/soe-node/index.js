@@ -32,9 +32,18 @@ const SEND_ORDERED = 5;
 // Unreliable and ordered messages a session queues in the addon, at most (soe-session's
 // max_queued_unreliable): a batch is sent before one session has more than that in it.
 const DATAGRAM_QUEUE = 256;
+// The send queue's reused arrays: (id, kind, length) per message, and the bytes back to back.
+// They start this large and grow as a tick needs; grown over four times larger, they go back
+// to this size after a flush that used under a quarter of them.
+const OUT_NUMBERS = 3 * 256;
+const OUT_BYTES = 64 * 1024;
+// A message longer than this goes to the addon in a call of its own, from the caller's buffer,
+// rather than being copied into the queue.
+const OUT_DIRECT = 64 * 1024;
 const DELIVERY = ['reliable', 'unreliable', 'ordered'];
 // The info object of each kind of message, shared (frozen) by every message of that kind.
-const INFOS = [0, 1, 2, 3].map((channel) =>
+// Indexed by channel * 3 + delivery, with integers (a float index makes V8's loads generic).
+const INFOS = [0, 1, 2, 3].flatMap((channel) =>
   DELIVERY.map((kind) => Object.freeze({ channel, kind, unreliable: kind !== 'reliable' })),
 );
 // Lets this module, and only it, construct sessions.
@@ -482,7 +491,7 @@ class SoeSession extends EventEmitter {
   _deliver(ev) {
     switch (ev.kind) {
       case KIND_MESSAGE:
-        this.emit('message', ev.data, INFOS[ev.channel][ev.delivery]);
+        this.emit('message', ev.data, INFOS[ev.channel * 3 + ev.delivery]);
         break;
       case KIND_DRAIN:
         if (ev.reason !== this._drainEpoch) break;
@@ -522,8 +531,13 @@ class Endpoint extends EventEmitter {
     this._maxMessageSize = options.maxMessageSize ?? 4 * 1024 * 1024;
     this._highWater = options.maxQueuedMessages ?? 4096;
     this._hasKey = options.rc4Key !== undefined;
-    this._outMeta = [];
-    this._outData = [];
+    // The messages sent since the last flush (see _flush).
+    this._outMeta = new Float64Array(OUT_NUMBERS);
+    this._outNumbers = 0;
+    this._outData = Buffer.allocUnsafe(OUT_BYTES);
+    this._outBytes = 0;
+    // Batches being run (a batch flushes at its end, instead of in a microtask).
+    this._running = 0;
     this._flushScheduled = false;
     this._flushLater = () => this._deferredFlush();
     this._batchedSessions = [];
@@ -570,11 +584,24 @@ class Endpoint extends EventEmitter {
   // reason or session id, byPeer); messages are views into `data`; `texts` holds the remote
   // address and protocol of each accepted session and the error of each failed connect, in
   // order.
+  // What the batch's listeners send goes to the addon in one call at its end, or in a microtask
+  // if a listener threw.
   _onBatch(batch) {
-    if (this._held.length === 0) this._run(batch, 0, 0);
-    else {
-      this._held.push({ batch, at: 0, text: 0 });
-      this._runHeld();
+    this._running++;
+    let done = false;
+    try {
+      if (this._held.length === 0) this._run(batch, 0, 0);
+      else {
+        this._held.push({ batch, at: 0, text: 0 });
+        this._runHeld();
+      }
+      done = true;
+    } finally {
+      this._running--;
+      if (this._running === 0 && this._outNumbers > 0) {
+        if (done) this._deferredFlush();
+        else this._flushSoon();
+      }
     }
   }
 
@@ -604,7 +631,7 @@ class Endpoint extends EventEmitter {
             const at = meta[i + 4];
             const message = data.subarray(at, at + meta[i + 5]);
             if (this._onMessage !== null) this._onMessage(session, message, meta[i + 3], meta[i + 2]);
-            else session.emit('message', message, INFOS[meta[i + 2]][meta[i + 3]]);
+            else session.emit('message', message, INFOS[(meta[i + 2] | 0) * 3 + (meta[i + 3] | 0)]);
             continue;
           }
         }
@@ -722,31 +749,62 @@ class Endpoint extends EventEmitter {
   }
 
   _queue(session, channel, buf) {
-    this._outMeta.push(session.id, channel, buf.length);
-    this._outData.push(buf);
-    if (session._batched === 0 && session._datagrams === 0) this._batchedSessions.push(session);
-    const n = ++session._batched;
-    if (n >= this._highWater) {
-      this._flush();
-    } else if (!this._flushScheduled) {
-      this._flushScheduled = true;
-      queueMicrotask(this._flushLater);
+    if (buf.length > OUT_DIRECT) {
+      this._sendAlone(session, channel, buf);
+      return;
     }
+    this._add(session, channel, buf);
+    const n = ++session._batched;
+    if (n >= this._highWater) this._flush();
+    else this._flushSoon();
   }
 
   // An unreliable or ordered message: sent with the reliable ones, at the end of the tick (or
   // as soon as the session has a datagram queue's worth waiting).
   _queueDatagram(session, kind, buf) {
-    this._outMeta.push(session.id, kind, buf.length);
-    this._outData.push(buf);
-    if (session._batched === 0 && session._datagrams === 0) this._batchedSessions.push(session);
+    this._add(session, kind, buf);
     const n = ++session._datagrams;
-    if (n >= DATAGRAM_QUEUE) {
-      this._flush();
-    } else if (!this._flushScheduled) {
+    if (n >= DATAGRAM_QUEUE) this._flush();
+    else this._flushSoon();
+  }
+
+  // Appends a message to the send queue, its bytes copied (the caller may reuse its buffer).
+  _add(session, kind, buf) {
+    const at = this._outNumbers;
+    const bytes = this._outBytes;
+    const length = buf.length;
+    if (at + 3 > this._outMeta.length) {
+      const meta = new Float64Array(this._outMeta.length * 2);
+      meta.set(this._outMeta.subarray(0, at));
+      this._outMeta = meta;
+    }
+    if (bytes + length > this._outData.length) {
+      const data = Buffer.allocUnsafe(Math.max(this._outData.length * 2, bytes + length));
+      this._outData.copy(data, 0, 0, bytes);
+      this._outData = data;
+    }
+    const meta = this._outMeta;
+    meta[at] = session.id;
+    meta[at + 1] = kind;
+    meta[at + 2] = length;
+    this._outNumbers = at + 3;
+    this._outData.set(buf, bytes);
+    this._outBytes = bytes + length;
+    if (session._batched === 0 && session._datagrams === 0) this._batchedSessions.push(session);
+  }
+
+  // The end of the tick flushes, unless a batch is running (it flushes at its end).
+  _flushSoon() {
+    if (!this._flushScheduled && this._running === 0) {
       this._flushScheduled = true;
       queueMicrotask(this._flushLater);
     }
+  }
+
+  // A long reliable message: what waits goes first, then this one, from the caller's buffer.
+  _sendAlone(session, channel, buf) {
+    this._flush();
+    this._sendNative(Float64Array.of(session.id, channel, buf.length), 3, buf, buf.length);
   }
 
   // The flush at the end of the tick: nobody's call to fail, so a failure is an 'error' event.
@@ -760,20 +818,38 @@ class Endpoint extends EventEmitter {
 
   _flush() {
     this._flushScheduled = false;
-    if (this._outMeta.length === 0) return;
-    const meta = new Float64Array(this._outMeta);
-    const data = this._outData.length === 1 ? this._outData[0] : Buffer.concat(this._outData);
-    this._outMeta = [];
-    this._outData = [];
-    for (const s of this._batchedSessions) {
-      s._batched = 0;
-      s._datagrams = 0;
+    const numbers = this._outNumbers;
+    if (numbers === 0) return;
+    const bytes = this._outBytes;
+    this._outNumbers = 0;
+    this._outBytes = 0;
+    const sessions = this._batchedSessions;
+    for (let k = 0; k < sessions.length; k++) {
+      sessions[k]._batched = 0;
+      sessions[k]._datagrams = 0;
     }
-    this._batchedSessions = [];
-    // (id, epoch) of each session whose queue is full: its 'drain' is the one of that epoch (a
-    // late drain of an earlier wait, which ended before these messages had to wait, does not
-    // count).
-    const full = call(() => this._native.sendBatch(meta, data));
+    sessions.length = 0;
+    const meta = this._outMeta;
+    const data = this._outData;
+    // A burst's arrays are given back once a flush uses under a quarter of them.
+    if (meta.length > 4 * OUT_NUMBERS && numbers < meta.length / 4) this._outMeta = new Float64Array(OUT_NUMBERS);
+    if (data.length > 4 * OUT_BYTES && bytes < data.length / 4) this._outData = Buffer.allocUnsafe(OUT_BYTES);
+    this._sendNative(meta, numbers, data, bytes);
+  }
+
+  // Hands the first `numbers` of `meta` and `bytes` of `data` to the addon, which copies them
+  // before it returns.
+  _sendNative(meta, numbers, data, bytes) {
+    let full;
+    try {
+      full = this._native.sendBatch(meta, numbers, data, bytes);
+    } catch (e) {
+      throw fromNative(e);
+    }
+    // (id, epoch) of each session whose queue is full (null: none): its 'drain' is the one of
+    // that epoch (a late drain of an earlier wait, which ended before these messages had to
+    // wait, does not count).
+    if (full === null) return;
     for (let k = 0; k < full.length; k += 2) {
       const session = this._sessions.get(full[k]);
       if (session) {

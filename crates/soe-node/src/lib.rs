@@ -38,7 +38,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Buffer, Float64Array};
+use napi::bindgen_prelude::Buffer;
 use napi::threadsafe_function::ThreadSafeCallContext;
 use napi::{Env, Error, JsFunction, JsUnknown, Result, Status};
 use napi_derive::napi;
@@ -555,16 +555,33 @@ impl NativeEndpoint {
         Ok(id as f64)
     }
 
-    /// Queues many messages in one call: `meta` holds (id, kind, length) for each, the kind a
-    /// reliable channel (0 to 3), 4 for unreliable or 5 for ordered; `data` holds their bytes
-    /// back to back. They are sent from this thread, at once. Messages of sessions that have
-    /// closed are dropped (their `disconnect` is on its way), and so are unreliable ones that
-    /// find the session's datagram queue full (counted in its stats). Returns (id, epoch)
-    /// pairs for the sessions whose reliable queue is full now: the `drain` of each carries
-    /// that epoch.
+    /// Queues many messages in one call: the first `numbers` of `meta` hold (id, kind, length)
+    /// for each, the kind a reliable channel (0 to 3), 4 for unreliable or 5 for ordered; the
+    /// first `bytes` of `data` hold their bytes back to back. Both are read before this returns
+    /// (JS reuses them), and the messages are sent from this thread, at once. Messages of
+    /// sessions that have closed are dropped (their `disconnect` is on its way), and so are
+    /// unreliable ones that find the session's datagram queue full (counted in its stats).
+    /// Returns (id, epoch) pairs for the sessions whose reliable queue is full now (the `drain`
+    /// of each carries that epoch), or `null` when there are none.
+    ///
+    /// The arrays come as slices, which napi-rs borrows for the call only: a `Float64Array` or
+    /// `Buffer` argument would cost an N-API reference and its finalizer on every call.
     #[napi]
-    pub fn send_batch(&self, meta: Float64Array, data: Buffer) -> Result<Vec<f64>> {
-        let all = Bytes::copy_from_slice(&data);
+    pub fn send_batch(
+        &self,
+        meta: &[f64],
+        numbers: u32,
+        data: &[u8],
+        bytes: u32,
+    ) -> Result<Option<Vec<f64>>> {
+        let (Some(meta), Some(data)) = (meta.get(..numbers as usize), data.get(..bytes as usize))
+        else {
+            return Err(code_error(
+                "ERR_INVALID_ARG_VALUE",
+                "sendBatch: a count is past the end of its array",
+            ));
+        };
+        let all = Bytes::copy_from_slice(data);
         let mut sessions = lock(&self.shared.sessions);
         let mut full: Vec<f64> = Vec::new();
         let mut started = Vec::new();
@@ -618,7 +635,7 @@ impl NativeEndpoint {
             self.shared.events.wake();
         }
         self.kick();
-        Ok(full)
+        Ok((!full.is_empty()).then_some(full))
     }
 
     /// Closes a session with a reason code.
