@@ -30,6 +30,7 @@ fn compare_command(
     page: &Path,
     soe_bin: &Path,
     addon: Option<&Path>,
+    fixed_rounds: u16,
 ) -> Command {
     let mut command = cmd::cargo();
     command.args([
@@ -47,6 +48,9 @@ fn compare_command(
     }
     command.arg("--out").arg(page);
     command.arg("--soe-bin").arg(soe_bin);
+    if fixed_rounds > 1 {
+        command.arg("--fixed-rounds").arg(fixed_rounds.to_string());
+    }
     let script = cmd::workspace_root().join("crates/soe-node/bench/echo-server.mjs");
     command.arg("--node-script").arg(script);
     // The hand-written part of the page (the misses explained, the C ABI and Node sections).
@@ -60,7 +64,12 @@ fn compare_command(
 
 /// Builds what the report's fixed-load section runs beside `compare` (the `soe` tool, soe-bench's
 /// servers, and the Node addon where Node is installed), then runs the report.
-fn compare(quick: bool, profile: &str, page: &Path) -> Result<std::time::Duration> {
+fn compare(
+    quick: bool,
+    profile: &str,
+    page: &Path,
+    fixed_rounds: u16,
+) -> Result<std::time::Duration> {
     let node = crate::node::present();
     let mut build = cmd::cargo();
     build.args([
@@ -118,6 +127,7 @@ fn compare(quick: bool, profile: &str, page: &Path) -> Result<std::time::Duratio
         page,
         &out.join(format!("soe{}", std::env::consts::EXE_SUFFIX)),
         (node && addon.exists()).then_some(addon.as_path()),
+        fixed_rounds,
     );
     println!("==> {}", cmd::describe(&command));
     cmd::run_timed(&mut command)
@@ -144,7 +154,7 @@ fn grid_command(quick: bool, out: &Path) -> Command {
 
 /// `cargo xtask bench`: the criterion benchmarks and the loss grid into
 /// `target/bench-report.md`; with `compare`, the side-by-side report into `docs/`.
-pub(crate) fn run(quick: bool, compare: bool, smoke: bool) -> Result<()> {
+pub(crate) fn run(quick: bool, compare: bool, smoke: bool, fixed_rounds: u16) -> Result<()> {
     if compare {
         let (profile, page) = if smoke {
             (
@@ -157,7 +167,7 @@ pub(crate) fn run(quick: bool, compare: bool, smoke: bool) -> Result<()> {
                 cmd::workspace_root().join("docs").join("performance.md"),
             )
         };
-        let took = self::compare(quick, profile, &page)?;
+        let took = self::compare(quick, profile, &page, fixed_rounds)?;
         println!(
             "==> report ran in {}; written to {} (and .svg)",
             format_duration(took),

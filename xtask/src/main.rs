@@ -83,6 +83,11 @@ enum Command {
         /// under target/report-smoke/ rather than docs/).
         #[arg(long, requires = "compare")]
         smoke: bool,
+        /// With --compare: run the report's fixed-load section this many times, interleaved,
+        /// and report the median round of each figure (1 to 20).
+        #[arg(long, requires = "compare", default_value_t = 1,
+              value_parser = clap::value_parser!(u16).range(1..=20))]
+        fixed_rounds: u16,
     },
     /// Run each cargo-fuzz target in fuzz/ for a bounded time.
     ///
@@ -191,7 +196,8 @@ impl Command {
                 quick,
                 compare,
                 smoke,
-            } => bench::run(quick, compare, smoke),
+                fixed_rounds,
+            } => bench::run(quick, compare, smoke, fixed_rounds),
             Self::Fuzz { seconds } => fuzz::run(seconds),
             Self::CAbi => c_abi::run(),
             Self::InstallC {
@@ -338,7 +344,8 @@ mod tests {
             Some(Command::Bench {
                 quick: false,
                 compare: false,
-                smoke: false
+                smoke: false,
+                fixed_rounds: 1
             })
         );
         assert_eq!(
@@ -346,7 +353,8 @@ mod tests {
             Some(Command::Bench {
                 quick: true,
                 compare: false,
-                smoke: false
+                smoke: false,
+                fixed_rounds: 1
             })
         );
         assert_eq!(
@@ -354,7 +362,8 @@ mod tests {
             Some(Command::Bench {
                 quick: true,
                 compare: true,
-                smoke: false
+                smoke: false,
+                fixed_rounds: 1
             })
         );
         assert_eq!(
@@ -362,10 +371,22 @@ mod tests {
             Some(Command::Bench {
                 quick: true,
                 compare: true,
-                smoke: true
+                smoke: true,
+                fixed_rounds: 1
             })
         );
         assert!(parse(&["bench", "--smoke"]).is_err());
+        assert_eq!(
+            parse(&["bench", "--compare", "--fixed-rounds", "5"]).unwrap(),
+            Some(Command::Bench {
+                quick: false,
+                compare: true,
+                smoke: false,
+                fixed_rounds: 5
+            })
+        );
+        assert!(parse(&["bench", "--fixed-rounds", "5"]).is_err());
+        assert!(parse(&["bench", "--compare", "--fixed-rounds", "0"]).is_err());
         assert_eq!(
             parse(&["fuzz"]).unwrap(),
             Some(Command::Fuzz {

@@ -5,6 +5,7 @@
 //! cargo run -p soe-bench --release --bin compare -- [--quick] [--out docs/performance.md]
 //!     [--soe-bin target/release/soe] [--node-script crates/soe-node/bench/echo-server.mjs]
 //!     [--only fixed|recorder] [--placement apart|shared|free] [--no-fixed]
+//!     [--fixed-rounds N]
 //!     [--extra-section FILE]...
 //! ```
 //!
@@ -73,6 +74,10 @@ struct Args {
     /// (where the scheduler puts them). Linux with two CPUs or more; elsewhere, `free`.
     #[arg(long, default_value = "apart")]
     placement: fixed::Placement,
+    /// Run the fixed-load section this many times, interleaved, and report each figure as
+    /// the median round (1 to 20; default 1): on a shared machine one run decides little.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=20))]
+    fixed_rounds: u16,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -118,7 +123,8 @@ fn main() -> ExitCode {
             node_script: args.node_script.clone(),
             placement: args.placement,
         };
-        let (fixed_rows, section, curve) = fixed::run(&servers, quick);
+        let (fixed_rows, section, curve) =
+            fixed::run(&servers, quick, usize::from(args.fixed_rounds));
         rows.extend(fixed_rows);
         println!("{section}");
         fixed_section = Some((section, curve));

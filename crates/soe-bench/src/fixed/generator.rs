@@ -217,6 +217,7 @@ pub(super) fn run(target: &Target, load: &Load, timing: Timing) -> Result<Outcom
         server_received: datagrams.to_server,
         server_sent: datagrams.from_server,
         client_view,
+        spread: None,
     })
 }
 

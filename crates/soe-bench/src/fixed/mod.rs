@@ -162,6 +162,9 @@ pub struct Outcome {
     /// The clients' own view, summed over their sessions (SOE only): resends, and smoothed
     /// round trips (median and largest), for telling where time goes.
     pub client_view: String,
+    /// When this outcome is the median of several rounds ([`run`] with `rounds` > 1): the
+    /// lowest and highest CPU per message of the sound rounds, µs, and how many were sound.
+    pub spread: Option<(f64, f64, usize)>,
 }
 
 impl Outcome {
@@ -690,7 +693,16 @@ pub const CURVE: [(usize, f64); 3] = [(500, 40.0), (2000, 10.0), (10_000, 2.0)];
 /// Every server under every load: the rows (with the targets), the section's table, and the
 /// per-session cost curve as an SVG chart (`None` without the curve's loads, as in `--quick`).
 /// The section links the chart as [`CURVE_CHART`], to be written beside the page.
-pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String, Option<String>) {
+///
+/// With `rounds` > 1 the whole section runs that many times, interleaved (each round measures
+/// every server at every load in turn, so a slow spell of a shared machine falls on all of
+/// them rather than on one server), and each figure is the median round of that server at that
+/// load ([`median_round`]).
+pub fn run(
+    servers: &Servers,
+    quick: bool,
+    rounds: usize,
+) -> (Vec<crate::Row>, String, Option<String>) {
     let timing = if quick {
         Timing {
             warm_up: Duration::from_millis(300),
@@ -703,34 +715,90 @@ pub fn run(servers: &Servers, quick: bool) -> (Vec<crate::Row>, String, Option<S
         }
     };
     let (list, missing) = servers.list();
-    let mut results = Vec::new();
-    for load in loads(quick) {
-        // Idle sessions heartbeat once per keep-alive interval: a window of one whole interval
-        // sees each of them once, whatever their phases.
-        let timing = match load.mix {
-            Mix::Idle if !quick => Timing {
-                window: keep_alive_interval().max(timing.window),
-                ..timing
-            },
-            _ => timing,
-        };
-        for server in &list {
-            eprintln!("soe-bench: fixed load {}: {}", load.label(), server.label);
-            let outcome = measure(server, &load, timing, servers.placement);
-            if let Err(e) = &outcome {
-                eprintln!("soe-bench: {}: {e}", server.label);
+    let rounds = rounds.max(1);
+    let mut all: Vec<Rounds> = Vec::new();
+    for round in 1..=rounds {
+        for load in loads(quick) {
+            // Idle sessions heartbeat once per keep-alive interval: a window of one whole
+            // interval sees each of them once, whatever their phases.
+            let timing = match load.mix {
+                Mix::Idle if !quick => Timing {
+                    window: keep_alive_interval().max(timing.window),
+                    ..timing
+                },
+                _ => timing,
+            };
+            for server in &list {
+                eprintln!(
+                    "soe-bench: fixed load {} (round {round} of {rounds}): {}",
+                    load.label(),
+                    server.label
+                );
+                let outcome = measure(server, &load, timing, servers.placement);
+                if let Err(e) = &outcome {
+                    eprintln!("soe-bench: {}: {e}", server.label);
+                }
+                match all
+                    .iter_mut()
+                    .find(|(l, s, _)| *l == load && *s == server.label)
+                {
+                    Some((_, _, runs)) => runs.push(outcome),
+                    None => all.push((load, server.label.clone(), vec![outcome])),
+                }
             }
-            results.push((load, server.label.clone(), outcome));
         }
     }
+    let results: Vec<Result3> = all
+        .into_iter()
+        .map(|(load, label, runs)| {
+            let outcome = if rounds > 1 {
+                median_round(&load, runs)
+            } else {
+                runs.into_iter()
+                    .next()
+                    .unwrap_or_else(|| Err("not run".to_owned()))
+            };
+            (load, label, outcome)
+        })
+        .collect();
     let mut rows = rows(&results);
     rows.extend(new_rows(&results));
     (
         rows,
-        section(&results, &missing, timing, servers.placement),
+        section(&results, &missing, timing, servers.placement, rounds),
         curve_svg(&results),
     )
 }
+
+/// The median of one server's rounds at one load: of the sound rounds (every session
+/// connected and stayed, nothing lost or wrong, the offered load echoed), the one whose CPU per
+/// message is the median (the lower of the middle two for an even count), with the spread of
+/// the sound rounds in [`Outcome::spread`]. Without a sound round, the first round as it was
+/// (its problems or its error then show in the report).
+pub fn median_round(load: &Load, runs: Vec<Result<Outcome, String>>) -> Result<Outcome, String> {
+    let mut sound: Vec<Outcome> = runs
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .filter(|o| o.sound(load) && o.window > Duration::ZERO)
+        .cloned()
+        .collect();
+    if sound.is_empty() {
+        return runs
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Err("not run".to_owned()));
+    }
+    sound.sort_by(|a, b| a.cpu_us_per_message().total_cmp(&b.cpu_us_per_message()));
+    let low = sound[0].cpu_us_per_message();
+    let high = sound[sound.len() - 1].cpu_us_per_message();
+    let n = sound.len();
+    let mut median = sound.swap_remove((n - 1) / 2);
+    median.spread = Some((low, high, n));
+    Ok(median)
+}
+
+/// Every round of one server under one load: the load, the server's label, what it did.
+type Rounds = (Load, String, Vec<Result<Outcome, String>>);
 
 /// One measurement: the load, the server's label, and what it did.
 type Result3 = (Load, String, Result<Outcome, String>);
@@ -1078,6 +1146,7 @@ fn section(
     missing: &[String],
     timing: Timing,
     placement: Placement,
+    rounds: usize,
 ) -> String {
     use std::fmt::Write as _;
     let fmt = crate::report::fmt_num;
@@ -1121,6 +1190,18 @@ fn section(
             ),
         },
     );
+    if rounds > 1 {
+        let _ = writeln!(
+            out,
+            "Every figure below is the median of {rounds} rounds (`--fixed-rounds {rounds}`). The \
+             rounds are interleaved: each measures every server at every load in turn, so that a \
+             slow spell of the machine falls on all of them and not on one. For each server and \
+             load the report takes the round whose CPU per message is the median of its sound \
+             rounds (the lower middle one for an even count), and shows that round's figures; \
+             the CPU per message column adds the lowest and highest sound round and their \
+             number. A ratio is one median over another.\n"
+        );
+    }
     if curve_svg(results).is_some() {
         let _ = writeln!(
             out,
@@ -1141,9 +1222,13 @@ fn section(
     for (load, label, outcome) in results {
         match outcome {
             Ok(o) => {
+                let spread = match o.spread {
+                    Some((low, high, n)) => format!(" ({}–{}, {n} rounds)", fmt(low), fmt(high)),
+                    None => String::new(),
+                };
                 let _ = writeln!(
                     out,
-                    "| {} | {label} | {} | {} µs | {} µs | {} % | {:.2} + {:.2} | {} / {} ms | {} | {} % | {} |",
+                    "| {} | {label} | {} | {} µs{spread} | {} µs | {} % | {:.2} + {:.2} | {} / {} ms | {} | {} % | {} |",
                     load.label(),
                     fmt(o.messages as f64 / o.window.as_secs_f64().max(1e-9)),
                     fmt(o.cpu_us_per_message()),
@@ -1458,6 +1543,66 @@ mod tests {
     }
 
     #[test]
+    fn several_rounds_give_the_median_sound_round_and_the_spread() {
+        let load = Load {
+            sessions: 500,
+            mix: Mix::Tick,
+        };
+        let mut lost = sound(&load, 1.0);
+        lost.reliable_lost = 3;
+        let runs = vec![
+            Ok(sound(&load, 30.0)),
+            Err("did not start".to_owned()),
+            Ok(lost),
+            Ok(sound(&load, 10.0)),
+            Ok(sound(&load, 20.0)),
+            Ok(sound(&load, 25.0)),
+        ];
+        // Sound: 30, 10, 20, 25; the lower middle one is 20 (the unsound 1.0 is left out).
+        let median = median_round(&load, runs).unwrap();
+        assert!((median.cpu_us_per_message() - 20.0).abs() < 1e-6);
+        let (low, high, n) = median.spread.unwrap();
+        assert!((low - 10.0).abs() < 1e-6 && (high - 30.0).abs() < 1e-6);
+        assert_eq!(n, 4);
+        // An odd count: the middle one.
+        let runs = vec![
+            Ok(sound(&load, 7.0)),
+            Ok(sound(&load, 3.0)),
+            Ok(sound(&load, 5.0)),
+        ];
+        assert!((median_round(&load, runs).unwrap().cpu_us_per_message() - 5.0).abs() < 1e-6);
+        // No sound round: the first, as it was.
+        let mut short = sound(&load, 4.0);
+        short.connected = 10;
+        let first = median_round(&load, vec![Err("x".to_owned()), Ok(short)]);
+        assert_eq!(first.unwrap_err(), "x");
+        let kept = median_round(
+            &load,
+            vec![Ok(sound(&load, 4.0)).map(|mut o: Outcome| {
+                o.failed = 2;
+                o
+            })],
+        )
+        .unwrap();
+        assert_eq!(kept.failed, 2);
+        assert!(kept.spread.is_none());
+        // The section says how the figures were made and shows the spread.
+        let results = vec![(load, label::SOE_SERVE.to_owned(), Ok(median))];
+        let text = section(
+            &results,
+            &[],
+            Timing {
+                warm_up: Duration::from_secs(2),
+                window: Duration::from_secs(5),
+            },
+            Placement::Free,
+            6,
+        );
+        assert!(text.contains("median of 6 rounds"), "{text}");
+        assert!(text.contains("20.0 µs (10.0–30.0, 4 rounds)"), "{text}");
+    }
+
+    #[test]
     fn a_server_that_echoes_too_little_is_a_problem() {
         let load = Load {
             sessions: 500,
@@ -1478,6 +1623,7 @@ mod tests {
             server_received: 5500 * 5,
             server_sent: 5500 * 5,
             client_view: String::new(),
+            spread: None,
         };
         assert_eq!(outcome.problems(&load), "");
         assert!(outcome.sound(&load));
