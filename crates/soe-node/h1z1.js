@@ -168,7 +168,7 @@ class SOEServer extends EventEmitter {
       // The addon hands a view into its whole batch; servers keep messages as their own
       // Buffers, so each gets a copy with memory of its own (not a slice of Node's pool).
       const data = Buffer.allocUnsafeSlow(view.length);
-      view.copy(data);
+      data.set(view);
       if (raw) this.emit('appdata', client, data, true);
       else this.emit('appdata', client, data);
     };
