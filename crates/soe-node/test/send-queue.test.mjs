@@ -86,3 +86,16 @@ test('unreliable and reliable messages sent from a message handler go out at the
   // the first byte changed after the reliable send.
   for (const u of got.unreliable) assert.match(u, /^\x7f[0-9]+$/);
 });
+
+test("the addon's sendBatch refuses counts past the end of its arrays with a typed error", T, async (t) => {
+  const server = release(t, await SoeServer.listen({ host: '127.0.0.1', port: 0 }));
+  const native = server._native;
+  const refused = (fn) => {
+    assert.throws(fn, (e) => e.code === 'ERR_INVALID_ARG_VALUE' || /ERR_INVALID_ARG_VALUE/.test(e.message));
+  };
+  refused(() => native.sendBatch(new Float64Array(3), 6, Buffer.alloc(4), 4));
+  refused(() => native.sendBatch(new Float64Array(3), 3, Buffer.alloc(4), 5));
+  refused(() => native.sendBatch(new Float64Array(0), 0xffffffff, Buffer.alloc(0), 0));
+  // Within bounds, for a session that does not exist: read, dropped, nothing full.
+  assert.equal(native.sendBatch(Float64Array.of(12345, 0, 4), 3, Buffer.alloc(8), 4), null);
+});
