@@ -61,6 +61,11 @@ fn stream_mode_routes_every_session_through_one_task() {
 }
 
 #[test]
+fn a_receive_coalescing_window_serves_every_message() {
+    block_on(scenarios::a_receive_coalescing_window_serves_every_message::<R>());
+}
+
+#[test]
 fn handle_events_answers_from_the_application_task() {
     block_on(scenarios::handle_events_answers_from_the_application_task::<R>());
 }

@@ -166,6 +166,26 @@ fn echoes_a_load_and_stops_on_interrupt(driver: &str) {
     );
 }
 
+/// `--coalesce-ms` (issue 44 §2): on either driver the server reads its socket at most once
+/// per window and still echoes every message of a load, intact and in order; it says so when
+/// it starts, and a window past the bound is refused.
+#[test]
+fn serve_with_a_receive_coalescing_window_echoes_a_load_on_either_driver() {
+    for driver in ["blocking", "async"] {
+        let mut server = serve(&["--driver", driver, "--coalesce-ms", "2"]);
+        let said = wait_for(&server.stdout, "receive coalescing", &mut server.seen);
+        assert!(said.contains("once every 2 ms"), "{said}");
+        let summary = load_three_sessions(&server.addr.to_string());
+        assert_eq!(summary["sessions_failed"], 0, "{driver}");
+        assert_eq!(summary["messages_verified"], 450, "{driver}");
+        assert_eq!(summary["messages_mismatched"], 0, "{driver}");
+        assert_eq!(summary["messages_lost"], 0, "{driver}");
+    }
+    let out = soe(&["serve", "--bind", "127.0.0.1:0", "--coalesce-ms", "51"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("out of range (0 to 50 ms)"));
+}
+
 /// `--preset` (issue 45 §2): `h1z1` gives each side its gateway's protocol name without
 /// `--protocol`, so a ping with the preset is answered and one without it (SoeEcho) is not;
 /// `--protocol` still overrides the preset's name.

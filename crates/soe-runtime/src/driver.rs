@@ -11,7 +11,7 @@ use std::io::{self, IoSliceMut};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use quinn_udp::{BATCH_SIZE, RecvMeta};
 
@@ -60,6 +60,11 @@ pub(crate) struct Driver {
     tx: TxBatch,
     /// How many datagrams one send may carry (the socket's GSO limit; 1 without GSO).
     max_send_segments: usize,
+    /// The receive-coalescing window ([`Config::receive_coalesce`]); zero: off.
+    coalesce: Duration,
+    /// While coalescing: the socket is not read before this instant (set by a wake-up that
+    /// read datagrams, but not a full budget of them).
+    hold_until: Option<Instant>,
 }
 
 impl Driver {
@@ -92,7 +97,30 @@ impl Driver {
             offer: BATCH_SIZE,
             tx: TxBatch::default(),
             max_send_segments,
+            coalesce: config
+                .receive_coalesce
+                .min(crate::config::MAX_RECEIVE_COALESCE),
+            hold_until: None,
         }
+    }
+
+    /// Until when the driver leaves the socket unread (the receive-coalescing window), if it
+    /// does: a blocking loop then waits without the socket until this instant.
+    pub(crate) fn hold_until(&self) -> Option<Instant> {
+        self.hold_until
+    }
+
+    /// Whether this wake-up leaves the socket unread: a coalescing window is open. A window
+    /// that has passed is closed here.
+    fn holding(&mut self) -> bool {
+        let Some(until) = self.hold_until else {
+            return false;
+        };
+        if self.runtime.now() < until {
+            return true;
+        }
+        self.hold_until = None;
+        false
     }
 
     /// Reads up to [`RECV_BUDGET`] datagrams into the protocol endpoint; returns how many.
@@ -117,6 +145,16 @@ impl Driver {
             // Asked at once: the flag is the last call's.
             let registered = socket.registered_after_recv();
             let filled = match polled {
+                Poll::Ready(Ok(n)) if n < slots && n > 0 && !self.coalesce.is_zero() => {
+                    // Coalescing, and the socket ran empty: the window this wake-up opens
+                    // brings the driver back when it ends, so the call that would find nothing
+                    // and register for readiness is not made. With a runtime's reactor
+                    // (tokio), nothing then wakes the driver inside the window: its datagrams
+                    // wait for the timer, one wake-up for all of them.
+                    self.offer = n.saturating_mul(2).clamp(SMALL_OFFER, BATCH_SIZE);
+                    self.handle_received(n, &mut received);
+                    break;
+                }
                 Poll::Ready(Ok(n)) => {
                     self.offer = if n >= slots {
                         slots.saturating_mul(2)
@@ -141,38 +179,44 @@ impl Driver {
                 }
                 Poll::Pending => return received,
             };
-            let now = self.runtime.now();
-            let mut state = self.shared.lock();
-            for (i, meta) in self.metas.iter().take(filled).enumerate() {
-                let start = i * self.slot_size;
-                let Some(buf) = self
-                    .recv_buf
-                    .get(start..start + meta.len.min(self.slot_size))
-                else {
-                    continue;
-                };
-                let stride = if meta.stride == 0 {
-                    buf.len().max(1)
-                } else {
-                    meta.stride
-                };
-                // Once the endpoint is closing, strangers cannot open sessions any more (their
-                // datagrams still count against the budget).
-                if state.closing.is_some() && state.proto.handle_of(meta.addr).is_none() {
-                    received += buf.len().div_ceil(stride);
-                    continue;
-                }
-                for datagram in buf.chunks(stride) {
-                    state.proto.handle_datagram(now, meta.addr, datagram);
-                    received += 1;
-                }
-            }
+            self.handle_received(filled, &mut received);
             // The socket ran empty and already waits for the next datagram.
             if registered {
                 break;
             }
         }
         received
+    }
+
+    /// Hands the first `filled` receive slots to the protocol endpoint, counting the datagrams
+    /// into `received`.
+    fn handle_received(&mut self, filled: usize, received: &mut usize) {
+        let now = self.runtime.now();
+        let mut state = self.shared.lock();
+        for (i, meta) in self.metas.iter().take(filled).enumerate() {
+            let start = i * self.slot_size;
+            let Some(buf) = self
+                .recv_buf
+                .get(start..start + meta.len.min(self.slot_size))
+            else {
+                continue;
+            };
+            let stride = if meta.stride == 0 {
+                buf.len().max(1)
+            } else {
+                meta.stride
+            };
+            // Once the endpoint is closing, strangers cannot open sessions any more (their
+            // datagrams still count against the budget).
+            if state.closing.is_some() && state.proto.handle_of(meta.addr).is_none() {
+                *received += buf.len().div_ceil(stride);
+                continue;
+            }
+            for datagram in buf.chunks(stride) {
+                state.proto.handle_datagram(now, meta.addr, datagram);
+                *received += 1;
+            }
+        }
     }
 
     /// One receive call into the first `slots` (at most `N`) slots of the receive buffer. The
@@ -263,10 +307,19 @@ impl Future for Driver {
             }
         }
 
-        let received = this.receive(cx, &*socket);
+        let received = if this.holding() {
+            0
+        } else {
+            this.receive(cx, &*socket)
+        };
         let mut again = received >= RECV_BUDGET;
 
         let now = this.runtime.now();
+        // Coalescing: what arrives from now on is read when the window ends, together. A full
+        // budget opens no window: more is waiting, and the next wake-up (at once) reads on.
+        if received > 0 && !again && !this.coalesce.is_zero() {
+            this.hold_until = now.checked_add(this.coalesce);
+        }
         let shared = this.shared.clone();
         let mut state = shared.lock();
         // The deadline the timer was armed with at the end of the last wake-up (or since, by a
@@ -300,6 +353,12 @@ impl Future for Driver {
         state.armed = deadline;
         drop(state);
 
+        // The timer wakes the driver for the endpoint's deadline or the end of the coalescing
+        // window, whichever comes first.
+        let deadline = match (deadline, this.hold_until) {
+            (Some(d), Some(h)) => Some(d.min(h)),
+            (d, h) => d.or(h),
+        };
         if let Some(deadline) = deadline {
             if this.timer_deadline != Some(deadline) {
                 match this.timer.as_mut() {
@@ -704,5 +763,144 @@ pub(crate) mod tests {
                 &sizes[..1]
             );
         }
+    }
+
+    /// A runtime on a clock the test moves, whose timers record their deadlines.
+    #[derive(Debug, Default)]
+    struct Virtual {
+        now: Mutex<Option<Instant>>,
+        /// Every deadline a timer was armed with, in order.
+        armed: Arc<Mutex<Vec<Instant>>>,
+    }
+
+    impl Virtual {
+        fn at(&self, at: Instant) {
+            *self.now.lock().unwrap() = Some(at);
+        }
+    }
+
+    #[derive(Debug)]
+    struct VirtualTimer {
+        armed: Arc<Mutex<Vec<Instant>>>,
+    }
+
+    impl AsyncTimer for VirtualTimer {
+        fn reset(self: Pin<&mut Self>, deadline: Instant) {
+            self.armed.lock().unwrap().push(deadline);
+        }
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+            // The test polls the driver itself when it moves the clock.
+            Poll::Pending
+        }
+    }
+
+    impl Runtime for Arc<Virtual> {
+        fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>> {
+            self.armed.lock().unwrap().push(deadline);
+            Box::pin(VirtualTimer {
+                armed: self.armed.clone(),
+            })
+        }
+        fn spawn(&self, _: Pin<Box<dyn Future<Output = ()> + Send>>) {}
+        fn wrap_udp_socket(&self, _: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
+            Err(io::ErrorKind::Unsupported.into())
+        }
+        fn now(&self) -> Instant {
+            self.now.lock().unwrap().unwrap_or_else(Instant::now)
+        }
+    }
+
+    /// A driver over a [`Flood`] of `per_call` datagrams a call (a short call registers for
+    /// readiness, as a real socket's does), on a virtual clock, with the coalescing `window`.
+    fn coalescing(per_call: usize, window: Duration) -> (Driver, Arc<Flood>, Arc<Virtual>) {
+        let session = Arc::new(SessionConfig::new("T"));
+        let config =
+            Config::new(Arc::new(EndpointConfig::server(session))).with_receive_coalesce(window);
+        let proto = soe_session::Endpoint::new(config.endpoint.clone());
+        let shared = Arc::new(Shared::new(proto, &config));
+        let socket = Arc::new(Flood {
+            per_call: AtomicUsize::new(per_call),
+            offered: Mutex::new(Vec::new()),
+            handed: AtomicUsize::new(0),
+            buffer_sizes: Mutex::new(Vec::new()),
+            sent: AtomicUsize::new(0),
+            batches: Mutex::new(Vec::new()),
+            registers: std::sync::atomic::AtomicBool::new(true),
+            short: std::sync::atomic::AtomicBool::new(false),
+        });
+        let clock = Arc::new(Virtual::default());
+        let driver = Driver::new(shared, socket.clone(), Arc::new(clock.clone()), &config);
+        (driver, socket, clock)
+    }
+
+    /// Polls the driver once at `at`; returns how many receive calls it made.
+    fn wake_up_at(driver: &mut Driver, socket: &Flood, clock: &Virtual, at: Instant) -> usize {
+        clock.at(at);
+        let before = socket.offered.lock().unwrap().len();
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(Pin::new(&mut *driver).poll(&mut cx).is_pending());
+        socket.offered.lock().unwrap().len() - before
+    }
+
+    #[test]
+    fn a_coalescing_window_leaves_the_socket_unread_until_it_ends() {
+        let window = Duration::from_millis(1);
+        let (mut driver, socket, clock) = coalescing(3, window);
+        let t0 = Instant::now();
+        // The first wake-up reads what is there, and opens the window.
+        assert_eq!(wake_up_at(&mut driver, &socket, &clock, t0), 1);
+        assert_eq!(socket.handed.load(Ordering::SeqCst), 3);
+        assert_eq!(driver.hold_until(), Some(t0 + window));
+        // The timer wakes the driver at the window's end (nothing else is due).
+        assert_eq!(clock.armed.lock().unwrap().last(), Some(&(t0 + window)));
+        // A wake-up inside the window (a readiness wake-up, a handle's send) reads nothing.
+        for at in [t0, t0 + window / 2, t0 + window - Duration::from_nanos(1)] {
+            assert_eq!(wake_up_at(&mut driver, &socket, &clock, at), 0, "{at:?}");
+        }
+        assert_eq!(socket.handed.load(Ordering::SeqCst), 3);
+        // At its end the driver reads again, and opens the next window.
+        assert_eq!(wake_up_at(&mut driver, &socket, &clock, t0 + window), 1);
+        assert_eq!(socket.handed.load(Ordering::SeqCst), 6);
+        assert_eq!(driver.hold_until(), Some(t0 + 2 * window));
+        // A read that finds nothing opens none: the next datagram is read when it comes.
+        socket.per_call.store(0, Ordering::SeqCst);
+        let t2 = t0 + 2 * window;
+        assert_eq!(wake_up_at(&mut driver, &socket, &clock, t2), 1);
+        assert_eq!(driver.hold_until(), None);
+        socket.per_call.store(3, Ordering::SeqCst);
+        assert_eq!(wake_up_at(&mut driver, &socket, &clock, t2), 1);
+        assert_eq!(socket.handed.load(Ordering::SeqCst), 9);
+    }
+
+    #[test]
+    fn a_full_budget_opens_no_window_and_no_window_without_the_setting() {
+        // A wake-up that read its whole budget leaves more waiting: the next one reads on.
+        let (mut driver, socket, clock) = coalescing(64, Duration::from_millis(1));
+        let t0 = Instant::now();
+        assert!(wake_up_at(&mut driver, &socket, &clock, t0) >= 1);
+        assert_eq!(driver.hold_until(), None);
+        assert!(wake_up_at(&mut driver, &socket, &clock, t0) >= 1);
+        // Off (the default): every wake-up reads.
+        let (mut driver, socket, clock) = coalescing(3, Duration::ZERO);
+        for _ in 0..3 {
+            assert_eq!(wake_up_at(&mut driver, &socket, &clock, t0), 1);
+            assert_eq!(driver.hold_until(), None);
+        }
+        assert_eq!(socket.handed.load(Ordering::SeqCst), 9);
+        assert!(
+            clock.armed.lock().unwrap().is_empty(),
+            "no timer without a deadline"
+        );
+    }
+
+    #[test]
+    fn a_window_past_the_bound_is_cut_to_it() {
+        let (mut driver, socket, clock) = coalescing(3, Duration::from_secs(10));
+        let t0 = Instant::now();
+        wake_up_at(&mut driver, &socket, &clock, t0);
+        assert_eq!(
+            driver.hold_until(),
+            Some(t0 + crate::config::MAX_RECEIVE_COALESCE)
+        );
     }
 }

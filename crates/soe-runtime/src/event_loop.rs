@@ -308,28 +308,57 @@ impl EventLoop {
     /// Blocks until the socket is readable (or writable, when a send was refused), the
     /// endpoint's next deadline, `until`, or a wake-up from another thread.
     fn block(&mut self, until: Option<Instant>) {
-        let Some(Running { io, .. }) = self.running.as_ref() else {
+        let Some(Running { io, driver }) = self.running.as_ref() else {
             return;
         };
         let deadline = self.core.shared().lock().proto.poll_timeout();
-        let wake_at = match (deadline, until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let now = Instant::now();
+        let wait = plan_wait(deadline, until, driver.hold_until(), now);
         // From here on a wake-up from another thread sends a datagram; one that came before
         // is seen in `wanted`.
         self.wake.blocked.store(true, Ordering::SeqCst);
-        let timeout = wake_at.map(|at| at.saturating_duration_since(Instant::now()));
-        if self.wake.wanted.swap(false, Ordering::SeqCst) || timeout == Some(Duration::ZERO) {
+        if self.wake.wanted.swap(false, Ordering::SeqCst) || wait.timeout == Some(Duration::ZERO) {
             // No wait, so `poll(2)` does not say whether datagrams came: the next turn tries
             // the socket (a receive that finds it empty costs what a zero-timeout poll would).
             // Otherwise a loop woken before every block (a host thread's sends, due timers)
             // would never read its socket again, acknowledgements included.
             io.readable.store(true, Ordering::Relaxed);
+        } else if wait.socket {
+            io.wait(wait.timeout);
         } else {
-            io.wait(timeout);
+            // A coalescing window: datagrams wait in the socket until it ends, then the turn
+            // that reads them does not know whether any came, so it tries.
+            io.wait_without_socket(wait.timeout);
+            io.readable.store(true, Ordering::Relaxed);
         }
         self.wake.blocked.store(false, Ordering::SeqCst);
+    }
+}
+
+/// How the loop waits: until when, and whether for its socket too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Wait {
+    /// `None`: until woken.
+    timeout: Option<Duration>,
+    /// Whether a datagram ends the wait: not while the driver holds the socket unread (a
+    /// receive-coalescing window), so the datagrams of the window cost one wake-up together.
+    socket: bool,
+}
+
+/// The wait before the next turn, at `now`: until the endpoint's `deadline`, the caller's
+/// `until` or the end of the driver's coalescing window `hold`, whichever comes first; for the
+/// socket too unless the window is still open.
+fn plan_wait(
+    deadline: Option<Instant>,
+    until: Option<Instant>,
+    hold: Option<Instant>,
+    now: Instant,
+) -> Wait {
+    let hold = hold.filter(|&h| h > now);
+    let wake_at = [deadline, until, hold].into_iter().flatten().min();
+    Wait {
+        timeout: wake_at.map(|at| at.saturating_duration_since(now)),
+        socket: hold.is_none(),
     }
 }
 
@@ -445,6 +474,18 @@ impl LoopSocket {
         if ready.readable {
             self.readable.store(true, Ordering::Relaxed);
         }
+        if ready.writable {
+            self.writable.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Blocks until a wake-up from another thread or `timeout` passed, leaving the socket
+    /// alone (its datagrams wait for the end of a coalescing window).
+    fn wait_without_socket(&self, timeout: Option<Duration>) {
+        let write = !self.writable.load(Ordering::Relaxed);
+        let ready = self
+            .waiter
+            .wait_without_socket(&self.socket, write, timeout);
         if ready.writable {
             self.writable.store(true, Ordering::Relaxed);
         }
@@ -583,5 +624,55 @@ impl AsyncTimer for LoopTimer {
         } else {
             Poll::Pending
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_coalescing_window_keeps_the_socket_out_of_the_wait_until_it_ends() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        // No window: the socket, until the earliest of the deadline and the caller's limit.
+        let plain = plan_wait(Some(now + ms(30)), Some(now + ms(20)), None, now);
+        assert_eq!(
+            plain,
+            Wait {
+                timeout: Some(ms(20)),
+                socket: true
+            }
+        );
+        assert_eq!(
+            plan_wait(None, None, None, now),
+            Wait {
+                timeout: None,
+                socket: true
+            }
+        );
+        // An open window: without the socket, until the window ends (or sooner).
+        assert_eq!(
+            plan_wait(None, None, Some(now + ms(1)), now),
+            Wait {
+                timeout: Some(ms(1)),
+                socket: false
+            }
+        );
+        assert_eq!(
+            plan_wait(Some(now + ms(2)), Some(now + ms(5)), Some(now + ms(3)), now),
+            Wait {
+                timeout: Some(ms(2)),
+                socket: false
+            }
+        );
+        // A window that has ended: the socket again.
+        assert_eq!(
+            plan_wait(Some(now + ms(9)), None, Some(now), now),
+            Wait {
+                timeout: Some(ms(9)),
+                socket: true
+            }
+        );
     }
 }

@@ -97,7 +97,9 @@ mod shared;
 pub mod socket;
 mod tx;
 
-pub use config::{Config, DEFAULT_RECEIVE_QUEUE_BYTES, EventMode, MESSAGE_OVERHEAD};
+pub use config::{
+    Config, DEFAULT_RECEIVE_QUEUE_BYTES, EventMode, MAX_RECEIVE_COALESCE, MESSAGE_OVERHEAD,
+};
 pub use connection::{CloseReason, Connection, ConnectionId};
 pub use endpoint::{Endpoint, EndpointEvent, Events, SendBatch};
 pub use error::{ConnectError, RecvTimeoutError, SendError, TrySendError};

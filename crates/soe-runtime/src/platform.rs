@@ -329,21 +329,82 @@ impl Waiter {
         }
     }
 
+    /// Blocks until a [`Notify`] came or `timeout` passed, and, when `write`, until `socket`
+    /// may take datagrams again; a datagram arriving does not end it (a receive-coalescing
+    /// window). On Windows, where a wake-up is itself a datagram to the socket, this is a
+    /// sleep of `timeout` (a wake-up from another thread waits for its end).
+    pub(crate) fn wait_without_socket(
+        &self,
+        socket: &UdpSocket,
+        write: bool,
+        timeout: Option<Duration>,
+    ) -> Ready {
+        #[cfg(unix)]
+        {
+            if write {
+                // Readable datagrams cannot end the wait: only the socket's room is asked.
+                return self.poll_flags(socket, rustix::event::PollFlags::OUT, timeout);
+            }
+            self.poll_wake_only(timeout)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = socket;
+            std::thread::sleep(timeout.unwrap_or(Duration::from_millis(1)));
+            Ready {
+                readable: false,
+                writable: write,
+                woken: false,
+            }
+        }
+    }
+
     #[cfg(unix)]
     fn poll(&self, socket: &UdpSocket, write: bool, timeout: Option<Duration>) -> Ready {
-        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        use rustix::event::PollFlags;
         let mut flags = PollFlags::IN;
         if write {
             flags |= PollFlags::OUT;
         }
+        self.poll_flags(socket, flags, timeout)
+    }
+
+    /// Waits for the wake-up pair alone.
+    #[cfg(unix)]
+    fn poll_wake_only(&self, timeout: Option<Duration>) -> Ready {
+        use rustix::event::{PollFd, PollFlags, poll};
+        let mut fds = [PollFd::new(&self.rx, PollFlags::IN)];
+        if let Err(e) = poll(&mut fds, timespec(timeout).as_ref()) {
+            if e != rustix::io::Errno::INTR {
+                tracing::debug!(error = %e, "poll failed");
+            }
+            return Ready::default();
+        }
+        let woken = !fds[0].revents().is_empty();
+        if woken {
+            let mut byte = [0u8; 8];
+            while self.rx.recv(&mut byte).is_ok() {}
+        }
+        Ready {
+            readable: false,
+            writable: false,
+            woken,
+        }
+    }
+
+    #[cfg(unix)]
+    fn poll_flags(
+        &self,
+        socket: &UdpSocket,
+        flags: rustix::event::PollFlags,
+        timeout: Option<Duration>,
+    ) -> Ready {
+        use rustix::event::{PollFd, PollFlags, poll};
         let mut fds = [
             PollFd::new(socket, flags),
             PollFd::new(&self.rx, PollFlags::IN),
         ];
-        let timeout = timeout.map(|t| Timespec {
-            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(t.subsec_nanos()),
-        });
+        let timeout = timespec(timeout);
         if let Err(e) = poll(&mut fds, timeout.as_ref()) {
             if e != rustix::io::Errno::INTR {
                 tracing::debug!(error = %e, "poll failed");
@@ -361,6 +422,15 @@ impl Waiter {
             woken: !wake.is_empty(),
         }
     }
+}
+
+/// A wait's timeout as `poll(2)` takes it (`None`: no timeout).
+#[cfg(unix)]
+fn timespec(timeout: Option<Duration>) -> Option<rustix::event::Timespec> {
+    timeout.map(|t| rustix::event::Timespec {
+        tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(t.subsec_nanos()),
+    })
 }
 
 /// Windows: blocks in a peeking receive with a read timeout. A wake-up is an empty datagram to

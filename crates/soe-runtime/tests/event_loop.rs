@@ -92,6 +92,17 @@ fn the_plain_send_to_and_recv_from_path_serves_as_well() {
     many_clients_echo(events);
 }
 
+#[test]
+fn a_receive_coalescing_window_serves_every_message_in_order() {
+    // The loop leaves its socket unread for 2 ms after each wake-up that read: the messages
+    // (and acknowledgements) of the four clients wait in the socket meanwhile, and every one
+    // still comes back, in order, on both datagram paths.
+    let config = || server_config(session()).with_receive_coalesce(Duration::from_millis(2));
+    many_clients_echo(EventLoop::bind("127.0.0.1:0".parse().unwrap(), config()).unwrap());
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    many_clients_echo(EventLoop::with_io(socket, UdpIo::plain(), config()).unwrap());
+}
+
 fn many_clients_echo(events: EventLoop) {
     let addr: SocketAddr = events.local_addr();
     let handle = events.handle();

@@ -116,6 +116,11 @@ async fn a_closed_stream_endpoint_gives_its_port_back_when_its_events_end() {
     }
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_receive_coalescing_window_serves_every_message() {
+    scenarios::a_receive_coalescing_window_serves_every_message::<R>().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handle_events_answers_from_the_application_task() {
     scenarios::handle_events_answers_from_the_application_task::<R>().await;

@@ -127,6 +127,8 @@ pub struct Server {
     pub wire: Wire,
     /// The application protocol name its sessions expect (SOE only).
     pub protocol: String,
+    /// Left out of the idle load (a setting that only matters while messages flow).
+    pub skip_idle: bool,
 }
 
 /// What one server did under one load.
@@ -536,12 +538,21 @@ pub struct Servers {
 /// The application protocol every SOE server of the section is started with.
 const PROTOCOL: &str = "SoeBench";
 
+/// The receive-coalescing window of the section's coalescing servers, in milliseconds: as
+/// long as the Node addon's own event batching holds events (`eventBatchMs`), well under a game
+/// tick.
+const COALESCE_MS: &str = "1";
+
 /// The labels of the servers, as the rows and the table name them.
 pub mod label {
     /// `soe serve --driver async`: the endpoint's driver a task on a one-thread tokio runtime.
     pub const SOE_SERVE: &str = "soe serve --driver async";
     /// `soe serve --driver blocking` (its default): the endpoint on a blocking event loop.
     pub const SOE_BLOCKING: &str = "soe serve --driver blocking";
+    /// The async driver with a 1 ms receive-coalescing window.
+    pub const SOE_SERVE_COALESCED: &str = "soe serve --driver async --coalesce-ms 1";
+    /// The blocking driver with a 1 ms receive-coalescing window.
+    pub const SOE_BLOCKING_COALESCED: &str = "soe serve --driver blocking --coalesce-ms 1";
     /// The Node addon's own API, echoing in JavaScript.
     pub const NODE: &str = "Node addon";
     /// The h1z1-server facade of the Node addon.
@@ -566,6 +577,7 @@ impl Servers {
             dir: None,
             wire,
             protocol: PROTOCOL.to_owned(),
+            skip_idle: false,
         };
         let serve = [
             "serve",
@@ -588,6 +600,18 @@ impl Servers {
                     let mut args = serve.to_vec();
                     args.push(driver);
                     servers.push(soe_server(label, soe, &args, Wire::Soe));
+                }
+                // Each driver again with a receive-coalescing window (issue 44 §2): its saving
+                // beside its round trip. Idle sessions send nothing to coalesce.
+                for (label, driver) in [
+                    (label::SOE_SERVE_COALESCED, "async"),
+                    (label::SOE_BLOCKING_COALESCED, "blocking"),
+                ] {
+                    let mut args = serve.to_vec();
+                    args.extend([driver, "--coalesce-ms", COALESCE_MS]);
+                    let mut server = soe_server(label, soe, &args, Wire::Soe);
+                    server.skip_idle = true;
+                    servers.push(server);
                 }
             }
             None => missing.push(format!(
@@ -643,6 +667,7 @@ fn node_server(label: &str, api: &str, script: &std::path::Path) -> Server {
         dir: script.parent().map(PathBuf::from),
         wire: Wire::Soe,
         protocol: PROTOCOL.to_owned(),
+        skip_idle: false,
     }
 }
 
@@ -729,6 +754,9 @@ pub fn run(
                 _ => timing,
             };
             for server in &list {
+                if server.skip_idle && matches!(load.mix, Mix::Idle) {
+                    continue;
+                }
                 eprintln!(
                     "soe-bench: fixed load {} (round {round} of {rounds}): {}",
                     load.label(),
@@ -990,6 +1018,7 @@ fn new_rows(results: &[Result3]) -> Vec<crate::Row> {
                 );
             }
         }
+        rows.extend(coalesced_rows(results, load));
         let flat_load = matches!(load.mix, Mix::Echo { .. }) && load.sessions > base.sessions;
         for ours in [label::SOE_SERVE, label::SOE_BLOCKING] {
             let at_base = figure(results, &base, ours).map(|o| o.cpu_us_per_message());
@@ -1008,6 +1037,63 @@ fn new_rows(results: &[Result3]) -> Vec<crate::Row> {
                 );
             }
         }
+    }
+    rows
+}
+
+/// The rows of the coalescing servers at `load`: each driver with its receive-coalescing
+/// window beside its bare limit, with the same target as without the window, and the price
+/// beside (the round trip with the window and without it).
+fn coalesced_rows(results: &[Result3], load: &Load) -> Vec<crate::Row> {
+    use crate::{Better, Row, Target};
+    const F: &str = "Fixed load: server CPU per message";
+    let name = load.label();
+    let per = |label| figure(results, load, label).map(|o| o.cpu_us_per_message());
+    let mut rows = Vec::new();
+    // The same targets with a receive-coalescing window, its price beside: the round trip
+    // with the window and without it.
+    let coalesced = [
+        (
+            label::SOE_SERVE_COALESCED,
+            label::SOE_SERVE,
+            label::UDP_TOKIO,
+            1.2,
+        ),
+        (
+            label::SOE_BLOCKING_COALESCED,
+            label::SOE_BLOCKING,
+            label::UDP_STD,
+            2.0,
+        ),
+    ];
+    for (ours, plain, bare, target) in coalesced {
+        let (Some(o), Some(limit)) = (figure(results, load, ours), per(bare)) else {
+            continue;
+        };
+        let rtt = |o: &Outcome| {
+            format!(
+                "{} / {} ms",
+                crate::report::fmt_num(o.p50_us / 1000.0),
+                crate::report::fmt_num(o.p99_us / 1000.0)
+            )
+        };
+        let without =
+            figure(results, load, plain).map_or_else(|| "not measured".to_owned(), |p| rtt(&p));
+        rows.push(
+            Row::new(
+                F,
+                &format!("{name}: {ours} vs {bare}"),
+                o.cpu_us_per_message(),
+                "µs",
+                Better::Lower,
+            )
+            .vs_limit(limit)
+            .with_target(Target::RatioAtMost(target))
+            .with_note(format!(
+                "limit: same load, same run; the price: round trip p50 / p99 {} with the window, {without} without",
+                rtt(&o)
+            )),
+        );
     }
     rows
 }
@@ -1167,7 +1253,10 @@ fn section(
          unreliable updates and one reliable event a second. `soe serve` runs with each of its \
          drivers: async (a tokio task beside the server's task, on one thread) and blocking (the \
          server's own thread blocked in `poll`, receiving with `recvmmsg` and sending once per \
-         wake-up). In the idle rows the sessions send nothing but their default heartbeat \
+         wake-up), and each again with `--coalesce-ms {COALESCE_MS}`: after a wake-up that read \
+         datagrams the driver leaves its socket unread for {COALESCE_MS} ms, so that what arrives \
+         meanwhile is read in one wake-up (fewer wake-ups, for up to that much more round trip; \
+         not run idle). In the idle rows the sessions send nothing but their default heartbeat \
          (once per {} of silence, answered by the server), measured over one whole interval; \
          the bare limit then echoes one datagram per session per interval.\n",
         fmt_duration(timing.window),
@@ -1318,6 +1407,7 @@ mod tests {
             dir: None,
             wire: Wire::Soe,
             protocol: PROTOCOL.to_owned(),
+            skip_idle: false,
         };
         let e = Process::start(&server).unwrap_err();
         assert!(e.contains("broken"), "{e}");
@@ -1487,6 +1577,90 @@ mod tests {
         );
         // Without the curve's loads (as in --quick), no chart.
         assert!(curve_svg(&results[..4]).is_none());
+    }
+
+    #[test]
+    fn a_coalescing_driver_is_set_beside_its_limit_with_its_round_trip_and_never_run_idle() {
+        let load = Load {
+            sessions: 500,
+            mix: Mix::Echo {
+                rate: 20.0,
+                size: 100,
+            },
+        };
+        let with_rtt = |us, p50, p99| Outcome {
+            p50_us: p50,
+            p99_us: p99,
+            ..sound(&load, us)
+        };
+        let results = vec![
+            (
+                load,
+                label::SOE_SERVE.to_owned(),
+                Ok(with_rtt(22.0, 180.0, 400.0)),
+            ),
+            (
+                load,
+                label::SOE_SERVE_COALESCED.to_owned(),
+                Ok(with_rtt(17.0, 1500.0, 3100.0)),
+            ),
+            (
+                load,
+                label::SOE_BLOCKING_COALESCED.to_owned(),
+                Ok(with_rtt(14.0, 1150.0, 1450.0)),
+            ),
+            (load, label::UDP_TOKIO.to_owned(), Ok(sound(&load, 10.0))),
+            (load, label::UDP_STD.to_owned(), Ok(sound(&load, 8.0))),
+        ];
+        let rows = new_rows(&results);
+        let row = |name: &str| rows.iter().find(|r| r.name.ends_with(name));
+        let blocking =
+            row("soe serve --driver blocking --coalesce-ms 1 vs bare UDP echo (std loop)")
+                .expect("the blocking row");
+        assert!((blocking.ratio().unwrap() - 1.75).abs() < 1e-9);
+        assert_eq!(blocking.met(), Some(true));
+        // Its plain driver was not measured: the note says so.
+        assert!(
+            blocking
+                .note
+                .contains("1.15 / 1.45 ms with the window, not measured without"),
+            "{}",
+            blocking.note
+        );
+        let not_met = row("soe serve --driver async --coalesce-ms 1 vs bare UDP echo (tokio)")
+            .expect("the async row");
+        assert_eq!(not_met.met(), Some(false));
+        assert!(
+            not_met
+                .note
+                .contains("1.50 / 3.10 ms with the window, 0.180 / 0.400 ms without"),
+            "{}",
+            not_met.note
+        );
+        // The coalescing servers run every load but the idle one.
+        let servers = Servers {
+            soe: Some(PathBuf::from("soe")),
+            ..Servers::default()
+        };
+        let (list, _) = servers.list();
+        let skipped: Vec<_> = list
+            .iter()
+            .filter(|s| s.skip_idle)
+            .map(|s| &s.label)
+            .collect();
+        assert_eq!(
+            skipped,
+            [label::SOE_SERVE_COALESCED, label::SOE_BLOCKING_COALESCED]
+        );
+        let coalescing = list
+            .iter()
+            .find(|s| s.label == label::SOE_BLOCKING_COALESCED)
+            .unwrap();
+        assert!(coalescing.args.ends_with(&[
+            "blocking".into(),
+            "--coalesce-ms".into(),
+            "1".into()
+        ]));
     }
 
     #[test]

@@ -371,21 +371,30 @@ pub async fn survives_garbage<R: Runtime + Default>() {
 
 /// One task routes every session of a stream-mode server.
 pub async fn stream_mode_routes_everything<R: Runtime + Default>() {
-    stream_echo::<R>(false).await;
+    stream_echo::<R>(false, Duration::ZERO).await;
+}
+
+/// As [`stream_mode_routes_everything`], the server's driver leaving its socket unread for
+/// 2 ms after each wake-up that read (a receive-coalescing window): every echo still comes
+/// back, in order.
+pub async fn a_receive_coalescing_window_serves_every_message<R: Runtime + Default>() {
+    stream_echo::<R>(false, Duration::from_millis(2)).await;
 }
 
 /// As [`stream_mode_routes_everything`], the server answering from `Endpoint::handle_events`:
 /// its echoes go out from its own task.
 pub async fn handle_events_answers_from_the_application_task<R: Runtime + Default>() {
-    stream_echo::<R>(true).await;
+    stream_echo::<R>(true, Duration::ZERO).await;
 }
 
 /// Five clients, 50 echoes each, from a stream-mode server that takes its events one by one
 /// (`next_event`) or with `handle_events`.
-async fn stream_echo<R: Runtime + Default>(handle_events: bool) {
+async fn stream_echo<R: Runtime + Default>(handle_events: bool, coalesce: Duration) {
     let server = Endpoint::<R>::bind(
         loopback(),
-        Config::from(server_config(false)).with_event_mode(EventMode::Stream),
+        Config::from(server_config(false))
+            .with_event_mode(EventMode::Stream)
+            .with_receive_coalesce(coalesce),
     )
     .unwrap();
     let server_addr = server.local_addr();
