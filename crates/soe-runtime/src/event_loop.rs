@@ -71,6 +71,10 @@ use crate::shared::Shared;
 ///
 /// Events come as in [`EventMode::Stream`] (the configured mode is overridden): one
 /// [`EndpointEvent`] at a time, for every session.
+///
+/// With a receive-coalescing window ([`Config::receive_coalesce`]), a wake-up that read
+/// datagrams is followed by a wait on the wake-up from other threads and the deadlines alone,
+/// until the window ends: what arrives meanwhile is read in one wake-up.
 pub struct EventLoop {
     core: Core,
     /// `None` once the driver finished (closed and no session left). The socket goes with
