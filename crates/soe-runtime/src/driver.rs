@@ -318,7 +318,9 @@ impl Future for Driver {
         // Coalescing: what arrives from now on is read when the window ends, together. A full
         // budget opens no window: more is waiting, and the next wake-up (at once) reads on.
         if received > 0 && !again && !this.coalesce.is_zero() {
-            this.hold_until = now.checked_add(this.coalesce);
+            // Never `None` here: the receive above may have left the socket unregistered,
+            // and only this window's timer brings the driver back to it.
+            this.hold_until = Some(now.checked_add(this.coalesce).unwrap_or(now));
         }
         let shared = this.shared.clone();
         let mut state = shared.lock();
