@@ -448,6 +448,9 @@ pub(crate) mod tests {
         registers: std::sync::atomic::AtomicBool,
         /// Whether the last call filled fewer buffers than offered.
         short: std::sync::atomic::AtomicBool,
+        /// Datagrams waiting (`usize::MAX`: never runs out). Once none is left a receive is
+        /// `Pending`, as a real socket's would be.
+        left: AtomicUsize,
     }
 
     impl AsyncUdpSocket for Flood {
@@ -458,7 +461,19 @@ pub(crate) mod tests {
             meta: &mut [RecvMeta],
         ) -> Poll<io::Result<usize>> {
             self.offered.lock().unwrap().push(bufs.len());
-            let n = self.per_call.load(Ordering::SeqCst).min(bufs.len());
+            let left = self.left.load(Ordering::SeqCst);
+            if left == 0 {
+                self.short.store(true, Ordering::SeqCst);
+                return Poll::Pending;
+            }
+            let n = self
+                .per_call
+                .load(Ordering::SeqCst)
+                .min(bufs.len())
+                .min(left);
+            if left != usize::MAX {
+                self.left.store(left - n, Ordering::SeqCst);
+            }
             let from: SocketAddr = "127.0.0.1:9"
                 .parse()
                 .unwrap_or(SocketAddr::from(([0; 4], 9)));
@@ -530,6 +545,7 @@ pub(crate) mod tests {
             batches: Mutex::new(Vec::new()),
             registers: std::sync::atomic::AtomicBool::new(false),
             short: std::sync::atomic::AtomicBool::new(false),
+            left: AtomicUsize::new(usize::MAX),
         });
         let driver = Driver::new(shared, socket.clone(), Arc::new(NoRuntime), &config);
         (driver, socket)
@@ -812,16 +828,17 @@ pub(crate) mod tests {
         }
     }
 
-    /// A driver over a [`Flood`] of `per_call` datagrams a call (a short call registers for
-    /// readiness, as a real socket's does), on a virtual clock, with the coalescing `window`.
-    fn coalescing(per_call: usize, window: Duration) -> (Driver, Arc<Flood>, Arc<Virtual>) {
+    /// A driver over a [`Flood`] that hands out what has arrived (as many a call as the
+    /// call offers slots; a short call registers for readiness, as a real socket's does), on
+    /// a virtual clock, with the coalescing `window`.
+    fn coalescing(window: Duration) -> (Driver, Arc<Flood>, Arc<Virtual>) {
         let session = Arc::new(SessionConfig::new("T"));
         let config =
             Config::new(Arc::new(EndpointConfig::server(session))).with_receive_coalesce(window);
         let proto = soe_session::Endpoint::new(config.endpoint.clone());
         let shared = Arc::new(Shared::new(proto, &config));
         let socket = Arc::new(Flood {
-            per_call: AtomicUsize::new(per_call),
+            per_call: AtomicUsize::new(usize::MAX),
             offered: Mutex::new(Vec::new()),
             handed: AtomicUsize::new(0),
             buffer_sizes: Mutex::new(Vec::new()),
@@ -829,15 +846,25 @@ pub(crate) mod tests {
             batches: Mutex::new(Vec::new()),
             registers: std::sync::atomic::AtomicBool::new(true),
             short: std::sync::atomic::AtomicBool::new(false),
+            left: AtomicUsize::new(0),
         });
         let clock = Arc::new(Virtual::default());
         let driver = Driver::new(shared, socket.clone(), Arc::new(clock.clone()), &config);
         (driver, socket, clock)
     }
 
-    /// Polls the driver once at `at`; returns how many receive calls it made.
-    fn wake_up_at(driver: &mut Driver, socket: &Flood, clock: &Virtual, at: Instant) -> usize {
+    /// `arrived` more datagrams wait in the socket, then the driver is polled once at `at`;
+    /// returns how many receive calls it made (one where `recvmmsg` reads them all; on
+    /// Windows, one a datagram and one more that finds none).
+    fn wake_up_at(
+        driver: &mut Driver,
+        socket: &Flood,
+        clock: &Virtual,
+        at: Instant,
+        arrived: usize,
+    ) -> usize {
         clock.at(at);
+        socket.left.fetch_add(arrived, Ordering::SeqCst);
         let before = socket.offered.lock().unwrap().len();
         let mut cx = Context::from_waker(Waker::noop());
         assert!(Pin::new(&mut *driver).poll(&mut cx).is_pending());
@@ -847,45 +874,47 @@ pub(crate) mod tests {
     #[test]
     fn a_coalescing_window_leaves_the_socket_unread_until_it_ends() {
         let window = Duration::from_millis(1);
-        let (mut driver, socket, clock) = coalescing(3, window);
+        let (mut driver, socket, clock) = coalescing(window);
+        let handed = || socket.handed.load(Ordering::SeqCst);
         let t0 = Instant::now();
         // The first wake-up reads what is there, and opens the window.
-        assert_eq!(wake_up_at(&mut driver, &socket, &clock, t0), 1);
-        assert_eq!(socket.handed.load(Ordering::SeqCst), 3);
+        assert!(wake_up_at(&mut driver, &socket, &clock, t0, 3) >= 1);
+        assert_eq!(handed(), 3);
         assert_eq!(driver.hold_until(), Some(t0 + window));
         // The timer wakes the driver at the window's end (nothing else is due).
         assert_eq!(clock.armed.lock().unwrap().last(), Some(&(t0 + window)));
-        // A wake-up inside the window (a readiness wake-up, a handle's send) reads nothing.
+        // A wake-up inside the window (a readiness wake-up, a handle's send) reads nothing,
+        // while datagrams keep arriving.
         for at in [t0, t0 + window / 2, t0 + window - Duration::from_nanos(1)] {
-            assert_eq!(wake_up_at(&mut driver, &socket, &clock, at), 0, "{at:?}");
+            assert_eq!(wake_up_at(&mut driver, &socket, &clock, at, 1), 0, "{at:?}");
         }
-        assert_eq!(socket.handed.load(Ordering::SeqCst), 3);
-        // At its end the driver reads again, and opens the next window.
-        assert_eq!(wake_up_at(&mut driver, &socket, &clock, t0 + window), 1);
-        assert_eq!(socket.handed.load(Ordering::SeqCst), 6);
+        assert_eq!(handed(), 3);
+        // At its end the driver reads all of them at once, and opens the next window.
+        assert!(wake_up_at(&mut driver, &socket, &clock, t0 + window, 0) >= 1);
+        assert_eq!(handed(), 6);
         assert_eq!(driver.hold_until(), Some(t0 + 2 * window));
         // A read that finds nothing opens none: the next datagram is read when it comes.
-        socket.per_call.store(0, Ordering::SeqCst);
         let t2 = t0 + 2 * window;
-        assert_eq!(wake_up_at(&mut driver, &socket, &clock, t2), 1);
+        assert!(wake_up_at(&mut driver, &socket, &clock, t2, 0) >= 1);
         assert_eq!(driver.hold_until(), None);
-        socket.per_call.store(3, Ordering::SeqCst);
-        assert_eq!(wake_up_at(&mut driver, &socket, &clock, t2), 1);
-        assert_eq!(socket.handed.load(Ordering::SeqCst), 9);
+        assert!(wake_up_at(&mut driver, &socket, &clock, t2, 3) >= 1);
+        assert_eq!(handed(), 9);
     }
 
     #[test]
     fn a_full_budget_opens_no_window_and_no_window_without_the_setting() {
         // A wake-up that read its whole budget leaves more waiting: the next one reads on.
-        let (mut driver, socket, clock) = coalescing(64, Duration::from_millis(1));
+        let (mut driver, socket, clock) = coalescing(Duration::from_millis(1));
         let t0 = Instant::now();
-        assert!(wake_up_at(&mut driver, &socket, &clock, t0) >= 1);
+        assert!(wake_up_at(&mut driver, &socket, &clock, t0, RECV_BUDGET + 10) >= 1);
+        assert_eq!(socket.handed.load(Ordering::SeqCst), RECV_BUDGET);
         assert_eq!(driver.hold_until(), None);
-        assert!(wake_up_at(&mut driver, &socket, &clock, t0) >= 1);
+        assert!(wake_up_at(&mut driver, &socket, &clock, t0, 0) >= 1);
+        assert_eq!(socket.handed.load(Ordering::SeqCst), RECV_BUDGET + 10);
         // Off (the default): every wake-up reads.
-        let (mut driver, socket, clock) = coalescing(3, Duration::ZERO);
+        let (mut driver, socket, clock) = coalescing(Duration::ZERO);
         for _ in 0..3 {
-            assert_eq!(wake_up_at(&mut driver, &socket, &clock, t0), 1);
+            assert!(wake_up_at(&mut driver, &socket, &clock, t0, 3) >= 1);
             assert_eq!(driver.hold_until(), None);
         }
         assert_eq!(socket.handed.load(Ordering::SeqCst), 9);
@@ -897,9 +926,9 @@ pub(crate) mod tests {
 
     #[test]
     fn a_window_past_the_bound_is_cut_to_it() {
-        let (mut driver, socket, clock) = coalescing(3, Duration::from_secs(10));
+        let (mut driver, socket, clock) = coalescing(Duration::from_secs(10));
         let t0 = Instant::now();
-        wake_up_at(&mut driver, &socket, &clock, t0);
+        wake_up_at(&mut driver, &socket, &clock, t0, 3);
         assert_eq!(
             driver.hold_until(),
             Some(t0 + crate::config::MAX_RECEIVE_COALESCE)
