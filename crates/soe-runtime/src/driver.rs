@@ -145,16 +145,6 @@ impl Driver {
             // Asked at once: the flag is the last call's.
             let registered = socket.registered_after_recv();
             let filled = match polled {
-                Poll::Ready(Ok(n)) if n < slots && n > 0 && !self.coalesce.is_zero() => {
-                    // Coalescing, and the socket ran empty: the window this wake-up opens
-                    // brings the driver back when it ends, so the call that would find nothing
-                    // and register for readiness is not made. With a runtime's reactor
-                    // (tokio), nothing then wakes the driver inside the window: its datagrams
-                    // wait for the timer, one wake-up for all of them.
-                    self.offer = n.saturating_mul(2).clamp(SMALL_OFFER, BATCH_SIZE);
-                    self.handle_received(n, &mut received);
-                    break;
-                }
                 Poll::Ready(Ok(n)) => {
                     self.offer = if n >= slots {
                         slots.saturating_mul(2)
@@ -179,44 +169,42 @@ impl Driver {
                 }
                 Poll::Pending => return received,
             };
-            self.handle_received(filled, &mut received);
-            // The socket ran empty and already waits for the next datagram.
-            if registered {
+            let now = self.runtime.now();
+            let mut state = self.shared.lock();
+            for (i, meta) in self.metas.iter().take(filled).enumerate() {
+                let start = i * self.slot_size;
+                let Some(buf) = self
+                    .recv_buf
+                    .get(start..start + meta.len.min(self.slot_size))
+                else {
+                    continue;
+                };
+                let stride = if meta.stride == 0 {
+                    buf.len().max(1)
+                } else {
+                    meta.stride
+                };
+                // Once the endpoint is closing, strangers cannot open sessions any more (their
+                // datagrams still count against the budget).
+                if state.closing.is_some() && state.proto.handle_of(meta.addr).is_none() {
+                    received += buf.len().div_ceil(stride);
+                    continue;
+                }
+                for datagram in buf.chunks(stride) {
+                    state.proto.handle_datagram(now, meta.addr, datagram);
+                    received += 1;
+                }
+            }
+            // The socket ran empty and already waits for the next datagram. Or, coalescing, it
+            // ran empty: the window this wake-up opens brings the driver back when it ends, so
+            // the call that would find nothing and register for readiness is not made. With a
+            // runtime's reactor (tokio), nothing then wakes the driver inside the window: its
+            // datagrams wait for the timer, one wake-up for all of them.
+            if registered || (filled > 0 && filled < slots && !self.coalesce.is_zero()) {
                 break;
             }
         }
         received
-    }
-
-    /// Hands the first `filled` receive slots to the protocol endpoint, counting the datagrams
-    /// into `received`.
-    fn handle_received(&mut self, filled: usize, received: &mut usize) {
-        let now = self.runtime.now();
-        let mut state = self.shared.lock();
-        for (i, meta) in self.metas.iter().take(filled).enumerate() {
-            let start = i * self.slot_size;
-            let Some(buf) = self
-                .recv_buf
-                .get(start..start + meta.len.min(self.slot_size))
-            else {
-                continue;
-            };
-            let stride = if meta.stride == 0 {
-                buf.len().max(1)
-            } else {
-                meta.stride
-            };
-            // Once the endpoint is closing, strangers cannot open sessions any more (their
-            // datagrams still count against the budget).
-            if state.closing.is_some() && state.proto.handle_of(meta.addr).is_none() {
-                *received += buf.len().div_ceil(stride);
-                continue;
-            }
-            for datagram in buf.chunks(stride) {
-                state.proto.handle_datagram(now, meta.addr, datagram);
-                *received += 1;
-            }
-        }
     }
 
     /// One receive call into the first `slots` (at most `N`) slots of the receive buffer. The
@@ -453,6 +441,24 @@ pub(crate) mod tests {
         left: AtomicUsize,
     }
 
+    impl Flood {
+        /// `per_call` datagrams a call at most, `left` waiting; `registers`: a short call
+        /// says it registered for readiness.
+        fn new(per_call: usize, registers: bool, left: usize) -> Self {
+            Self {
+                per_call: AtomicUsize::new(per_call),
+                offered: Mutex::new(Vec::new()),
+                handed: AtomicUsize::new(0),
+                buffer_sizes: Mutex::new(Vec::new()),
+                sent: AtomicUsize::new(0),
+                batches: Mutex::new(Vec::new()),
+                registers: std::sync::atomic::AtomicBool::new(registers),
+                short: std::sync::atomic::AtomicBool::new(false),
+                left: AtomicUsize::new(left),
+            }
+        }
+    }
+
     impl AsyncUdpSocket for Flood {
         fn poll_recv(
             &self,
@@ -536,17 +542,7 @@ pub(crate) mod tests {
         ));
         let proto = soe_session::Endpoint::new(config.endpoint.clone());
         let shared = Arc::new(Shared::new(proto, &config));
-        let socket = Arc::new(Flood {
-            per_call: AtomicUsize::new(per_call),
-            offered: Mutex::new(Vec::new()),
-            handed: AtomicUsize::new(0),
-            buffer_sizes: Mutex::new(Vec::new()),
-            sent: AtomicUsize::new(0),
-            batches: Mutex::new(Vec::new()),
-            registers: std::sync::atomic::AtomicBool::new(false),
-            short: std::sync::atomic::AtomicBool::new(false),
-            left: AtomicUsize::new(usize::MAX),
-        });
+        let socket = Arc::new(Flood::new(per_call, false, usize::MAX));
         let driver = Driver::new(shared, socket.clone(), Arc::new(NoRuntime), &config);
         (driver, socket)
     }
@@ -837,17 +833,7 @@ pub(crate) mod tests {
             Config::new(Arc::new(EndpointConfig::server(session))).with_receive_coalesce(window);
         let proto = soe_session::Endpoint::new(config.endpoint.clone());
         let shared = Arc::new(Shared::new(proto, &config));
-        let socket = Arc::new(Flood {
-            per_call: AtomicUsize::new(usize::MAX),
-            offered: Mutex::new(Vec::new()),
-            handed: AtomicUsize::new(0),
-            buffer_sizes: Mutex::new(Vec::new()),
-            sent: AtomicUsize::new(0),
-            batches: Mutex::new(Vec::new()),
-            registers: std::sync::atomic::AtomicBool::new(true),
-            short: std::sync::atomic::AtomicBool::new(false),
-            left: AtomicUsize::new(0),
-        });
+        let socket = Arc::new(Flood::new(usize::MAX, true, 0));
         let clock = Arc::new(Virtual::default());
         let driver = Driver::new(shared, socket.clone(), Arc::new(clock.clone()), &config);
         (driver, socket, clock)
