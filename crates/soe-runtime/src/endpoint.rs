@@ -82,7 +82,11 @@ impl<R: Runtime> Endpoint<R> {
     ) -> io::Result<Self> {
         socket.set_nonblocking(true)?;
         crate::platform::quiet_closed_ports(&socket);
-        let socket = runtime.wrap_udp_socket(socket)?;
+        let socket = if config.receive_coalesce.is_zero() {
+            runtime.wrap_udp_socket(socket)?
+        } else {
+            runtime.wrap_coalescing_udp_socket(socket)?
+        };
         let local_addr = socket.local_addr()?;
         let proto = crate::shards::protocol_endpoint(&config, local_addr)?;
         let shared = Arc::new(Shared::new(proto, &config));

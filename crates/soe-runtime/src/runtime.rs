@@ -25,6 +25,20 @@ pub trait Runtime: Send + Sync + Debug + 'static {
     ///
     /// The socket is already in non-blocking mode.
     fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>>;
+    /// Registers the socket of an endpoint with a receive-coalescing window
+    /// ([`Config::receive_coalesce`](crate::Config::receive_coalesce)), which its driver
+    /// leaves unread for the window after a short batch.
+    ///
+    /// A runtime whose reactor would be woken by every datagram that arrives meanwhile, even
+    /// with no task waiting for one (tokio's), can register this socket so that it reports
+    /// readiness only while a receive waits for it. The default registers it as
+    /// [`wrap_udp_socket`](Self::wrap_udp_socket) does.
+    fn wrap_coalescing_udp_socket(
+        &self,
+        socket: std::net::UdpSocket,
+    ) -> io::Result<Arc<dyn AsyncUdpSocket>> {
+        self.wrap_udp_socket(socket)
+    }
     /// The current time, as the runtime's timers see it.
     ///
     /// The driver compares it with the deadlines its timer fires at, and the handles stamp

@@ -35,6 +35,8 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod held;
 mod runtime;
 
 pub use runtime::TokioRuntime;

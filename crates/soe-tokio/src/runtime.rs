@@ -78,6 +78,24 @@ impl Runtime for TokioRuntime {
             registered: AtomicBool::new(false),
         }))
     }
+
+    /// On Linux and Android, an unconnected socket goes in an epoll set of its own, which
+    /// tokio watches, armed only while a receive or a send waits: tokio would otherwise be
+    /// woken by every datagram that arrives inside the window (see `held.rs`). Elsewhere, and
+    /// for a connected socket, as [`wrap_udp_socket`](Runtime::wrap_udp_socket).
+    fn wrap_coalescing_udp_socket(
+        &self,
+        socket: std::net::UdpSocket,
+    ) -> io::Result<Arc<dyn AsyncUdpSocket>> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if socket.peer_addr().is_err() {
+            let handle = self.handle()?;
+            socket.set_nonblocking(true)?;
+            let _guard = handle.enter();
+            return Ok(Arc::new(crate::held::HeldSocket::new(socket)?));
+        }
+        self.wrap_udp_socket(socket)
+    }
 }
 
 /// The tokio timer; boxed so the `Timer` is `Unpin` and needs no pin projection.
