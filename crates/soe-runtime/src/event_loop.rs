@@ -554,8 +554,7 @@ impl AsyncUdpSocket for LoopSocket {
         contents: &[u8],
         segment_size: usize,
     ) -> io::Result<()> {
-        let mut transmit = crate::socket::datagram_transmit(destination, contents);
-        transmit.segment_size = Some(segment_size);
+        let transmit = crate::socket::segments_transmit(destination, contents, segment_size);
         self.refused(self.send(&transmit))
     }
 

@@ -97,6 +97,19 @@ pub fn datagram_transmit(destination: SocketAddr, datagram: &[u8]) -> quinn_udp:
     }
 }
 
+/// The quinn-udp [`Transmit`](quinn_udp::Transmit) for `contents` sent as datagrams of
+/// `segment_size` bytes (the last may be shorter) in one call: segmentation offload where the
+/// socket has it, as [`datagram_transmit`] otherwise.
+pub fn segments_transmit(
+    destination: SocketAddr,
+    contents: &[u8],
+    segment_size: usize,
+) -> quinn_udp::Transmit<'_> {
+    let mut transmit = datagram_transmit(destination, contents);
+    transmit.segment_size = Some(segment_size);
+    transmit
+}
+
 /// [`AsyncUdpSocket::try_send_batch`](crate::AsyncUdpSocket::try_send_batch) for an adapter
 /// whose platform socket is `fd`: a lone datagram, or a leading segmented entry, through the
 /// adapter's own sends (`socket`); a run of single datagrams in one `sendmmsg` ([`send_many`]).

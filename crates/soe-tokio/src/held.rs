@@ -176,8 +176,7 @@ impl AsyncUdpSocket for HeldSocket {
         contents: &[u8],
         segment_size: usize,
     ) -> io::Result<()> {
-        let mut transmit = soe_runtime::socket::datagram_transmit(destination, contents);
-        transmit.segment_size = Some(segment_size);
+        let transmit = soe_runtime::socket::segments_transmit(destination, contents, segment_size);
         self.send(&transmit)
     }
 
@@ -226,6 +225,21 @@ mod tests {
         rustix::event::poll(&mut fds, Some(&NO_WAIT)).unwrap() > 0
     }
 
+    /// Returns once a datagram waits in the socket (`poll(2)` on it, which takes nothing and
+    /// leaves its interest in the set as it was), so that what the test asserts next is about
+    /// an arrival that has happened.
+    fn wait_for_arrival(socket: &HeldSocket) {
+        let mut fds = [rustix::event::PollFd::new(
+            &socket.io,
+            rustix::event::PollFlags::IN,
+        )];
+        let bound = Timespec {
+            tv_sec: 30,
+            tv_nsec: 0,
+        };
+        assert_eq!(rustix::event::poll(&mut fds, Some(&bound)).unwrap(), 1);
+    }
+
     async fn recv(socket: &HeldSocket) -> io::Result<usize> {
         let mut buf = [0_u8; 2048];
         let mut meta = [RecvMeta::default()];
@@ -238,23 +252,28 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn arrivals_reach_the_reactor_only_while_a_receive_waits() {
-        let socket = HeldSocket::new(bound()).unwrap();
+        let socket = std::sync::Arc::new(HeldSocket::new(bound()).unwrap());
         let to = socket.local_addr().unwrap();
         let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
         // Nothing armed: a datagram is not reported to tokio.
         peer.send_to(b"one", to).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
+        wait_for_arrival(&socket);
         assert!(!set_is_readable(&socket));
         assert_eq!(recv(&socket).await.unwrap(), 1);
         // A receive that finds nothing arms the socket, and waits until one comes.
-        let waiting = tokio::spawn(async move {
-            let n = recv(&socket).await;
-            (socket, n)
+        let waiting = tokio::spawn({
+            let socket = socket.clone();
+            async move { recv(&socket).await }
         });
-        tokio::task::yield_now().await;
+        let mut turns = 0;
+        while !socket.interests().armed.contains(EventFlags::IN) {
+            assert!(turns < 1_000, "the receive never waited");
+            turns += 1;
+            tokio::task::yield_now().await;
+        }
         assert!(!waiting.is_finished());
         peer.send_to(b"two", to).unwrap();
-        let (socket, n) = tokio::time::timeout(Duration::from_secs(30), waiting)
+        let n = tokio::time::timeout(Duration::from_secs(30), waiting)
             .await
             .unwrap()
             .unwrap();
@@ -263,7 +282,7 @@ mod tests {
         for _ in 0..3 {
             peer.send_to(b"more", to).unwrap();
         }
-        std::thread::sleep(Duration::from_millis(20));
+        wait_for_arrival(&socket);
         assert!(!set_is_readable(&socket));
         // The next receive reads them without waiting.
         let mut read = 0;

@@ -245,8 +245,7 @@ impl AsyncUdpSocket for Socket {
         contents: &[u8],
         segment_size: usize,
     ) -> io::Result<()> {
-        let mut transmit = soe_runtime::socket::datagram_transmit(destination, contents);
-        transmit.segment_size = Some(segment_size);
+        let transmit = soe_runtime::socket::segments_transmit(destination, contents, segment_size);
         self.send(&transmit)
     }
 
